@@ -1,0 +1,129 @@
+"""The Runner protocol and the one result type every runner returns.
+
+A runner takes a :class:`RunRequest` (a ``.pte``, how many executions, threads, where to put
+files) and returns a :class:`RunResult` (per-execution end-to-end times, the trace if the runtime
+recorded one, and facts about the build that produced them). Local runtime, host
+``executor_runner`` and Android device all look the same from above.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+SCHEMA_VERSION = 1
+
+#: Variant names for the two runner builds of an on/off comparison.
+SME2_ON = "sme2_on"
+SME2_OFF = "sme2_off"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What to run: one ``.pte``, ``warmup + runs`` executions in one process/block."""
+
+    pte: Path
+    runs: int
+    warmup: int = 1
+    threads: int = 1
+    out_dir: Path = Path(".")
+    #: raw little-endian input tensor files for executor_runner ``--inputs`` (None = all ones)
+    inputs: tuple[Path, ...] | None = None
+    #: ``None`` = the default build; ``"sme2_on"``/``"sme2_off"`` pick one of two runner builds
+    variant: str | None = None
+    timeout_s: float = 600.0
+    #: a name for files written for this request (defaults to the .pte stem)
+    label: str | None = None
+
+    @property
+    def executions(self) -> int:
+        return self.warmup + self.runs
+
+    @property
+    def stem(self) -> str:
+        base = self.label or self.pte.stem
+        return f"{base}_{self.variant}" if self.variant else base
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Per-execution end-to-end latencies from one run, plus the trace and build facts.
+
+    ``e2e_ms`` holds *every* execution in order, the first ``warmup`` of them cold/warm-up;
+    statistics use ``measured_ms``. ``trace_path`` is set only when the runtime recorded an ETDump.
+    """
+
+    runner: str
+    e2e_ms: tuple[float, ...]
+    warmup: int
+    threads: int
+    build: str
+    variant: str | None = None
+    trace_path: Path | None = None
+    log_path: Path | None = None
+    per_operator: bool = False
+    #: why per-operator timing is missing, when it is
+    per_operator_note: str = ""
+    host: str = field(default_factory=platform.node)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def measured_ms(self) -> tuple[float, ...]:
+        return self.e2e_ms[self.warmup :]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "runner": self.runner,
+            "variant": self.variant,
+            "e2e_ms": list(self.e2e_ms),
+            "warmup": self.warmup,
+            "threads": self.threads,
+            "build": self.build,
+            "trace_path": str(self.trace_path) if self.trace_path else None,
+            "log_path": str(self.log_path) if self.log_path else None,
+            "per_operator": self.per_operator,
+            "per_operator_note": self.per_operator_note,
+            "host": self.host,
+            "metadata": dict(self.metadata),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
+        return cls(
+            runner=str(data["runner"]),
+            variant=data.get("variant"),
+            e2e_ms=tuple(float(x) for x in data["e2e_ms"]),
+            warmup=int(data["warmup"]),
+            threads=int(data["threads"]),
+            build=str(data["build"]),
+            trace_path=Path(data["trace_path"]) if data.get("trace_path") else None,
+            log_path=Path(data["log_path"]) if data.get("log_path") else None,
+            per_operator=bool(data.get("per_operator", False)),
+            per_operator_note=str(data.get("per_operator_note", "")),
+            host=str(data.get("host", "")),
+            metadata=dict(data.get("metadata", {})),
+        )
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """Anything that can execute a ``.pte`` and report per-execution latency."""
+
+    #: "local", "host" or "android"
+    name: str
+
+    def variants(self) -> tuple[str | None, ...]:
+        """Variants this runner can run (``(None,)`` when it has a single build)."""
+        ...
+
+    def fingerprint(self) -> Mapping[str, Any]:
+        """Stable facts that decide whether two results are comparable (device, build, versions)."""
+        ...
+
+    def run(self, request: RunRequest) -> RunResult:
+        """Execute ``request``; raise :class:`~pytest_sme2.errors.RunnerError` when it fails."""
+        ...
