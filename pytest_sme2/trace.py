@@ -345,3 +345,37 @@ def read_etdump(
             + _NO_EVENTS_FIX
         )
     return timeline
+
+
+def etrecord_backend(path: str | Path) -> str | None:
+    """The delegate backend named in an ETRecord (``XnnpackBackend`` -> ``XNNPACK``), if any.
+
+    XNNPACK's per-operator events cannot be linked back to graph nodes through an ETRecord (its
+    debug map is empty), so the backend name is what an ETRecord adds for delegated events.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise TraceError(f"ETRecord {p} does not exist; pass the .etrecord written beside the .pte, or omit it")
+    try:
+        from executorch.devtools import parse_etrecord
+
+        record = parse_etrecord(str(p))
+    except Exception as exc:
+        raise TraceError(
+            f"{p} is not a readable ETRecord ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+            "re-export the model to regenerate it, or analyze without --etrecord"
+        ) from None
+    programs = [getattr(record, "edge_dialect_program", None), getattr(record, "exported_program", None)]
+    names: list[str] = []
+    for program in programs:
+        module = getattr(program, "graph_module", None)
+        if module is None:
+            continue
+        for _, sub in module.named_modules():
+            backend_id = getattr(sub, "backend_id", None)
+            if backend_id:
+                names.append(str(backend_id))
+    if not names:
+        return None
+    name = names[0]
+    return "XNNPACK" if name.lower().startswith("xnnpack") else name.removesuffix("Backend")

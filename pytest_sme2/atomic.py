@@ -1,0 +1,72 @@
+"""Crash-safe file writes: nothing the user stored is ever half-written.
+
+Every file pytest-sme2 writes for keeps (baselines, reports, analysis JSON, CSVs) goes through
+:func:`write_atomic`: the bytes go to a temporary file in the same directory, are flushed and
+fsync'ed, then ``os.replace`` swaps it in. A reader sees the old file or the new one, never a mix;
+a SIGKILL mid-write leaves the old file and, at worst, a ``.tmp-*`` file that is never read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import Sme2Error
+
+TMP_PREFIX = ".tmp-sme2-"
+
+
+def write_atomic(path: str | Path, data: str | bytes, *, what: str = "file") -> Path:
+    """Write ``data`` to ``path`` atomically (temp file + fsync + rename); create parent dirs."""
+    p = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=p.suffix, dir=p.parent)
+    except OSError as exc:
+        raise _write_error(p, what, exc) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, p)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _write_error(p, what, exc) from None
+    return p
+
+
+def _write_error(path: Path, what: str, exc: OSError) -> Sme2Error:
+    from .errors import BaselineError
+
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
+        fix = "make the directory writable or choose another location"
+    elif exc.errno == errno.ENOSPC:
+        fix = "free disk space or choose another location"
+    else:
+        fix = "check the path"
+    err = BaselineError(f"cannot write {what} {path}: {reason}; {fix}. Nothing was changed.")
+    return err
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` (created if missing) for read-modify-write cycles."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

@@ -1,0 +1,1 @@
+"""Reports: CSV tables, terminal text, JSON, markdown and pytest-html extras with SVG charts."""
