@@ -316,3 +316,57 @@ def _bottlenecks(
                 out.append(Bottleneck("operator", op.name, op.total_ms, op.share,
                                       f"{op.category} operator above {threshold:.0%} of E2E"))
     return out
+
+
+def merge(analyses: list[Analysis], *, source: str | None = None) -> Analysis:
+    """Pool the measured runs of several blocks (each already stripped of its own warm-up).
+
+    Interleaved measurements come as blocks (one runner process each); the pooled analysis keeps
+    every measured run, the first block's cold run, and run-weighted operator statistics.
+    """
+    if not analyses:
+        raise ValueError("merge() needs at least one analysis")
+    if len(analyses) == 1:
+        return analyses[0]
+    measured = tuple(x for a in analyses for x in a.measured_ms)
+    stats = summarize(measured, cold=analyses[0].e2e.cold)
+    per_op = all(a.per_operator for a in analyses)
+    cats = {c: tuple(x for a in analyses for x in a.category_per_run_ms.get(c, ())) for c in CATEGORIES}
+    totals = {c: float(np.mean(v)) if v else 0.0 for c, v in cats.items()}
+    totals[OTHER] = stats.mean - sum(totals[c] for c in NAMED_CATEGORIES)
+    weights = [a.runs_measured for a in analyses]
+    total_runs = sum(weights)
+    details: dict[str, OperatorDetail] = {}
+    acc: dict[str, list[float]] = {}
+    for a, w in zip(analyses, weights, strict=True):
+        for op in a.operator_details:
+            calls, total = acc.get(op.name, [0.0, 0.0])
+            acc[op.name] = [calls + op.count * w, total + op.total_ms * w]
+            details.setdefault(op.name, op)
+    merged_ops = []
+    for name, (calls, total) in acc.items():
+        op = details[name]
+        per_run_total = total / total_runs
+        merged_ops.append(OperatorDetail(
+            name=name, category=op.category, count=calls / total_runs,
+            avg_ms=total / calls if calls else 0.0, total_ms=per_run_total,
+            share=per_run_total / stats.mean if stats.mean > 0 else math.nan,
+            delegated=op.delegated, backend=op.backend, kernel_hint=op.kernel_hint,
+        ))
+    merged_ops.sort(key=lambda o: -o.total_ms)
+    mean_e2e = stats.mean
+    return Analysis(
+        source=source or analyses[0].source,
+        runs_total=len(measured),
+        warmup=0,
+        e2e_per_run_ms=measured,
+        e2e=stats,
+        per_operator=per_op,
+        category_totals_ms={c: totals[c] for c in CATEGORIES},
+        category_per_run_ms=cats,
+        operator_details=tuple(merged_ops),
+        bottlenecks=tuple(_bottlenecks(totals, merged_ops, mean_e2e, BOTTLENECK_SHARE)) if per_op else (),
+        portable_ms=sum(a.portable_ms * w for a, w in zip(analyses, weights, strict=True)) / total_runs,
+        delegated_ms=sum(a.delegated_ms * w for a, w in zip(analyses, weights, strict=True)) / total_runs,
+        kernel_log=analyses[0].kernel_log,
+    )

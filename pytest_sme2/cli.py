@@ -1,0 +1,303 @@
+"""``pytest-sme2`` / ``python -m pytest_sme2``: the library's command-line front end.
+
+Commands: ``analyze`` (a trace), ``profile`` (export + run + analyze a registered model),
+``compare`` (the regression gate on two result files, exit 1 on a regression), ``report`` (markdown
+from a results JSON or run directory) and ``export-trace`` (Chrome/Perfetto JSON).
+
+Exit codes: 0 ok; 1 a regression (or, with ``--strict``, an inconclusive comparison); 2 bad input or
+usage (one line naming the file and the fix, never a traceback); 3 a runner or device failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .errors import ConfigError, Sme2Error
+from .options import executable_file, existing_file, nonnegative_int, percent, positive_int
+
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_RUN_FAILED = 0, 1, 2, 3
+
+
+def _add_analyze(sub: Any) -> None:
+    p = sub.add_parser("analyze", help="analyze an ETDump trace: E2E statistics, categories, operators")
+    p.add_argument("trace", type=Path, help="ETDump file written by a tracer-enabled executor_runner")
+    p.add_argument("--etrecord", type=Path, help="ETRecord exported with the model (optional; names the delegate backend)")
+    p.add_argument("--xnnlog", type=Path, help="XNNPACK debug log of the same runner build, for kernel hints")
+    p.add_argument("--warmup", type=nonnegative_int, default=1,
+                   help="leading runs left out of statistics (run 0 is cold; default 1)")
+    p.add_argument("--rules", type=Path, help="JSON file of extra category rules, tried before the defaults")
+    p.add_argument("--json", type=Path, default=Path("analysis_summary.json"), dest="json_out",
+                   help="where to write the analysis summary (default ./analysis_summary.json)")
+    p.add_argument("--csv-dir", type=Path, help="where to write the timeline and ops-stats CSVs "
+                   "(default: the JSON file's directory)")
+    p.add_argument("--quiet", action="store_true", help="print only the category table")
+
+
+def _add_profile(sub: Any) -> None:
+    p = sub.add_parser("profile", help="export a registered model (cached), run it, analyze it")
+    p.add_argument("--model", required=True, action="append", dest="models",
+                   help="registered model name (repeatable)")
+    p.add_argument("--dtype", choices=("fp32", "fp16", "int8"), default="fp32")
+    p.add_argument("--backend", choices=("xnnpack", "portable"), default="xnnpack")
+    p.add_argument("--runs", type=positive_int, default=50, help="measured executions per block (default 50)")
+    p.add_argument("--warmup", type=nonnegative_int, default=1, help="warm-up executions per block (default 1)")
+    p.add_argument("--blocks", type=positive_int, default=1, help="blocks (runner processes) to pool (default 1)")
+    p.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1)")
+    p.add_argument("--runner", type=executable_file,
+                   help="a tracer-enabled executor_runner; without it the local Python runtime measures E2E only")
+    p.add_argument("--timeout", type=positive_int, default=600, help="seconds per runner process (default 600)")
+    p.add_argument("--models-from", action="append", default=[], dest="model_sources",
+                   help="module name or .py file that registers models (repeatable)")
+    p.add_argument("--cache-dir", type=Path, default=Path(".sme2_cache"), help="export cache (default .sme2_cache)")
+    p.add_argument("--out", type=Path, default=Path("sme2_out"), help="output directory (default sme2_out)")
+
+
+def _add_compare(sub: Any) -> None:
+    p = sub.add_parser("compare", help="gate NEW against OLD (analysis, baseline or results JSON); exit 1 on regression")
+    p.add_argument("old", type=existing_file, help="baseline: analysis_summary.json, a baseline file, or --sme2-json results")
+    p.add_argument("new", type=existing_file, help="candidate, same kinds")
+    p.add_argument("--margin", type=percent, default=5.0, help="relative margin, e.g. 5%% (default 5%%)")
+    p.add_argument("--strict", action="store_true", help="an inconclusive comparison also fails (exit 1)")
+    p.add_argument("--json", type=Path, dest="json_out", help="write the verdicts as JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pytest-sme2",
+        description="Performance-regression analysis of ExecuTorch models (SME2 on/off, Arm CPUs).",
+    )
+    parser.add_argument("--version", action="version", version=f"pytest-sme2 {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_analyze(sub)
+    _add_profile(sub)
+    _add_compare(sub)
+    _add_report_commands(sub)
+    return parser
+
+
+def _add_report_commands(sub: Any) -> None:
+    p = sub.add_parser("report", help="render the markdown report from a --sme2-json results file or a run directory")
+    p.add_argument("source", type=Path, nargs="+", help="results JSON file(s) or directories holding them")
+    p.add_argument("--out", type=Path, default=Path("report.md"), help="markdown file to write (default report.md)")
+    p.add_argument("--combine", action="store_true", help="one combined report across several results files/devices")
+    p.add_argument("--title", help="report title")
+    t = sub.add_parser("export-trace", help="convert an ETDump to Chrome trace / Perfetto JSON")
+    t.add_argument("trace", type=Path)
+    t.add_argument("--out", type=Path, default=Path("trace.json"))
+
+
+# ---------------------------------------------------------------------------------------- analyze
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from .analysis import analyze
+    from .atomic import write_atomic
+    from .categories import DEFAULT, CategoryRules
+    from .kernels import read_xnnpack_log
+    from .report.csv import write_csvs
+    from .report.text import bottleneck_lines, category_table, latency_line, operator_table
+    from .trace import etrecord_backend, read_etdump
+
+    rules = CategoryRules.load(args.rules) if args.rules else DEFAULT
+    backend = etrecord_backend(args.etrecord) if args.etrecord else None
+    timeline = read_etdump(args.trace, rules=rules, delegate_backend=backend)
+    kernel_log = read_xnnpack_log(args.xnnlog) if args.xnnlog else None
+    analysis = analyze(timeline, warmup=args.warmup, kernel_log=kernel_log)
+    stem = args.trace.name.removesuffix(".etdump").removesuffix(".etdp")
+    csv_dir = args.csv_dir or args.json_out.parent
+    csvs = write_csvs(timeline, analysis, csv_dir, stem)
+    summary = analysis.to_dict()
+    summary["csv_files"] = [str(p) for p in csvs]
+    summary["csv_dir"] = str(csv_dir)
+    write_atomic(args.json_out, json.dumps(summary, indent=2) + "\n", what="analysis summary")
+    if not args.quiet:
+        print(f"Trace: {args.trace} ({analysis.runs_total} runs)")
+        print(latency_line(analysis))
+        print()
+    print(category_table(analysis))
+    if not args.quiet:
+        print()
+        print(operator_table(analysis))
+        print()
+        print(bottleneck_lines(analysis))
+        print(f"\nportable ops {analysis.portable_ms:.3f} ms/run, delegated ops {analysis.delegated_ms:.3f} ms/run")
+        print(f"Wrote: {args.json_out} and {len(csvs)} CSV files in {csv_dir}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------- profile
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from .atomic import write_atomic
+    from .export import export_model
+    from .models import get_model, load_model_sources
+    from .profile import profile_exported, stderr_progress
+    from .report.text import category_table, latency_line, operator_table
+    from .runners import make_runner
+
+    load_model_sources(args.model_sources)
+    runner = make_runner("host" if args.runner else "local", runner_path=args.runner, timeout_s=args.timeout)
+    for name in args.models:
+        spec = get_model(name)
+        exported = export_model(spec, dtype=args.dtype, backend=args.backend, cache_dir=args.cache_dir,
+                                progress=stderr_progress)
+        label = f"{name}_{args.dtype}_{args.backend}"
+        out_dir = args.out / label
+        profile = profile_exported(
+            exported, runner, runs=args.runs, warmup=args.warmup, threads=args.threads, out_dir=out_dir,
+            blocks=args.blocks, timeout_s=args.timeout, label=label, progress=stderr_progress,
+        )
+        analysis = profile.analysis
+        print(f"== {label} on {runner.name} ({profile.build}), {args.threads} thread(s)")
+        if profile.note:
+            print(f"note: {profile.note}")
+        print(latency_line(analysis))
+        print(category_table(analysis))
+        if analysis.per_operator:
+            print(operator_table(analysis))
+        summary = analysis.to_dict()
+        summary["profile"] = {k: v for k, v in profile.to_dict().items() if k != "analysis"}
+        path = write_atomic(out_dir / "analysis_summary.json", json.dumps(summary, indent=2) + "\n",
+                            what="analysis summary")
+        print(f"Wrote: {path}\n")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------- compare
+
+
+def _samples_by_test(path: Path) -> dict[str, Any]:
+    """Read any of our JSON kinds into ``{test id: Samples}`` (single-profile files use ``""``)."""
+    from .analysis import Analysis
+    from .baseline import Baseline
+    from .gate import Samples
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path} is not a pytest-sme2 JSON file (expected an object)")
+    if "samples_ms" in data:
+        b = Baseline.from_dict(data, source=str(path))
+        return {b.test_id: b.samples()}
+    if "e2e_ms" in data and "runs" in data:
+        a = Analysis.from_dict(data)
+        cats = a.category_per_run_ms if a.per_operator else {}
+        return {"": Samples(a.measured_ms, cats)}
+    if "tests" in data:
+        from .report.results import SessionResults
+
+        results = SessionResults.from_dict(data)
+        out = {}
+        for t in results.tests:
+            if t.profile is not None:
+                out[t.test_id] = t.profile.samples()
+        return out
+    raise ConfigError(
+        f"{path} is neither an analysis summary (pytest-sme2 analyze/profile), a baseline file, "
+        "nor a --sme2-json results file"
+    )
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .atomic import write_atomic
+    from .gate import GateConfig, Status, gate
+
+    old, new = _samples_by_test(args.old), _samples_by_test(args.new)
+    if "" in old and "" in new and len(old) == len(new) == 1:
+        pairs = [("", old[""], new[""])]
+    else:
+        common = [k for k in new if k in old]
+        if not common:
+            raise ConfigError(f"{args.old} and {args.new} have no test in common; compare files of the same suite")
+        pairs = [(k, old[k], new[k]) for k in common]
+    config = GateConfig(margin=args.margin / 100, strict=args.strict)
+    worst = EXIT_OK
+    verdicts = {}
+    for test_id, a, b in pairs:
+        verdict = gate(a, b, config)
+        verdicts[test_id or "comparison"] = verdict.to_dict()
+        e2e = verdict.e2e
+        head = f"{verdict.status.value.upper():<12} {test_id or args.new.name}"
+        if e2e and e2e.interval:
+            head += f"  median {e2e.baseline:.4f} -> {e2e.candidate:.4f} ms ({e2e.delta_pct:+.1f}%)"
+        print(head)
+        for line in verdict.summary().splitlines():
+            print(f"    {line}")
+        if verdict.failed:
+            worst = EXIT_REGRESSION
+        elif verdict.status is Status.INVALID and worst == EXIT_OK:
+            worst = EXIT_OK
+    if args.json_out:
+        write_atomic(args.json_out, json.dumps({"schema_version": 1, "verdicts": verdicts}, indent=2) + "\n",
+                     what="verdicts")
+    return worst
+
+
+# ---------------------------------------------------------------------------------------- reports
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .atomic import write_atomic
+    from .report.markdown import render_combined, render_markdown
+    from .report.results import load_results
+
+    files: list[Path] = []
+    for src in args.source:
+        if src.is_dir():
+            found = sorted(src.glob("*.json"))
+            if not found:
+                raise ConfigError(f"directory {src} holds no results JSON; pass the file written by --sme2-json")
+            files.extend(found)
+        else:
+            files.append(src)
+    loaded = [load_results(f) for f in files]
+    if args.combine or len(loaded) > 1:
+        text = render_combined(loaded)
+    else:
+        text = render_markdown(loaded[0], title=args.title)
+    write_atomic(args.out, text, what="markdown report")
+    print(f"Wrote: {args.out}")
+    return EXIT_OK
+
+
+def cmd_export_trace(args: argparse.Namespace) -> int:
+    from .atomic import write_atomic
+    from .report.chrome_trace import etdump_to_chrome_trace
+    from .trace import read_etdump
+
+    doc = etdump_to_chrome_trace(read_etdump(args.trace))
+    write_atomic(args.out, json.dumps(doc) + "\n", what="trace JSON")
+    print(f"Wrote: {args.out} ({len(doc['traceEvents'])} events); open it in https://ui.perfetto.dev")
+    return EXIT_OK
+
+
+COMMANDS = {
+    "analyze": cmd_analyze, "profile": cmd_profile, "compare": cmd_compare, "report": cmd_report,
+    "export-trace": cmd_export_trace,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except Sme2Error as exc:
+        print(f"pytest-sme2 {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("pytest-sme2: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
