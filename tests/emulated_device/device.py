@@ -1,0 +1,237 @@
+"""An emulated phone: rootfs + sandbox + adbd, with a command history and fault knobs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .adbd import Adbd, Handler, Stream
+from .profiles import get_profile
+from .rootfs import Rootfs, build_rootfs
+from .sandbox import Sandbox
+from .shell import Protocol, parse_service, run_shell
+from .sync import DeviceFs, SyncFaults, SyncSession
+
+
+@dataclass(frozen=True)
+class CommandOverride:
+    """Answer shell commands matching `pattern` (re.search) with canned output instead of running them.
+
+    The answer still comes from a real host process (so delays are killable and exit codes travel
+    the normal path), but nothing runs in the sandbox. `times=None` matches forever.
+    """
+
+    pattern: str
+    returncode: int = 0
+    stdout: str | bytes = b""
+    stderr: str | bytes = b""
+    delay: float = 0.0
+    times: int | None = None
+
+
+@dataclass
+class Faults:
+    """Fault knobs; all may be changed while the phone runs."""
+
+    overrides: list[CommandOverride] = field(default_factory=list)
+    # thermal_schedule[n] = status: the HAL thermal status becomes `status` once n shell/exec
+    # commands have run (applied as command n+1 starts), e.g. {3: 2} throttles from the 4th command.
+    thermal_schedule: dict[int, int] = field(default_factory=dict)
+    sync: SyncFaults = field(default_factory=SyncFaults)
+
+
+@dataclass
+class History:
+    """What the host asked of the phone, in order, for assertions."""
+
+    rootfs: Rootfs = field(repr=False)
+    services: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+    pushes: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def taskset_masks(self) -> list[str]:
+        """Masks of every taskset call that passed validation (as given, e.g. "80" or "0x70")."""
+        return [mask for mask, _ in self.rootfs.taskset_log()]
+
+    @property
+    def taskset_calls(self) -> list[tuple[str, str]]:
+        """(mask, command) of every taskset call that passed validation."""
+        return self.rootfs.taskset_log()
+
+    @property
+    def fixed_performance_mode(self) -> list[bool]:
+        """Values passed to `cmd power set-fixed-performance-mode-enabled`, in order."""
+        return self.rootfs.fixed_performance_mode_log()
+
+
+# Runs on the host for an overridden command: sleeps (killable), prints the canned streams, exits.
+_OVERRIDE_SCRIPT = (
+    "import os, sys, time\n"
+    "time.sleep(float(sys.argv[1]))\n"
+    "os.write(1, bytes.fromhex(sys.argv[2]))\n"
+    "os.write(2, bytes.fromhex(sys.argv[3]))\n"
+    "sys.exit(int(sys.argv[4]))\n"
+)
+
+
+def _as_bytes(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else value
+
+
+class EmulatedPhone:
+    """A phone on 127.0.0.1:`port` that a real adb server can `connect` to."""
+
+    def __init__(
+        self,
+        root: Path,
+        profile: str = "sme2_phone",
+        *,
+        unauthorized: bool = False,
+        ro_binds: tuple[Path, ...] = (),
+        bwrap: str = "bwrap",
+        faults: Faults | None = None,
+    ) -> None:
+        self.profile = get_profile(profile)
+        self.rootfs = build_rootfs(root, self.profile)
+        self.sandbox = Sandbox(self.rootfs.root, ro_binds=ro_binds, bwrap=bwrap)
+        self.faults = faults if faults is not None else Faults()
+        self.history = History(self.rootfs)
+        self.errors: list[BaseException] = []
+        self.serial = ""  # set by whoever connects it (the fixture)
+        self._lock = threading.Lock()
+        self._fs = DeviceFs(self.rootfs)
+        self.adbd = Adbd(
+            banner=Adbd.make_banner(*self.profile.banner_props),
+            route=self._route,
+            on_error=self.errors.append,
+            unauthorized=unauthorized,
+        )
+
+    @property
+    def address(self) -> str:
+        """host:port for `adb connect`."""
+        return f"127.0.0.1:{self.adbd.port}"
+
+    def start(self) -> str:
+        """Start listening; returns the address to connect to."""
+        self.adbd.start()
+        return self.address
+
+    def stop(self) -> None:
+        """Drop all connections and stop listening (running commands are killed with their streams)."""
+        self.adbd.stop()
+
+    # --- knobs ------------------------------------------------------------------------------------
+    def set_thermal_status(self, status: int) -> None:
+        """Set the HAL thermal status `dumpsys thermalservice` reports (0 NONE ... 6 SHUTDOWN)."""
+        self.rootfs.write_thermal_status(status)
+
+    @property
+    def thermal_status(self) -> int:
+        """The HAL thermal status (without `cmd thermalservice override-status`)."""
+        return self.rootfs.read_thermal_status()
+
+    def override(
+        self,
+        pattern: str,
+        *,
+        returncode: int = 0,
+        stdout: str | bytes = b"",
+        stderr: str | bytes = b"",
+        delay: float = 0.0,
+        times: int | None = None,
+    ) -> None:
+        """Add a command override; earlier overrides win."""
+        self.faults.overrides.append(CommandOverride(pattern, returncode, stdout, stderr, delay, times))
+
+    def go_offline(self) -> None:
+        """Pull the cable: drop the transport and refuse reconnects until `come_online()`."""
+        self.adbd.go_offline()
+
+    def come_online(self) -> None:
+        """Plug back in: the server reconnects by itself (or force it with disconnect + connect)."""
+        self.adbd.come_online()
+
+    # --- services ---------------------------------------------------------------------------------
+    def _route(self, service: str) -> Handler | None:
+        with self._lock:
+            self.history.services.append(service)
+        if service == "sync:":
+            return self._serve_sync
+        parsed = parse_service(service)
+        if parsed is None:
+            return None  # forwards, reverse, root:, abb, ...: a CLSE, like a phone refusing them
+        protocol, command = parsed
+        return lambda stream: self._serve_shell(stream, protocol, command)
+
+    def _serve_sync(self, stream: Stream) -> None:
+        SyncSession(stream, self._fs, self.faults.sync, self._record_push).serve()
+
+    def _record_push(self, device_path: str, size: int) -> None:
+        with self._lock:
+            self.history.pushes.append((device_path, size))
+
+    def _serve_shell(self, stream: Stream, protocol: Protocol, command: str) -> None:
+        run_shell(stream, command, protocol, self._spawn)
+
+    def _spawn(self, command: str, merge_stderr: bool) -> subprocess.Popen[bytes]:
+        with self._lock:
+            count = len(self.history.commands)
+            self.history.commands.append(command)
+            status = self.faults.thermal_schedule.get(count)
+            override = self._take_override(command)
+        if status is not None:
+            self.set_thermal_status(status)
+        if override is None:
+            return self.sandbox.spawn(command, merge_stderr)
+        argv = [
+            sys.executable,
+            "-c",
+            _OVERRIDE_SCRIPT,
+            str(override.delay),
+            _as_bytes(override.stdout).hex(),
+            _as_bytes(override.stderr).hex(),
+            str(override.returncode),
+        ]
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+            start_new_session=True,
+        )
+
+    def _take_override(self, command: str) -> CommandOverride | None:
+        for index, override in enumerate(self.faults.overrides):
+            if re.search(override.pattern, command):
+                if override.times is not None:
+                    left = override.times - 1
+                    if left <= 0:
+                        del self.faults.overrides[index]
+                    else:
+                        self.faults.overrides[index] = CommandOverride(
+                            override.pattern,
+                            override.returncode,
+                            override.stdout,
+                            override.stderr,
+                            override.delay,
+                            left,
+                        )
+                return override
+        return None
+
+
+def thermal_schedule(mapping: Mapping[int, int]) -> dict[int, int]:
+    """Validate a {commands_run: status} schedule."""
+    for count, status in mapping.items():
+        if count < 0 or not 0 <= status <= 6:
+            raise ValueError(
+                f"thermal schedule entries are commands_run>=0: status 0-6, got {count}: {status}"
+            )
+    return dict(mapping)

@@ -1,0 +1,197 @@
+"""pytest fixtures for the emulated-device tier: a private adb server and emulated phones.
+
+Load with `pytest_plugins = ["emulated_device.fixtures"]` in tests/conftest.py. Tests using these
+fixtures should carry `@pytest.mark.emulated_device`. Without a usable bubblewrap the phone fixtures
+skip with the reason, except under CI (`CI` set), where the tier must run and they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import adbutils
+import pytest
+
+from .device import EmulatedPhone, Faults, thermal_schedule
+from .profiles import get_profile
+from .rootfs import build_rootfs
+from .sandbox import Sandbox, SandboxUnavailable, default_ro_binds, find_bwrap, probe
+from .sync import SyncFaults
+
+CONNECT_TIMEOUT = 10.0
+_SERVER_ENV_KEYS = ("ANDROID_ADB_SERVER_PORT", "ANDROID_SERIAL")
+
+
+@dataclass(frozen=True)
+class AdbServer:
+    """A private adb server (the real binary) on a free loopback port."""
+
+    adb: str
+    port: int
+    home: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment for adb CLI calls that must reach this server (and only it)."""
+        env = {k: v for k, v in os.environ.items() if k != "ANDROID_SERIAL"}
+        env.update(ANDROID_ADB_SERVER_PORT=str(self.port), HOME=str(self.home))
+        return env
+
+    def run(self, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+        """Run the adb CLI against this server (never raises on a non-zero exit)."""
+        return subprocess.run(
+            [self.adb, *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+
+    def client(self, socket_timeout: float = 30.0) -> adbutils.AdbClient:
+        """An adbutils client for this server (pass `port=` explicitly: never rely on 5037)."""
+        return adbutils.AdbClient(host="127.0.0.1", port=self.port, socket_timeout=socket_timeout)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def adb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdbServer]:
+    """Start a private adb server for the session; ANDROID_ADB_SERVER_PORT points at it meanwhile.
+
+    The binary is adbutils' choice (an `adb` on PATH, else the one bundled in the wheel), HOME is a
+    temp dir (the server writes its key pair there), and ANDROID_SERIAL is removed so an ambient
+    value cannot pick a device for the code under test. Both are restored afterwards.
+    """
+    home = tmp_path_factory.mktemp("adb-home")
+    adb = adbutils.adb_path()
+    server: AdbServer | None = None
+    last = ""
+    for _ in range(3):  # the free port can be taken between probe and bind; try another
+        candidate = AdbServer(adb=adb, port=_free_port(), home=home)
+        done = candidate.run("start-server", timeout=30)
+        if done.returncode == 0:
+            server = candidate
+            break
+        last = (done.stderr or done.stdout).strip()
+    if server is None:
+        pytest.fail(f"could not start a private adb server with {adb}: {last}", pytrace=False)
+    saved = {key: os.environ.get(key) for key in _SERVER_ENV_KEYS}
+    os.environ["ANDROID_ADB_SERVER_PORT"] = str(server.port)
+    os.environ.pop("ANDROID_SERIAL", None)
+    try:
+        yield server
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        server.run("kill-server", timeout=30)
+
+
+@pytest.fixture(scope="session")
+def emulated_sandbox_support(tmp_path_factory: pytest.TempPathFactory) -> str | None:
+    """None if commands can run in the sandbox here, else the reason they cannot."""
+    root = tmp_path_factory.mktemp("sandbox-probe") / "rootfs"
+    try:
+        if os.geteuid() == 0:  # build_rootfs chowns to uid 2000; probe() explains the non-root case
+            build_rootfs(root, get_profile("sme2_phone"))
+        probe(Sandbox(root, ro_binds=default_ro_binds(), bwrap=find_bwrap()), timeout=20)
+    except SandboxUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def _wait_for_state(client: adbutils.AdbClient, serial: str, state: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    seen = "absent"
+    while time.monotonic() < deadline:
+        for info in client.list():
+            if info.serial == serial:
+                seen = info.state
+                if seen == state:
+                    return
+        time.sleep(0.05)
+    raise TimeoutError(f"{serial} did not reach state {state!r} in {timeout} s (last seen: {seen})")
+
+
+MakePhone = Callable[..., EmulatedPhone]
+
+
+@pytest.fixture
+def make_emulated_phone(
+    adb_server: AdbServer, emulated_sandbox_support: str | None, tmp_path: Path
+) -> Iterator[MakePhone]:
+    """Factory: `make_emulated_phone(profile="sme2_phone", **knobs)` -> a connected EmulatedPhone.
+
+    Knobs: unauthorized (bool), overrides (list of CommandOverride), thermal_schedule
+    ({commands_run: status}), thermal_status (int, initial), disk_full (bool), data_quota_bytes
+    (int), drop_after_recv_bytes (int). Every phone is disconnected and stopped at teardown, and a
+    test fails if the emulated adbd hit an internal error.
+    """
+    if emulated_sandbox_support is not None:
+        message = f"emulated device unavailable: {emulated_sandbox_support}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (CI must run this tier)", pytrace=False)
+        pytest.skip(message)
+    client = adb_server.client()
+    phones: list[EmulatedPhone] = []
+
+    def make(profile: str = "sme2_phone", **knobs: Any) -> EmulatedPhone:
+        unauthorized = bool(knobs.pop("unauthorized", False))
+        quota = knobs.pop("data_quota_bytes", None)
+        if knobs.pop("disk_full", False):
+            quota = 0
+        faults = Faults(
+            overrides=list(knobs.pop("overrides", [])),
+            thermal_schedule=thermal_schedule(knobs.pop("thermal_schedule", {})),
+            sync=SyncFaults(
+                data_quota_bytes=quota, drop_after_recv_bytes=knobs.pop("drop_after_recv_bytes", None)
+            ),
+        )
+        initial_status = int(knobs.pop("thermal_status", 0))
+        if knobs:
+            raise TypeError(f"unknown emulated phone knobs: {', '.join(sorted(knobs))}")
+        phone = EmulatedPhone(
+            tmp_path / f"phone{len(phones)}-{profile}",
+            profile,
+            unauthorized=unauthorized,
+            ro_binds=default_ro_binds(),
+            bwrap=find_bwrap(),
+            faults=faults,
+        )
+        phone.set_thermal_status(initial_status)
+        phones.append(phone)
+        address = phone.start()
+        phone.serial = address
+        answer = client.connect(address, timeout=CONNECT_TIMEOUT)
+        expected = "failed to authenticate to" if unauthorized else "connected to"
+        if not answer.startswith(expected):
+            raise RuntimeError(f"adb connect {address}: expected {expected!r}, server said {answer!r}")
+        if unauthorized:
+            _wait_for_state(client, address, "unauthorized", CONNECT_TIMEOUT)
+        else:
+            client.wait_for(address, state="device", timeout=CONNECT_TIMEOUT)
+        return phone
+
+    yield make
+
+    for phone in phones:
+        client.disconnect(phone.address)
+        phone.stop()
+    errors = [error for phone in phones for error in phone.errors]
+    if errors:
+        pytest.fail(f"emulated adbd internal error(s): {errors!r}", pytrace=False)
+
+
+@pytest.fixture
+def emulated_phone(make_emulated_phone: MakePhone) -> EmulatedPhone:
+    """A connected `sme2_phone` with no faults."""
+    return make_emulated_phone()
