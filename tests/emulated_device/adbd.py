@@ -160,9 +160,7 @@ class Transport:
 
     def send(self, command: int, arg0: int, arg1: int, payload: bytes = b"") -> None:
         """Send one message; StreamClosed if the connection is gone."""
-        header = HEADER.pack(
-            command, arg0, arg1, len(payload), sum(payload) & 0xFFFFFFFF, command ^ 0xFFFFFFFF
-        )
+        header = HEADER.pack(command, arg0, arg1, len(payload), sum(payload) & 0xFFFFFFFF, command ^ 0xFFFFFFFF)
         try:
             with self._send_lock:
                 self.sock.sendall(header + payload)

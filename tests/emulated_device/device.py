@@ -231,7 +231,5 @@ def thermal_schedule(mapping: Mapping[int, int]) -> dict[int, int]:
     """Validate a {commands_run: status} schedule."""
     for count, status in mapping.items():
         if count < 0 or not 0 <= status <= 6:
-            raise ValueError(
-                f"thermal schedule entries are commands_run>=0: status 0-6, got {count}: {status}"
-            )
+            raise ValueError(f"thermal schedule entries are commands_run>=0: status 0-6, got {count}: {status}")
     return dict(mapping)

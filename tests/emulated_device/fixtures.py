@@ -152,9 +152,7 @@ def make_emulated_phone(
         faults = Faults(
             overrides=list(knobs.pop("overrides", [])),
             thermal_schedule=thermal_schedule(knobs.pop("thermal_schedule", {})),
-            sync=SyncFaults(
-                data_quota_bytes=quota, drop_after_recv_bytes=knobs.pop("drop_after_recv_bytes", None)
-            ),
+            sync=SyncFaults(data_quota_bytes=quota, drop_after_recv_bytes=knobs.pop("drop_after_recv_bytes", None)),
         )
         initial_status = int(knobs.pop("thermal_status", 0))
         if knobs:

@@ -102,9 +102,7 @@ class Sandbox:
         # Skip trees already visible through /usr or /etc, and nested duplicates.
         kept: list[Path] = []
         for path in sorted(self.ro_binds, key=lambda p: len(p.parts)):
-            covered = any(path.is_relative_to(top) for top in _HOST_RO) or any(
-                path.is_relative_to(k) for k in kept
-            )
+            covered = any(path.is_relative_to(top) for top in _HOST_RO) or any(path.is_relative_to(k) for k in kept)
             if path.is_dir() and not covered:
                 kept.append(path)
         return kept
@@ -151,9 +149,7 @@ def probe(sandbox: Sandbox, timeout: float = 20.0) -> None:
     if not Path(sandbox.setpriv).exists():
         raise SandboxUnavailable(f"{sandbox.setpriv} is missing (Debian: util-linux)")
     try:
-        done = subprocess.run(
-            sandbox.argv("id -u"), capture_output=True, env=DEVICE_ENV, timeout=timeout, check=False
-        )
+        done = subprocess.run(sandbox.argv("id -u"), capture_output=True, env=DEVICE_ENV, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SandboxUnavailable(f"bwrap did not run: {exc}") from exc
     if done.returncode != 0 or done.stdout.strip() != str(SHELL_UID).encode():
@@ -163,6 +159,4 @@ def probe(sandbox: Sandbox, timeout: float = 20.0) -> None:
 
 def run(sandbox: Sandbox, command: str, timeout: float = 20.0) -> subprocess.CompletedProcess[bytes]:
     """Run one command to completion (for tests of the sandbox itself)."""
-    return subprocess.run(
-        sandbox.argv(command), capture_output=True, env=DEVICE_ENV, timeout=timeout, check=False
-    )
+    return subprocess.run(sandbox.argv(command), capture_output=True, env=DEVICE_ENV, timeout=timeout, check=False)

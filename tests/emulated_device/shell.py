@@ -119,9 +119,7 @@ def _pump_output(stream: Stream, proc: subprocess.Popen[bytes], protocol: Protoc
                 stream.write(packet(ids[fd], data) if protocol is Protocol.V2 else data)
 
 
-def _feed_stdin(
-    stream: Stream, proc: subprocess.Popen[bytes], protocol: Protocol, finished: threading.Event
-) -> None:
+def _feed_stdin(stream: Stream, proc: subprocess.Popen[bytes], protocol: Protocol, finished: threading.Event) -> None:
     """Forward host data to the child's stdin; kill the child when the host closes the stream."""
     buffer = bytearray()
     stdin = proc.stdin

@@ -95,9 +95,7 @@ class DeviceFs:
 class SyncSession:
     """One `sync:` stream: serves requests until QUIT, a failure that ends it, or the host closing."""
 
-    def __init__(
-        self, stream: Stream, fs: DeviceFs, faults: SyncFaults, on_push: Callable[[str, int], None]
-    ) -> None:
+    def __init__(self, stream: Stream, fs: DeviceFs, faults: SyncFaults, on_push: Callable[[str, int], None]) -> None:
         self.stream = stream
         self.fs = fs
         self.faults = faults
