@@ -24,7 +24,7 @@ from .categories import CATEGORIES, NAMED_CATEGORIES, OTHER
 from .errors import ConfigError, TraceError
 from .kernels import KernelLog
 from .stats import LatencyStats, summarize
-from .trace import KIND_LEAF, Timeline
+from .trace import Timeline
 
 SCHEMA_VERSION = 1
 #: Operators and categories above this share of E2E are bottlenecks (the seeds' 5 % rule).

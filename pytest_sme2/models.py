@@ -89,7 +89,7 @@ def load_model_sources(sources: Iterable[str]) -> None:
             if mod_name in sys.modules:
                 continue
             spec = importlib.util.spec_from_file_location(mod_name, path)
-            assert spec is not None and spec.loader is not None  # noqa: S101 - a .py path always has a spec
+            assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             sys.modules[mod_name] = module
             try:

@@ -70,3 +70,105 @@ def existing_file(text: str) -> Path:
     if not p.is_file():
         raise argparse.ArgumentTypeError(f"{text} does not exist or is not a file")
     return p
+
+
+# ----------------------------------------------------------------------------------------------
+# The pytest option table: every flag ``--sme2-*`` with an ini key ``sme2_*``. The plugin registers
+# these and builds one frozen Sme2Options from them; nothing else reads the pytest config.
+
+from dataclasses import dataclass  # noqa: E402 - the table below is the second half of this module
+
+DEVICES = ("local", "host", "android")
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One ``--sme2-*`` option: name (without prefix), ini type, default, argparse type and help."""
+
+    name: str
+    help: str
+    default: object = None
+    type: object = None
+    ini_type: str | None = "string"
+    action: str | None = None
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--sme2-" + self.name
+
+    @property
+    def dest(self) -> str:
+        return "sme2_" + self.name.replace("-", "_")
+
+
+OPTION_TABLE: tuple[OptionSpec, ...] = (
+    OptionSpec("device", "where models run: local = the executorch Python runtime in this process (E2E only), "
+               "host = a tracer-enabled executor_runner on this machine (--sme2-runner), android = a phone "
+               "over adb (default: local)", "local", choices=DEVICES),
+    OptionSpec("runner", "executor_runner build with SME2 ON (and the event tracer, for per-operator "
+               "timing); used by --sme2-device=host/android", type=executable_file),
+    OptionSpec("runner-off", "executor_runner build with SME2 OFF (XNNPACK_ENABLE_ARM_SME2=OFF), for on/off "
+               "comparisons", type=executable_file),
+    OptionSpec("libcxx", "libc++_shared.so to push beside the runner (Android runners built with the shared "
+               "C++ STL)", type=existing_file),
+    OptionSpec("serial", "adb serial of the Android device (default: $ANDROID_SERIAL, else the only device)"),
+    OptionSpec("runs", "measured executions per block (default 30)", 30, positive_int),
+    OptionSpec("warmup", "warm-up executions per block, left out of statistics; the first execution is cold "
+               "(default 3)", 3, nonnegative_int),
+    OptionSpec("blocks", "blocks (runner processes, interleaved for on/off) per measurement (default 5)", 5,
+               positive_int),
+    OptionSpec("threads", "CPU threads for the runtime (default 1)", 1, positive_int),
+    OptionSpec("timeout", "seconds allowed per runner process (default 600)", 600.0, positive_float),
+    OptionSpec("baseline-dir", "directory of baseline JSON files, relative to the rootdir "
+               "(default .sme2_baselines)", ".sme2_baselines"),
+    OptionSpec("update-baseline", "write (or overwrite) the baseline of every sme2 test instead of comparing",
+               False, ini_type="bool", action="store_true"),
+    OptionSpec("margin", "default relative regression margin in percent, for tests without "
+               "sme2_threshold(latency_pct=...) (default 5)", 5.0, percent),
+    OptionSpec("strict", "inconclusive verdicts fail the test (default: reported, not failed)", False,
+               ini_type="bool", action="store_true"),
+    OptionSpec("no-confirm", "do not re-measure once before reporting a regression/inconclusive", False,
+               ini_type="bool", action="store_true"),
+    OptionSpec("json", "write all sme2 results (schema-versioned JSON) to this file"),
+    OptionSpec("markdown", "write the markdown report to this file"),
+    OptionSpec("cache-dir", "export cache, relative to the rootdir (default .sme2_cache)", ".sme2_cache"),
+    OptionSpec("out-dir", "where runs write traces and logs (default: a pytest temp dir)"),
+    OptionSpec("models", "module or .py file registering extra models (repeatable; ini: one per line)",
+               ini_type="linelist", action="append"),
+    OptionSpec("big-cores", "Android: taskset mask to pin the runner to (default: the fastest cluster; "
+               "'none' to run unpinned)"),
+    OptionSpec("cooldown", "Android: seconds to wait between blocks for the phone to cool (default 0)", 0.0,
+               positive_float),
+    OptionSpec("fixed-performance", "Android: enable fixed performance mode while measuring (Android 11+)",
+               False, ini_type="bool", action="store_true"),
+)
+
+
+@dataclass(frozen=True)
+class Sme2Options:
+    """Every ``--sme2-*`` value, resolved (command line over ini over default)."""
+
+    device: str = "local"
+    runner: Path | None = None
+    runner_off: Path | None = None
+    libcxx: Path | None = None
+    serial: str | None = None
+    runs: int = 30
+    warmup: int = 3
+    blocks: int = 5
+    threads: int = 1
+    timeout: float = 600.0
+    baseline_dir: Path = Path(".sme2_baselines")
+    update_baseline: bool = False
+    margin: float = 5.0
+    strict: bool = False
+    no_confirm: bool = False
+    json: Path | None = None
+    markdown: Path | None = None
+    cache_dir: Path = Path(".sme2_cache")
+    out_dir: Path | None = None
+    models: tuple[str, ...] = ()
+    big_cores: str | None = None
+    cooldown: float = 0.0
+    fixed_performance: bool = False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..analysis import Analysis, Bottleneck
+from ..analysis import Analysis
 from ..categories import CATEGORIES
 
 

@@ -29,7 +29,7 @@ class RunRequest:
     runs: int
     warmup: int = 1
     threads: int = 1
-    out_dir: Path = Path(".")
+    out_dir: Path = Path()
     #: raw little-endian input tensor files for executor_runner ``--inputs`` (None = all ones)
     inputs: tuple[Path, ...] | None = None
     #: ``None`` = the default build; ``"sme2_on"``/``"sme2_off"`` pick one of two runner builds
