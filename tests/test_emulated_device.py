@@ -144,7 +144,7 @@ def test_shell_runs_as_uid_2000_with_android_path(
 
 
 def test_closing_the_stream_kills_the_command(emulated_phone: EmulatedPhone, adb_server: AdbServer) -> None:
-    marker = "31.4159"  # an unusual sleep length, to find exactly this process on the host
+    marker = f"31.{os.getpid()}"  # a sleep length unique to this run, to find exactly this process
 
     def running() -> bool:
         found = subprocess.run(["pgrep", "-u", "2000", "-f", f"sleep {marker}"], capture_output=True, check=False)
@@ -399,6 +399,7 @@ def test_transport_dropped_mid_pull_raises(
     assert (tmp_path / "big.etdump").stat().st_size < len(payload)
     # The fault is one-shot and the phone still listens: the server reconnects by itself.
     adb_server.client().wait_for(phone.serial, state="device", timeout=TIMEOUT)
+    assert phone.adbd.stats.connections == 2
     assert device.sync.read_bytes("/data/local/tmp/big.etdump") == payload
 
 

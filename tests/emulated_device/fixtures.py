@@ -41,7 +41,8 @@ class AdbServer:
     def env(self) -> dict[str, str]:
         """Environment for adb CLI calls that must reach this server (and only it)."""
         env = {k: v for k, v in os.environ.items() if k != "ANDROID_SERIAL"}
-        env.update(ANDROID_ADB_SERVER_PORT=str(self.port), HOME=str(self.home))
+        # ADB_LIBUSB=0: the native USB backend starts in milliseconds, libusb waits ~3 s for enumeration.
+        env.update(ANDROID_ADB_SERVER_PORT=str(self.port), HOME=str(self.home), ADB_LIBUSB="0")
         return env
 
     def run(self, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:

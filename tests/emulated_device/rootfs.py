@@ -112,7 +112,9 @@ class Rootfs:
         path = self.state / "taskset.log"
         if not path.exists():
             return []
-        return [tuple(line.split("\t", 1)) for line in path.read_text().splitlines()]  # type: ignore[misc]
+        return [
+            (mask, command) for mask, _, command in (line.partition("\t") for line in path.read_text().splitlines())
+        ]
 
     def fixed_performance_mode_log(self) -> list[bool]:
         """Every `cmd power set-fixed-performance-mode-enabled` value, in order."""

@@ -110,7 +110,8 @@ class SyncSession:
             if req_id == b"QUIT":
                 return
             if length > 1024:
-                return self._fail("path too long")  # adbd's limit, not a file error
+                self._fail("path too long")  # adbd's limit, not a file error
+                return
             path = self.stream.read_exact(length).decode("utf-8", "surrogateescape")
             handler = {
                 b"STAT": self._stat_v1,
@@ -121,8 +122,9 @@ class SyncSession:
                 b"RECV": self._recv,
             }.get(req_id)
             if handler is None:
-                return self._fail(f"unknown command {req_id!r}")
-            if handler(path, req_id) is False:
+                self._fail(f"unknown command {req_id!r}")
+                return
+            if not handler(path, req_id):
                 return  # a FAIL ends the sync stream, as in adbd
 
     def _fail(self, message: str) -> bool:
