@@ -142,7 +142,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[OPTIONS_KEY] = build_options(config)
     config.stash[RESULTS_KEY] = []
     config.pluginmanager.register(Collector(config), "sme2_collector")
-    if config.pluginmanager.hasplugin("html"):
+    # pytest-html is "active" when it writes a report; being installed is not enough.
+    if config.pluginmanager.hasplugin("html") and getattr(config.option, "htmlpath", None):
         from . import plugin_html
 
         config.pluginmanager.register(plugin_html, "sme2_html")
@@ -297,7 +298,9 @@ def _call(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except Sme2Error as exc:
-        pytest.fail(str(exc), pytrace=False)
+        message = str(exc)
+    # Failing outside the except block keeps pytest from printing the library error as a chained cause.
+    pytest.fail(message, pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -328,16 +331,19 @@ class TestRecord:
     test_id: str
     model: dict[str, Any] = field(default_factory=dict)
     profile: dict[str, Any] | None = None
-    off_profile: dict[str, Any] | None = None
+    profile_off: dict[str, Any] | None = None
     comparison: dict[str, Any] | None = None
     baseline: dict[str, Any] | None = None
     verdict: dict[str, Any] | None = None
-    baseline_path: str | None = None
+    baseline_path: str = ""
     baseline_written: bool = False
-    message: str = ""
+    note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """Keys of :class:`pytest_sme2.report.results.TestResult` (plus ``baseline_written``)."""
+        d = dict(self.__dict__)
+        d["model_override"] = d.pop("model")
+        return d
 
 
 def _record(item: pytest.Item) -> TestRecord:
@@ -485,7 +491,7 @@ class Sme2Runner:
         pair = measure()
         self.remeasure = lambda: measure().on
         rec = _record(self._item)
-        rec.profile, rec.off_profile = pair.on.to_dict(), pair.off.to_dict()
+        rec.profile, rec.profile_off = pair.on.to_dict(), pair.off.to_dict()
         return pair
 
 
@@ -554,7 +560,7 @@ class Sme2Baseline:
             path = _call(lambda: store.save(baseline))
             rec.baseline_written = True
             rec.baseline = baseline.to_dict()
-            rec.message = f"baseline written: {path}"
+            rec.note = f"baseline written: {path}"
             verdict = Verdict(_overall_extra(extra_checks), tuple(extra_checks), strict=config.strict)
             rec.verdict = verdict.to_dict()
             self._fail_if(verdict)
@@ -567,8 +573,8 @@ class Sme2Baseline:
                 lines.append(f"  a baseline exists for another fingerprint ({other_path.name}); differs in: {diff}")
             lines.append(f"create it with: pytest {self._item.nodeid!r} --sme2-update-baseline "
                          f"(and --sme2-device={o.device} as now), then commit {o.baseline_dir.name}/")
-            rec.message = "\n".join(lines)
-            pytest.fail(rec.message, pytrace=False)
+            rec.note = "\n".join(lines)
+            pytest.fail(rec.note, pytrace=False)
         rec.baseline = lookup.baseline.to_dict()
         confirm = not o.no_confirm and self._runner.remeasure is not None
         measure = self._runner.remeasure or (lambda: profile)
@@ -583,7 +589,7 @@ class Sme2Baseline:
                     status = s
             verdict = replace(verdict, status=status, checks=checks)
         rec.verdict = verdict.to_dict()
-        rec.message = verdict.summary()
+        rec.note = verdict.summary()
         self._fail_if(verdict)
         return verdict
 
@@ -694,7 +700,7 @@ def _terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
             {"yellow": True} if status in ("inconclusive", "invalid") else {"green": True})
         tr.write_line(line, **markup)
         if status == "baseline-written":
-            tr.write_line(f"    {rec.get('message', '')}")
+            tr.write_line(f"    {rec.get('note', '')}")
     counts: dict[str, int] = {}
     for rec in records:
         counts[_status_of(rec)] = counts.get(_status_of(rec), 0) + 1
@@ -721,12 +727,25 @@ def _session_finish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def results_from_records(records: list[dict[str, Any]], opts: Sme2Options) -> Any:
+    """The session's records as a :class:`~pytest_sme2.report.results.SessionResults`."""
+    import platform
+    import sys
+
+    from .report.results import SessionResults, TestResult
+
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.__dict__.items()}
+    environment = {"python": sys.version.split()[0], "platform": platform.platform(), "host": platform.node()}
+    return SessionResults(tests=tuple(TestResult.from_dict(r) for r in records), environment=environment,
+                          config=config)
+
+
 def _write_reports(config: pytest.Config, opts: Sme2Options, records: list[dict[str, Any]]) -> None:
     if not (opts.json or opts.markdown or os.environ.get("GITHUB_STEP_SUMMARY")):
         return
-    from .report.results import append_step_summary, results_from_records, write_results
+    from .report.results import append_step_summary, write_results
 
-    results = results_from_records(records, options=opts)
+    results = results_from_records(records, opts)
     if opts.json:
         write_results(opts.json, results)
     if opts.markdown:

@@ -1,0 +1,68 @@
+"""pytest-html integration, registered only when pytest-html is active.
+
+Adds result-table columns (median, p90, delta vs baseline, interval, verdict), an expanded
+section per sme2 test (charts, top operators, fingerprint, verdict) and a summary block. The HTML
+itself is built by :mod:`pytest_sme2.report.html`; this module only wires it into pytest-html.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+COLUMNS = ("Median (ms)", "p90 (ms)", "Δ vs baseline", "95% CI", "Verdict")
+
+
+def _result_of(report: Any) -> Any:
+    from .plugin import RESULT_PROPERTY
+    from .report.results import TestResult
+
+    for key, value in getattr(report, "user_properties", ()):
+        if key == RESULT_PROPERTY:
+            return TestResult.from_dict(json.loads(value))
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_html_results_table_header(cells: list[str]) -> None:
+    for i, name in enumerate(COLUMNS):
+        cells.insert(2 + i, f'<th class="sme2-col">{name}</th>')
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_html_results_table_row(report: Any, cells: list[str]) -> None:
+    from .report.html import row_cells
+
+    result = _result_of(report)
+    values = row_cells(result) if result is not None else {}
+    for i, name in enumerate(COLUMNS):
+        cells.insert(2 + i, f'<td class="sme2-col">{values.get(name, "")}</td>')
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: list[str], session: Any) -> None:
+    from .plugin import OPTIONS_KEY, RESULTS_KEY, results_from_records
+    from .report.html import summary_block
+
+    records = session.config.stash.get(RESULTS_KEY, [])
+    if records:
+        prefix.append(summary_block(results_from_records(records, session.config.stash[OPTIONS_KEY])))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
+    report = yield
+    if report.when == "call":
+        result = _result_of(report)
+        if result is not None:
+            import pytest_html
+
+            from .report.html import html_section
+
+            extras = list(getattr(report, "extras", []))
+            extras.append(pytest_html.extras.html(html_section(result)))
+            extras.append(pytest_html.extras.json(result.to_dict(), name="sme2 result (JSON)"))
+            report.extras = extras
+    return report
