@@ -19,11 +19,10 @@ from pathlib import Path
 import adbutils
 import pytest
 from emulated_device.device import CommandOverride, EmulatedPhone
-from emulated_device.fixtures import AdbServer
+from emulated_device.fixtures import AdbServer, MakePhone
 
 pytestmark = pytest.mark.emulated_device
 
-MakePhone = Callable[..., EmulatedPhone]
 TIMEOUT = 20  # per adb call: generous for CI, short enough that a hang fails fast
 PROFILES = ("sme2_phone", "nosme_phone")
 PROBE = Path(__file__).parent / "emulated_device" / "device_probe.py"

@@ -227,7 +227,7 @@ class EmulatedPhone:
         return None
 
 
-def thermal_schedule(mapping: Mapping[int, int]) -> dict[int, int]:
+def validate_thermal_schedule(mapping: Mapping[int, int]) -> dict[int, int]:
     """Validate a {commands_run: status} schedule."""
     for count, status in mapping.items():
         if count < 0 or not 0 <= status <= 6:

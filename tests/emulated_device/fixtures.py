@@ -11,15 +11,15 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import adbutils
 import pytest
 
-from .device import EmulatedPhone, Faults, thermal_schedule
+from .device import CommandOverride, EmulatedPhone, Faults, validate_thermal_schedule
 from .profiles import get_profile
 from .rootfs import build_rootfs
 from .sandbox import Sandbox, SandboxUnavailable, default_ro_binds, find_bwrap, probe
@@ -123,19 +123,34 @@ def _wait_for_state(client: adbutils.AdbClient, serial: str, state: str, timeout
     raise TimeoutError(f"{serial} did not reach state {state!r} in {timeout} s (last seen: {seen})")
 
 
-MakePhone = Callable[..., EmulatedPhone]
+class MakePhone(Protocol):
+    """Signature of the `make_emulated_phone` factory."""
+
+    def __call__(
+        self,
+        profile: str = "sme2_phone",
+        *,
+        unauthorized: bool = False,
+        overrides: Sequence[CommandOverride] = (),
+        thermal_schedule: Mapping[int, int] | None = None,
+        thermal_status: int = 0,
+        disk_full: bool = False,
+        data_quota_bytes: int | None = None,
+        drop_after_recv_bytes: int | None = None,
+    ) -> EmulatedPhone: ...
 
 
 @pytest.fixture
 def make_emulated_phone(
     adb_server: AdbServer, emulated_sandbox_support: str | None, tmp_path: Path
 ) -> Iterator[MakePhone]:
-    """Factory: `make_emulated_phone(profile="sme2_phone", **knobs)` -> a connected EmulatedPhone.
+    """Factory: build, start, `adb connect` and wait for an emulated phone; see `MakePhone`.
 
-    Knobs: unauthorized (bool), overrides (list of CommandOverride), thermal_schedule
-    ({commands_run: status}), thermal_status (int, initial), disk_full (bool), data_quota_bytes
-    (int), drop_after_recv_bytes (int). Every phone is disconnected and stopped at teardown, and a
-    test fails if the emulated adbd hit an internal error.
+    Knobs: `unauthorized` (the server lists it `unauthorized`), `overrides` (canned answers for
+    matching commands), `thermal_schedule` ({commands_run: status}), `thermal_status` (initial),
+    `disk_full` / `data_quota_bytes` (SEND to /data or /sdcard fails "No space left on device"),
+    `drop_after_recv_bytes` (cut the transport mid-pull, once). Every phone is disconnected and
+    stopped at teardown, and the test fails if the emulated adbd hit an internal error.
     """
     if emulated_sandbox_support is not None:
         message = f"emulated device unavailable: {emulated_sandbox_support}"
@@ -145,19 +160,25 @@ def make_emulated_phone(
     client = adb_server.client()
     phones: list[EmulatedPhone] = []
 
-    def make(profile: str = "sme2_phone", **knobs: Any) -> EmulatedPhone:
-        unauthorized = bool(knobs.pop("unauthorized", False))
-        quota = knobs.pop("data_quota_bytes", None)
-        if knobs.pop("disk_full", False):
-            quota = 0
+    def make(
+        profile: str = "sme2_phone",
+        *,
+        unauthorized: bool = False,
+        overrides: Sequence[CommandOverride] = (),
+        thermal_schedule: Mapping[int, int] | None = None,
+        thermal_status: int = 0,
+        disk_full: bool = False,
+        data_quota_bytes: int | None = None,
+        drop_after_recv_bytes: int | None = None,
+    ) -> EmulatedPhone:
         faults = Faults(
-            overrides=list(knobs.pop("overrides", [])),
-            thermal_schedule=thermal_schedule(knobs.pop("thermal_schedule", {})),
-            sync=SyncFaults(data_quota_bytes=quota, drop_after_recv_bytes=knobs.pop("drop_after_recv_bytes", None)),
+            overrides=list(overrides),
+            thermal_schedule=validate_thermal_schedule(thermal_schedule or {}),
+            sync=SyncFaults(
+                data_quota_bytes=0 if disk_full else data_quota_bytes,
+                drop_after_recv_bytes=drop_after_recv_bytes,
+            ),
         )
-        initial_status = int(knobs.pop("thermal_status", 0))
-        if knobs:
-            raise TypeError(f"unknown emulated phone knobs: {', '.join(sorted(knobs))}")
         phone = EmulatedPhone(
             tmp_path / f"phone{len(phones)}-{profile}",
             profile,
@@ -166,7 +187,7 @@ def make_emulated_phone(
             bwrap=find_bwrap(),
             faults=faults,
         )
-        phone.set_thermal_status(initial_status)
+        phone.set_thermal_status(thermal_status)
         phones.append(phone)
         address = phone.start()
         phone.serial = address
