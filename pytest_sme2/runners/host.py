@@ -1,0 +1,358 @@
+"""The host runner: a user-built, tracer-enabled ``executor_runner`` on this machine, run as a subprocess.
+
+Every run gets its own directory, ``out_dir/<stem>/<timestamp>-<pid>-<counter>/``, holding the
+trace (``<stem>.etdump``) and the runner's stdout+stderr (``<stem>.log``), so a second run never
+overwrites the first. The end-to-end time of each execution is read from the trace's
+``Method::execute`` events; the log's ``Iteration i of N: x ms`` lines are kept as a cross-check.
+
+Guards against the failures that make results silently wrong: a timeout kills the runner's whole
+process group; a trace left over at the path is deleted before the run, and afterwards the trace
+must exist and be newer than the run's start; a non-zero exit, a missing binary, a binary for
+another architecture each become a :class:`~pytest_sme2.errors.RunnerError` carrying the command,
+the exit code and the tail of the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import itertools
+import os
+import platform
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..device import host_device
+from ..errors import ConfigError, RunnerError, TraceError, tail
+from ..trace import ETDUMP_IDENTIFIER, read_etdump
+from .base import RunRequest, RunResult
+
+#: ``Iteration 3 of 30: 0.079408 ms`` as executor_runner logs it (the file:line prefix varies by version).
+ITERATION_LINE = re.compile(r"Iteration (\d+) of (\d+): ([0-9.eE+-]+) ms")
+SUCCESS_TEXT = "Model executed successfully"
+
+BUILD_HINT = (
+    "build examples/portable/executor_runner from the ExecuTorch sources with -DEXECUTORCH_BUILD_DEVTOOLS=ON "
+    "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON -DEXECUTORCH_BUILD_XNNPACK=ON"
+)
+
+_RUN_COUNTER = itertools.count(1)
+
+
+def host_facts() -> dict[str, Any]:
+    """Stable facts about this machine: OS, architecture, CPU model, logical CPUs, SME2 support."""
+    return {"system": platform.system(), **host_device().fingerprint()}
+
+
+def parse_iteration_ms(log_text: str) -> tuple[float, ...]:
+    """The ``Iteration i of N: x ms`` times of an executor_runner log, in order."""
+    return tuple(float(m.group(3)) for m in ITERATION_LINE.finditer(log_text))
+
+
+_HASH_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, remembered per (path, size, mtime) so a runner binary is hashed once."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    digest = _HASH_CACHE.get(key)
+    if digest is None:
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        digest = _HASH_CACHE[key] = h.hexdigest()
+    return digest
+
+
+def _read_tail(path: Path, max_bytes: int = 8192) -> str:
+    try:
+        with path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - max_bytes))
+            return tail(fh.read(), 20)
+    except OSError:
+        return ""
+
+
+def _signal_text(returncode: int) -> str:
+    if returncode < 0:
+        with contextlib.suppress(ValueError):
+            return f" (killed by {signal.Signals(-returncode).name})"
+        return f" (killed by signal {-returncode})"
+    if returncode > 128:
+        with contextlib.suppress(ValueError):
+            return f" (a shell's report of {signal.Signals(returncode - 128).name})"
+    return ""
+
+
+class HostRunner:
+    """Run ``.pte`` files with one or two ``executor_runner`` binaries on this machine.
+
+    ``runner_path`` is the default build (variant ``None``); ``variants`` maps variant names to builds,
+    e.g. ``{"sme2_on": on_path, "sme2_off": off_path}`` for an on/off comparison. ``timeout_s`` caps
+    every run (a request's own ``timeout_s`` applies too; the smaller one wins).
+    """
+
+    name = "host"
+
+    def __init__(
+        self,
+        runner_path: str | Path | None = None,
+        *,
+        variants: Mapping[str | None, str | Path] | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        builds: dict[str | None, Path] = {k: Path(v) for k, v in (variants or {}).items()}
+        if runner_path is not None:
+            builds.setdefault(None, Path(runner_path))
+        if not builds:
+            raise ConfigError(
+                "the host runner needs an executor_runner: pass runner_path (one build) or variants "
+                "({'sme2_on': path, 'sme2_off': path}); on the command line, --sme2-runner PATH"
+            )
+        self.builds = builds
+        if timeout_s is not None and timeout_s <= 0:
+            raise ConfigError(f"timeout_s must be positive (got {timeout_s})")
+        self.timeout_s = timeout_s
+
+    def variants(self) -> tuple[str | None, ...]:
+        return tuple(self.builds)
+
+    def runner_for(self, variant: str | None) -> Path:
+        """The executor_runner binary of ``variant``."""
+        try:
+            return self.builds[variant]
+        except KeyError:
+            have = ", ".join(repr(v) for v in self.builds)
+            raise ConfigError(
+                f"the host runner has no {variant!r} build; it has: {have}. Pass --sme2-runner (SME2 on) "
+                "and --sme2-runner-off (SME2 off) for an on/off comparison."
+            ) from None
+
+    def fingerprint(self) -> Mapping[str, Any]:
+        """Host facts plus the sha256 of every runner binary (a rebuilt runner is a different build)."""
+        hashes = {}
+        for variant, path in self.builds.items():
+            try:
+                hashes[variant or "default"] = file_sha256(path)[:16]
+            except OSError:
+                hashes[variant or "default"] = "missing"
+        return {**host_facts(), "runner": self.name, "runner_sha256": hashes}
+
+    def build_of(self, variant: str | None) -> str:
+        path = self.runner_for(variant)
+        try:
+            return f"{path} (sha256 {file_sha256(path)[:12]})"
+        except OSError:
+            return f"{path} (unreadable)"
+
+    # ---------------------------------------------------------------------------------------- run
+
+    def command(self, request: RunRequest, runner: Path, trace_path: Path) -> list[str]:
+        """The executor_runner command line for ``request``, writing its trace to ``trace_path``."""
+        cmd = [
+            str(runner.absolute()),
+            "--model_path", str(request.pte.absolute()),
+            "--etdump_path", str(trace_path.absolute()),
+            f"--num_executions={request.executions}",
+            f"--cpu_threads={request.threads}",
+        ]
+        if request.inputs:
+            paths = [str(Path(p).absolute()) for p in request.inputs]
+            with_comma = [p for p in paths if "," in p]
+            if with_comma:
+                raise ConfigError(
+                    f"input file path {with_comma[0]} contains a comma, which executor_runner --inputs "
+                    "uses as its separator; move or rename the file"
+                )
+            cmd += ["--inputs", ",".join(paths)]
+        return cmd
+
+    def new_run_dir(self, request: RunRequest) -> Path:
+        """A fresh directory ``out_dir/<stem>/<timestamp>-<pid>-<counter>`` for one run."""
+        parent = request.out_dir / request.stem
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        while True:
+            run_dir = parent / f"{stamp}-{os.getpid()}-{next(_RUN_COUNTER):04d}"
+            try:
+                run_dir.mkdir(parents=True, exist_ok=False)
+                return run_dir
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot create the run directory {run_dir}: {exc.strerror}; point --sme2-out-dir at a "
+                    "writable directory"
+                ) from None
+
+    def run(self, request: RunRequest) -> RunResult:
+        """Run ``request`` in a new run directory; see :meth:`run_in`."""
+        self._check_executable(self.runner_for(request.variant))
+        return self.run_in(request, self.new_run_dir(request))
+
+    def run_in(self, request: RunRequest, run_dir: Path) -> RunResult:
+        """Run the runner once in ``run_dir`` and read its trace; any failure is a RunnerError.
+
+        A trace already at the target path is deleted first, so a runner that fails to write one
+        can never be mistaken for a successful run.
+        """
+        runner = self.runner_for(request.variant)
+        self._check_executable(runner)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        trace_path = run_dir / f"{request.stem}.etdump"
+        log_path = run_dir / f"{request.stem}.log"
+        with contextlib.suppress(FileNotFoundError):
+            trace_path.unlink()
+        cmd = self.command(request, runner, trace_path)
+        timeout = min(t for t in (self.timeout_s, request.timeout_s) if t is not None)
+        started = time.perf_counter()
+        with log_path.open("wb") as log:
+            # The log's creation time, on the file system's own clock, is the "run started" mark
+            # that the trace's mtime must not precede.
+            started_mtime_ns = log_path.stat().st_mtime_ns
+            try:
+                proc = subprocess.Popen(
+                    cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=run_dir,
+                    start_new_session=True,  # its own process group, so a timeout kills all of it
+                )
+            except OSError as exc:
+                raise self._exec_error(runner, cmd, exc) from None
+            try:
+                returncode = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                raise RunnerError(
+                    f"executor_runner {runner} timed out after {timeout:g} s and was killed (with its "
+                    f"process group). Raise the limit with --sme2-timeout if the model is just slow; "
+                    f"the log is {log_path}",
+                    command=cmd, stderr_tail=_read_tail(log_path),
+                ) from None
+            except BaseException:
+                _kill_group(proc)  # Ctrl-C must not leave a runner behind
+                raise
+        wall_s = time.perf_counter() - started
+        log_tail = _read_tail(log_path)
+        if returncode != 0:
+            raise RunnerError(
+                f"executor_runner {runner} exited with code {returncode}{_signal_text(returncode)} while "
+                f"running {request.pte}; the full log is {log_path}",
+                command=cmd, returncode=returncode, stderr_tail=log_tail,
+            )
+        self._check_trace(runner, cmd, trace_path, started_mtime_ns, log_tail)
+        try:
+            timeline = read_etdump(trace_path)
+        except TraceError as exc:
+            if _looks_like_etdump(trace_path):
+                raise  # a real ETDump without latency: the TraceError says how to rebuild the runner
+            raise RunnerError(
+                f"executor_runner {runner} exited 0 but wrote something that is not a trace: {exc}",
+                command=cmd, returncode=0, stderr_tail=log_tail,
+            ) from exc
+        e2e = tuple(float(x) for x in timeline.e2e_ms_per_run())
+        log_text = log_path.read_text(encoding="utf-8", errors="replace")
+        iterations = parse_iteration_ms(log_text)
+        per_operator = bool(len(timeline.operators()))
+        metadata: dict[str, Any] = {
+            "command": cmd,
+            "run_dir": str(run_dir),
+            "wall_s": round(wall_s, 3),
+            "requested_executions": request.executions,
+            "trace_runs": len(e2e),
+            "log_iteration_ms": list(iterations),
+            "log_success": SUCCESS_TEXT in log_text,
+        }
+        if iterations and len(iterations) == len(e2e):
+            metadata["log_vs_trace_max_abs_diff_ms"] = max(abs(a - b) for a, b in zip(iterations, e2e, strict=True))
+        return RunResult(
+            runner=self.name,
+            e2e_ms=e2e,
+            warmup=request.warmup,
+            threads=request.threads,
+            build=self.build_of(request.variant),
+            variant=request.variant,
+            trace_path=trace_path,
+            log_path=log_path,
+            per_operator=per_operator,
+            per_operator_note="" if per_operator else (
+                "the trace holds no operator events, only Method::execute: this runner records end-to-end "
+                "time only"
+            ),
+            metadata=metadata,
+        )
+
+    # ------------------------------------------------------------------------------------ checks
+
+    @staticmethod
+    def _check_executable(runner: Path) -> None:
+        if not runner.exists():
+            raise RunnerError(
+                f"executor_runner not found at {runner}; {BUILD_HINT}, then pass its path with --sme2-runner"
+            )
+        if not runner.is_file():
+            raise RunnerError(f"executor_runner path {runner} is not a file; pass the binary itself")
+        if not os.access(runner, os.X_OK):
+            raise RunnerError(f"executor_runner {runner} is not executable; make it so with: chmod +x {runner}")
+
+    @staticmethod
+    def _exec_error(runner: Path, cmd: list[str], exc: OSError) -> RunnerError:
+        if exc.errno == errno.ENOEXEC:
+            message = (
+                f"executor_runner {runner} cannot be executed on this {platform.machine()} machine "
+                "(Exec format error): it was probably built for another architecture or OS, e.g. an "
+                f"Android arm64 build (check with: file {runner}). Build it for this host, or run an "
+                "arm64 Android build with --sme2-device=android."
+            )
+        elif exc.errno in (errno.EACCES, errno.EPERM):
+            message = (
+                f"permission denied executing {runner}: make it executable (chmod +x) and check that its "
+                "file system is not mounted noexec"
+            )
+        elif exc.errno == errno.ENOENT:
+            message = (
+                f"executing {runner} failed with 'No such file or directory' although the file exists: "
+                "its interpreter (the #! line) or dynamic loader is missing on this machine"
+            )
+        else:
+            message = f"executing {runner} failed: {exc.strerror or exc}"
+        return RunnerError(message, command=cmd)
+
+    @staticmethod
+    def _check_trace(runner: Path, cmd: list[str], trace_path: Path, started_mtime_ns: int, log_tail: str) -> None:
+        try:
+            st = trace_path.stat()
+        except FileNotFoundError:
+            raise RunnerError(
+                f"executor_runner {runner} exited 0 but wrote no trace at {trace_path}. A runner built "
+                f"without the event tracer writes none; {BUILD_HINT}.",
+                command=cmd, returncode=0, stderr_tail=log_tail,
+            ) from None
+        if st.st_mtime_ns < started_mtime_ns:
+            raise RunnerError(
+                f"executor_runner {runner} exited 0 but the trace at {trace_path} is older than this run "
+                f"(modified {time.ctime(st.st_mtime)}): it is a stale file, not a trace of this run",
+                command=cmd, returncode=0, stderr_tail=log_tail,
+            )
+
+
+def _looks_like_etdump(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(12)
+    except OSError:
+        return False
+    return ETDUMP_IDENTIFIER in (head[8:12], head[4:8])
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
