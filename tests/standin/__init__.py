@@ -1,0 +1,95 @@
+"""An ``executor_runner`` stand-in for tests: replays real recorded traces or measures for real, or misbehaves.
+
+:func:`make_standin` writes an executable wrapper with its mode baked in; point a
+:class:`~pytest_sme2.runners.host.HostRunner` (or an emulated Android device) at it like at a real
+runner. The wrapper is a ``/bin/sh`` script holding absolute paths of the Python interpreter, the
+stand-in script and the recorded trace, so it keeps working when copied elsewhere, and inside a
+sandbox as long as those paths are bind-mounted at the same place.
+
+The stand-in never invents a measurement: replayed timings come from a real recording (and the log
+says so), measured ones from ``perf_counter_ns`` around real executions, with no per-operator events.
+"""
+
+from __future__ import annotations
+
+import platform
+import shlex
+import stat
+import struct
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().with_name("executor_runner.py")
+MODES = ("replay", "measure")
+FAULTS = ("crash", "hang", "garbage", "no_trace", "exec_format")
+
+__all__ = ["FAULTS", "MODES", "SCRIPT", "make_standin"]
+
+
+def _foreign_elf() -> bytes:
+    """A 64-bit ELF header for an architecture this machine cannot run: exec fails with ENOEXEC."""
+    machine = 62 if platform.machine().lower() in ("aarch64", "arm64") else 183  # x86-64 : AArch64
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)  # 64-bit, little-endian, version 1, SysV
+    header = struct.pack(
+        "<HHIQQQIHHHHHH",
+        2,  # ET_EXEC
+        machine,
+        1,  # EV_CURRENT
+        0x400000,  # entry point
+        64,  # program headers right after this header
+        0,  # no section headers
+        0,  # flags
+        64,  # header size
+        56,  # program header entry size
+        0,  # no program headers
+        64,  # section header entry size
+        0,
+        0,
+    )
+    return ident + header + bytes(64)
+
+
+def make_standin(
+    directory: str | Path,
+    *,
+    mode: str = "replay",
+    trace: str | Path | None = None,
+    fault: str | None = None,
+    name: str = "executor_runner",
+) -> Path:
+    """Write an executable stand-in named ``name`` into ``directory`` and return its path.
+
+    ``mode="replay"`` needs ``trace``, a real recorded ETDump (e.g. from ``tests/data``).
+    ``fault`` makes it misbehave instead: ``crash`` (abort, exit 134), ``hang`` (sleep forever),
+    ``garbage`` (random bytes to stdout and as the trace, exit 0), ``no_trace`` (exit 0, no trace),
+    ``exec_format`` (not a wrapper at all: an ELF file for a foreign architecture, with +x).
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown stand-in mode {mode!r}; choose one of {', '.join(MODES)}")
+    if fault is not None and fault not in FAULTS:
+        raise ValueError(f"unknown stand-in fault {fault!r}; choose one of {', '.join(FAULTS)}")
+    trace_path = Path(trace).resolve() if trace is not None else None
+    if mode == "replay" and fault is None and (trace_path is None or not trace_path.is_file()):
+        raise ValueError(f"replay mode needs an existing recorded trace; got {trace!r}")
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    if fault == "exec_format":
+        path.write_bytes(_foreign_elf())
+    else:
+        settings = {
+            "SME2_STANDIN_MODE": mode,
+            "SME2_STANDIN_TRACE": str(trace_path) if trace_path else "",
+            "SME2_STANDIN_FAULT": fault or "",
+        }
+        lines = [
+            "#!/bin/sh",
+            f"# executor_runner stand-in for pytest-sme2 tests (mode={mode}, fault={fault}); see {SCRIPT}",
+            *(f"{key}={shlex.quote(value)}" for key, value in settings.items()),
+            "export " + " ".join(settings),
+            f'exec {shlex.quote(sys.executable)} {shlex.quote(str(SCRIPT))} "$@"',
+            "",
+        ]
+        path.write_text("\n".join(lines), encoding="utf-8")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path

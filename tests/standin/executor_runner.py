@@ -1,0 +1,315 @@
+"""A stand-in for ExecuTorch's ``executor_runner``, for tests: the same flags, the same log lines, honest timings.
+
+Run through a wrapper written by :func:`standin.make_standin`, which bakes the mode into the
+environment (``SME2_STANDIN_MODE``, ``SME2_STANDIN_TRACE``, ``SME2_STANDIN_FAULT``):
+
+- ``replay``: copies a real recorded ETDump to ``--etdump_path`` and logs that recording's own
+  ``Method::execute`` times as the ``Iteration`` lines. The first log line says that the timings
+  are from the recording, not measured now.
+- ``measure``: really runs the ``.pte`` with the executorch Python runtime, times each execution
+  with ``perf_counter_ns`` and writes an ETDump holding exactly what it measured: the method load
+  and one ``Method::execute`` per execution. It never invents per-operator events.
+
+A fault (``crash``, ``hang``, ``garbage``, ``no_trace``) replaces the run with that misbehaviour.
+Flags follow gflags: ``--flag value`` or ``--flag=value``; an unknown flag exits 1 with gflags'
+message. Log lines go to stderr in the runtime's format
+(``I 00:00:00.001783 executorch:executor_runner.cpp:476] ...``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import struct
+import sys
+import time
+import warnings
+from pathlib import Path
+
+START_NS = time.perf_counter_ns()
+
+#: The flags of executor_runner v1.4.1 (tracer build) and their defaults.
+FLAGS = {
+    "model_path": "model.pte",
+    "data_path": "",
+    "inputs": "",
+    "output_file": "",
+    "print_output": "summary",
+    "num_executions": "1",
+    "method_name": "",
+    "etdump_path": "model.etdump",
+    "cpu_threads": "-1",
+    "server_mode": "false",
+}
+BOOL_FLAGS = {"server_mode"}
+
+MODES = ("replay", "measure")
+FAULTS = ("crash", "hang", "garbage", "no_trace")
+
+
+def log(message: str, line: int = 0, level: str = "I") -> None:
+    """One runtime log line on stderr, timestamped from process start like the real runner."""
+    seconds = (time.perf_counter_ns() - START_NS) / 1e9
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    sys.stderr.write(
+        f"{level} {int(hours):02d}:{int(minutes):02d}:{secs:09.6f} executorch:executor_runner.cpp:{line}] {message}\n"
+    )
+    sys.stderr.flush()
+
+
+def abort(message: str, line: int = 0) -> None:
+    """What a failed ET_CHECK does in the real runner: a fatal log line, then SIGABRT's exit status."""
+    log(message, line, level="F")
+    sys.stderr.write("Aborted (core dumped)\n")
+    sys.stderr.flush()
+    os._exit(134)
+
+
+def parse_flags(argv: list[str]) -> dict[str, str]:
+    """gflags-style parsing: ``--name=value``, ``--name value``, ``-name``; bools alone or ``--noname``."""
+    values = dict(FLAGS)
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("-") or arg in ("-", "--"):
+            i += 1  # gflags leaves positional arguments alone; the runner ignores them
+            continue
+        body = arg.lstrip("-")
+        name, eq, value = body.partition("=")
+        if name not in values and name.startswith("no") and name[2:] in BOOL_FLAGS and not eq:
+            values[name[2:]] = "false"
+            i += 1
+            continue
+        if name not in values:
+            sys.stderr.write(f"ERROR: unknown command line flag '{name}'\n")
+            sys.exit(1)
+        if not eq:
+            if name in BOOL_FLAGS:
+                value = "true"
+            elif i + 1 < len(argv):
+                i += 1
+                value = argv[i]
+            else:
+                sys.stderr.write(f"ERROR: flag '{arg}' is missing its argument\n")
+                sys.exit(1)
+        values[name] = value
+        i += 1
+    return values
+
+
+def int_flag(flags: dict[str, str], name: str) -> int:
+    try:
+        return int(flags[name])
+    except ValueError:
+        sys.stderr.write(
+            f"ERROR: illegal value '{flags[name]}' specified for int32 flag '{name}'\n"
+        )
+        sys.exit(1)
+
+
+def _import_repo() -> None:
+    # The stand-in reads traces with the package under test; the wrapper runs it by absolute path,
+    # possibly from another directory or inside a sandbox where this tree is bind-mounted as is.
+    repo = str(Path(__file__).resolve().parents[2])
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+
+
+# ----------------------------------------------------------------------------------------- faults
+
+
+def run_fault(fault: str, flags: dict[str, str]) -> None:
+    log(f"stand-in executor_runner: simulating fault {fault!r}", 100)
+    if fault == "crash":
+        log(f"Model file {flags['model_path']} is loaded.", 476)
+        abort("In function main(), assert failed (status == Error::Ok): stand-in fault 'crash'", 771)
+    elif fault == "hang":
+        log(f"stand-in executor_runner: hanging forever (pid {os.getpid()})", 101)
+        while True:
+            time.sleep(3600)
+    elif fault == "garbage":
+        rng = random.Random(0xBAD)
+        sys.stdout.buffer.write(rng.randbytes(512))
+        sys.stdout.flush()
+        Path(flags["etdump_path"]).write_bytes(rng.randbytes(2048))
+        sys.exit(0)
+    elif fault == "no_trace":
+        log(f"Model file {flags['model_path']} is loaded.", 476)
+        log("stand-in executor_runner: exiting 0 without writing a trace", 102)
+        sys.exit(0)
+    sys.stderr.write(f"stand-in executor_runner: unknown fault {fault!r}; known: {', '.join(FAULTS)}\n")
+    sys.exit(2)
+
+
+# ----------------------------------------------------------------------------------------- replay
+
+
+def run_replay(trace: Path, flags: dict[str, str]) -> None:
+    _import_repo()
+    from pytest_sme2.trace import KIND_LOAD, read_etdump
+
+    timeline = read_etdump(trace)
+    e2e = timeline.e2e_ms_per_run()
+    runs = len(e2e)
+    log(
+        f"stand-in executor_runner: replaying recorded trace {trace.name} ({runs} runs); "
+        "timings are from that recording, not measured now",
+        100,
+    )
+    asked = int_flag(flags, "num_executions")
+    if asked != runs:
+        log(
+            f"stand-in executor_runner: --num_executions={asked} differs from the recording's {runs} runs; "
+            f"replaying the {runs} recorded runs",
+            101,
+        )
+    model = Path(flags["model_path"])
+    if not model.is_file():
+        abort(f"FileDataLoader::from() failed: 0x22 (model file {model} not found)", 470)
+    log(f"Resetting threadpool with num threads = {flags['cpu_threads']}", 340)
+    if flags["inputs"]:
+        log("Loading inputs from input file(s).", 393)
+    log(f"Model file {model} is loaded.", 476)
+    log(f"Using method {flags['method_name'] or 'forward'}", 486)
+    table = timeline.table
+    load = table[(table["kind"] == KIND_LOAD) & (table["event_name"] == "Program::load_method")]
+    if len(load):
+        log(f"Model loaded in {float(load['duration_ms'].iloc[0]):f} ms.", 624)
+    for i, ms in enumerate(e2e, start=1):
+        log(f"Iteration {i} of {runs}: {ms:f} ms", 779)
+    log(f"Model executed successfully {runs} time(s) in {float(e2e.sum()):f} ms.", 789)
+    # copyfile, not copy2: the copy must carry this run's mtime, as a freshly written trace does.
+    shutil.copyfile(trace, flags["etdump_path"])
+    log(f"ETDump written to file '{flags['etdump_path']}'.", 261)
+
+
+# ---------------------------------------------------------------------------------------- measure
+
+
+def _profile_event(name: str, start_ns: int, end_ns: int) -> object:
+    from executorch.devtools.etdump import schema_flatcc as fb
+
+    # Field values as the runtime writes them for framework events (chain -1, instruction 0).
+    return fb.Event(
+        profile_event=fb.ProfileEvent(
+            name=name, chain_index=-1, instruction_id=0, delegate_debug_id_int=-1,
+            delegate_debug_id_str=None, delegate_debug_metadata=None, start_time=start_ns, end_time=end_ns,
+        ),
+        allocation_event=None,
+        debug_event=None,
+    )
+
+
+def write_measured_etdump(path: Path, load_span: tuple[int, int], executions: list[tuple[int, int]]) -> None:
+    """An ETDump holding only measured spans: one Default block (the method load), one Execute block per run.
+
+    ``serialize_to_etdump_flatcc`` writes a plain flatbuffer; the runtime's files (and the
+    Inspector's reader) are size-prefixed, so a 4-byte little-endian length goes in front.
+    """
+    from executorch.devtools.etdump import schema_flatcc as fb
+    from executorch.devtools.etdump.serialize import serialize_to_etdump_flatcc
+
+    blocks = [fb.RunData(name="Default", bundled_input_index=-1, allocators=None,
+                         events=[_profile_event("Program::load_method", *load_span)])]
+    blocks += [
+        fb.RunData(name="Execute", bundled_input_index=-1, allocators=None,
+                   events=[_profile_event("Method::execute", start, end)])
+        for start, end in executions
+    ]
+    data = serialize_to_etdump_flatcc(fb.ETDumpFlatCC(version=0, run_data=blocks))
+    path.write_bytes(struct.pack("<I", len(data)) + data)
+
+
+def _format_output(index: int, tensor: object, mode: str) -> str:
+    values = tensor.reshape(-1).tolist()  # type: ignore[attr-defined]
+    shown = values if mode == "all" else values[:10]
+    text = ", ".join(f"{v:g}" for v in shown) + (", ..." if len(shown) < len(values) else "")
+    sizes = ", ".join(str(d) for d in tensor.shape)  # type: ignore[attr-defined]
+    return f"OutputX {index}: tensor(sizes=[{sizes}], [{text}])"
+
+
+def run_measure(flags: dict[str, str]) -> None:
+    _import_repo()
+    model = Path(flags["model_path"])
+    if not model.is_file():
+        abort(f"FileDataLoader::from() failed: 0x22 (model file {model} not found)", 470)
+    log("stand-in executor_runner: measuring with the executorch Python runtime; the trace holds only "
+        "Program::load_method and Method::execute (no per-operator events)", 100)
+    from executorch.extension.pybindings import portable_lib
+    from executorch.runtime import Runtime, Verification
+
+    from pytest_sme2.errors import RunnerError
+    from pytest_sme2.runners.local import read_input_files
+
+    threads = int_flag(flags, "cpu_threads")
+    if threads > 0:
+        log(f"Resetting threadpool with num threads = {threads}", 340)
+        portable_lib._unsafe_reset_threadpool(threads)  # before load_method: XNNPACK captures the pool
+    try:
+        program = Runtime.get().load_program(str(model), verification=Verification.Minimal)
+    except RuntimeError as exc:
+        abort(f"Program::load() failed: {exc}", 470)
+    log(f"Model file {model} is loaded.", 476)
+    method_name = flags["method_name"] or sorted(program.method_names)[0]
+    log(f"Using method {method_name}", 486)
+    load_start = time.perf_counter_ns()
+    try:
+        method = program.load_method(method_name)
+    except RuntimeError as exc:
+        abort(f"Loading of method {method_name} failed: {exc}", 600)
+    load_end = time.perf_counter_ns()
+    log(f"Model loaded in {(load_end - load_start) / 1e6:f} ms.", 624)
+    if flags["inputs"]:
+        log("Loading inputs from input file(s).", 393)
+        try:
+            args = read_input_files(method, model, [Path(p) for p in flags["inputs"].split(",")])
+        except RunnerError as exc:
+            abort(f"Failed to prepare inputs: {exc}", 400)
+    else:
+        import torch
+
+        meta = method.metadata
+        args = tuple(torch.ones(tuple(meta.input_tensor_meta(i).sizes())) for i in range(meta.num_inputs()))
+    count = int_flag(flags, "num_executions")
+    spans: list[tuple[int, int]] = []
+    outputs: list[object] = []
+    for i in range(1, count + 1):
+        t0 = time.perf_counter_ns()
+        outputs = method.execute(args)
+        t1 = time.perf_counter_ns()
+        spans.append((t0 - START_NS, t1 - START_NS))
+        log(f"Iteration {i} of {count}: {(t1 - t0) / 1e6:f} ms", 779)
+    total_ms = sum(end - start for start, end in spans) / 1e6
+    log(f"Model executed successfully {count} time(s) in {total_ms:f} ms.", 789)
+    if flags["print_output"] != "none":
+        log(f"{len(outputs)} outputs: ", 798)
+        for i, out in enumerate(outputs):
+            sys.stderr.write(_format_output(i, out, flags["print_output"]) + "\n")
+    write_measured_etdump(Path(flags["etdump_path"]), (load_start - START_NS, load_end - START_NS), spans)
+    log(f"ETDump written to file '{flags['etdump_path']}'.", 261)
+
+
+def main(argv: list[str]) -> None:
+    warnings.simplefilter("ignore")  # third-party import noise would clutter the runner log
+    flags = parse_flags(argv)
+    mode = os.environ.get("SME2_STANDIN_MODE", "replay")
+    fault = os.environ.get("SME2_STANDIN_FAULT", "")
+    if fault:
+        run_fault(fault, flags)
+    elif mode == "replay":
+        trace = os.environ.get("SME2_STANDIN_TRACE", "")
+        if not trace or not Path(trace).is_file():
+            sys.stderr.write(f"stand-in executor_runner: replay mode needs a recorded trace; {trace!r} is not a file\n")
+            sys.exit(2)
+        run_replay(Path(trace), flags)
+    elif mode == "measure":
+        run_measure(flags)
+    else:
+        sys.stderr.write(f"stand-in executor_runner: unknown mode {mode!r}; known: {', '.join(MODES)}\n")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
