@@ -1,0 +1,142 @@
+"""Kernel view: which XNNPACK micro-kernels a runner build selected, as table rows and markdown.
+
+Two views, both from :mod:`pytest_sme2.kernels` logs: one build's kernel table (kind, kernel, ISA
+suffix, SME2 yes/no) and the side-by-side of two builds (what only SME2-off selected, what only
+SME2-on selected, what both share). The seeds' ``generate_kernel_view.py`` printed the same two
+tables from CSV files; here they come straight from the parsed log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..kernels import KernelLog, KernelSelection, compare_kernels, is_sme2, isa_of
+
+# ISA tokens as XNNPACK spells them after the ``__`` of a kernel name. Tile sizes, unroll factors and
+# strategy words (``2x4``, ``u32``, ``reuse``, ``rr2``) sit around them in no fixed order
+# (``..._transposec_ukernel__16x16_reuse_switch_avx2``), so the ISA is found by vocabulary, not position.
+_ISA_TOKEN = re.compile(
+    r"^(scalar|sse\w*|ssse3|avx\w*|fma3|f16c|neon\w*|sme2?|sve2?|aarch64|aarch32|armsimd32|"
+    r"wasm\w*|rvv\w*|hvx|amx\w*)$"
+)
+
+
+def isa_suffix(kernel: str) -> str:
+    """The ISA a kernel was written for: ``xnn_..._7x32__avx512f_broadcast`` -> ``avx512f``.
+
+    Unlike :func:`pytest_sme2.kernels.isa_of`, tile and strategy tokens in front of the ISA are
+    skipped (``xnn_x32_transposec_ukernel__2x4_scalar_int`` -> ``scalar``, not ``2x4``), and
+    ``aarch64_neonfma`` stays whole.
+    """
+    if kernel.startswith("kai_") or "__" not in kernel:
+        return isa_of(kernel)
+    tokens = kernel.rsplit("__", 1)[1].split("_")
+    for i, token in enumerate(tokens):
+        if _ISA_TOKEN.match(token):
+            if token in ("aarch64", "aarch32") and i + 1 < len(tokens) and tokens[i + 1].startswith("neon"):
+                return f"{token}_{tokens[i + 1]}"
+            return token
+    return isa_of(kernel)
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One selected kernel: its XNNPACK config kind, full name, ISA suffix and whether it is SME2."""
+
+    kind: str
+    kernel: str
+    isa: str
+    sme2: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "kernel": self.kernel, "isa": self.isa, "sme2": self.sme2}
+
+
+@dataclass(frozen=True)
+class SideBySideRow:
+    """Per kernel kind: the kernels only one build selected, and those both selected."""
+
+    kind: str
+    only_off: tuple[str, ...]
+    only_on: tuple[str, ...]
+    both: tuple[str, ...]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.only_off or self.only_on)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "only_off": list(self.only_off), "only_on": list(self.only_on),
+                "both": list(self.both)}
+
+
+def kernel_log_from_dict(data: Mapping[str, Any]) -> KernelLog:
+    """Rebuild a :class:`KernelLog` from ``KernelLog.to_dict()`` (as stored in an analysis).
+
+    The stored form keeps every selected kernel and the SME2 KleidiAI routines; it drops the
+    operator labels and non-SME2 KleidiAI names, which no report needs.
+    """
+    kernels = tuple(
+        KernelSelection(str(k["kind"]), str(k["name"])) for k in data.get("kernels", ()) if isinstance(k, Mapping)
+    )
+    names = {k.name for k in kernels}
+    kleidiai = tuple(str(n) for n in data.get("sme2_kernels", ()) if str(n) not in names)
+    return KernelLog(source=str(data.get("source", "")), kernels=kernels, operators=(), kleidiai=kleidiai)
+
+
+def kernel_rows(log: KernelLog) -> list[KernelRow]:
+    """One row per selected kernel, grouped by kind (in the order the log first used each kind)."""
+    order = {kind: i for i, kind in enumerate(dict.fromkeys(k.kind for k in log.kernels))}
+    rows = [KernelRow(k.kind, k.name, isa_suffix(k.name), k.sme2) for k in log.kernels]
+    rows += [KernelRow("kleidiai", name, isa_suffix(name), is_sme2(name)) for name in log.kleidiai]
+    order.setdefault("kleidiai", len(order))
+    return sorted(rows, key=lambda r: (order[r.kind], r.kernel))
+
+
+def isa_counts(log: KernelLog) -> dict[str, int]:
+    """How many selected kernels target each ISA, most used first (ties by name)."""
+    counts: dict[str, int] = {}
+    for row in kernel_rows(log):
+        counts[row.isa] = counts.get(row.isa, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def side_by_side(off: KernelLog, on: KernelLog) -> list[SideBySideRow]:
+    """Kinds whose selection differs first, then the kinds both builds agree on."""
+    rows = [SideBySideRow(r.kind, r.only_a, r.only_b, r.both) for r in compare_kernels(off, on)]
+    return sorted(rows, key=lambda r: not r.changed)  # stable: keeps the log order within each group
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _code_list(names: Sequence[str]) -> str:
+    return "<br>".join(f"`{_md_cell(n)}`" for n in names) if names else "—"
+
+
+def kernel_table_markdown(log: KernelLog) -> str:
+    """Markdown table of one build's kernels: kind, kernel, ISA suffix, SME2."""
+    rows = kernel_rows(log)
+    if not rows:
+        return f"_No `Using ... microkernel` lines in {log.source}: was it written by a debug-logging build?_"
+    lines = ["| kind | kernel | ISA | SME2 |", "|---|---|---|:---:|"]
+    for r in rows:
+        lines.append(f"| {_md_cell(r.kind)} | `{_md_cell(r.kernel)}` | {_md_cell(r.isa)} | "
+                     f"{'**yes**' if r.sme2 else 'no'} |")
+    return "\n".join(lines)
+
+
+def side_by_side_markdown(off: KernelLog, on: KernelLog, *, off_label: str = "SME2 off",
+                          on_label: str = "SME2 on") -> str:
+    """Markdown table: per kernel kind, the kernels only each build selected, and the shared count."""
+    rows = side_by_side(off, on)
+    if not rows:
+        return "_Neither log names a selected kernel._"
+    lines = [f"| kind | only {_md_cell(off_label)} | only {_md_cell(on_label)} | in both |", "|---|---|---|---:|"]
+    for r in rows:
+        lines.append(f"| {_md_cell(r.kind)} | {_code_list(r.only_off)} | {_code_list(r.only_on)} | {len(r.both)} |")
+    return "\n".join(lines)
