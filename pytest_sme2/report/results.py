@@ -1,0 +1,353 @@
+"""The session results document (``--sme2-json``): what every report is rendered from.
+
+One JSON file per pytest session: the tool version, when and where it ran, the options, and per
+test the profile(s) with their analyses, the baseline it was judged against, the verdict and the
+SME2 on/off comparison. It carries everything the markdown and HTML reports show, so
+``pytest-sme2 report results.json`` re-renders them later, and ``--combine`` merges devices.
+
+Files are read with :func:`load_results`, which names the file and the fix for every kind of bad
+input (missing, not JSON, not ours, newer schema, a test entry that does not parse).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..analysis import Analysis
+from ..atomic import write_atomic
+from ..baseline import Baseline, now_iso
+from ..errors import ConfigError, Sme2Error
+from ..gate import Status, Verdict
+from ..profile import Profile
+from ..stats import Interval
+from .comparison import OnOffComparison
+
+SCHEMA_VERSION = 1
+KIND = "pytest-sme2-results"
+#: Status of a test that was measured but not judged (no baseline yet, no speedup requirement).
+MEASURED = "measured"
+#: Report order of statuses: what needs attention first.
+STATUS_ORDER: tuple[str, ...] = (
+    Status.REGRESSION.value, Status.INVALID.value, Status.INCONCLUSIVE.value, Status.IMPROVEMENT.value,
+    Status.PASS.value, MEASURED,
+)
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The few numbers a results-table row shows for one test."""
+
+    status: str
+    median_ms: float | None = None
+    p90_ms: float | None = None
+    #: change of the median vs the baseline, percent, with its CI (from the verdict's e2e check)
+    delta_pct: float | None = None
+    delta_ci_pct: tuple[float, float] | None = None
+    margin: float | None = None
+    #: SME2 speedup median(off)/median(on) with its CI, for on/off tests
+    speedup: Interval | None = None
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One test's measurement, judgement and comparison; any part may be absent.
+
+    ``profile`` is the measurement (the SME2-on arm in an on/off test), ``profile_off`` the
+    SME2-off arm. A verdict-only result (``pytest-sme2 compare``) has a verdict and no profile;
+    ``model`` then says what was measured.
+    """
+
+    __test__ = False  # a pytest name lookalike, not a test class
+
+    test_id: str
+    outcome: str = ""
+    profile: Profile | None = None
+    profile_off: Profile | None = None
+    comparison: OnOffComparison | None = None
+    baseline: Baseline | None = None
+    baseline_path: str = ""
+    verdict: Verdict | None = None
+    model: Mapping[str, Any] = field(default_factory=dict)
+    duration_s: float | None = None
+    note: str = ""
+
+    @property
+    def analysis(self) -> Analysis | None:
+        """The analysis of the measurement (SME2 on in an on/off test)."""
+        return self.profile.analysis if self.profile else None
+
+    @property
+    def model_info(self) -> dict[str, Any]:
+        """Model facts: the profile's (name, dtype, backend, pte_path, ...) overlaid with ``model``."""
+        info: dict[str, Any] = {}
+        for p in (self.profile_off, self.profile):
+            if p is not None:
+                info.update(p.model)
+        info.update(self.model)
+        return info
+
+    @property
+    def label(self) -> str:
+        """``name dtype backend`` of the model, or the test id when nothing names it."""
+        info = self.model_info
+        parts = [str(info[k]) for k in ("name", "dtype", "backend") if info.get(k)]
+        return " ".join(parts) or self.test_id
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return tuple(str(p.variant) for p in (self.profile_off, self.profile) if p is not None and p.variant)
+
+    @property
+    def status(self) -> str:
+        """The verdict's status; else an enforced SME2 speedup check's; else invalid or measured."""
+        if self.verdict is not None:
+            return self.verdict.status.value
+        if self.comparison is not None and not self.comparison.speedup_check.advisory:
+            return self.comparison.speedup_check.status.value
+        if any(p is not None and p.invalid_reason for p in (self.profile, self.profile_off)):
+            return Status.INVALID.value
+        return MEASURED
+
+    @property
+    def headline(self) -> Headline:
+        e2e = self.verdict.e2e if self.verdict else None
+        a = self.analysis
+        median = a.e2e.median if a else (e2e.candidate if e2e else None)
+        delta = ci = None
+        if e2e is not None and e2e.interval is not None:
+            delta = (e2e.interval.estimate - 1) * 100
+            ci = ((e2e.interval.low - 1) * 100, (e2e.interval.high - 1) * 100)
+        return Headline(
+            status=self.status, median_ms=median, p90_ms=a.e2e.p90 if a else None, delta_pct=delta,
+            delta_ci_pct=ci, margin=e2e.margin if e2e else None,
+            speedup=self.comparison.speedup if self.comparison else None,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "test_id": self.test_id,
+            "outcome": self.outcome,
+            "status": self.status,
+            "model": self.model_info,
+            "model_override": dict(self.model),
+            "variants": list(self.variants),
+            "profile": self.profile.to_dict() if self.profile else None,
+            "profile_off": self.profile_off.to_dict() if self.profile_off else None,
+            "comparison": self.comparison.to_dict() if self.comparison else None,
+            "baseline": self.baseline.to_dict() if self.baseline else None,
+            "baseline_path": self.baseline_path,
+            "verdict": self.verdict.to_dict() if self.verdict else None,
+            "duration_s": self.duration_s,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TestResult:
+        def opt(key: str) -> Any:
+            return d.get(key) or None
+
+        profile, profile_off = opt("profile"), opt("profile_off")
+        comparison, baseline, verdict = opt("comparison"), opt("baseline"), opt("verdict")
+        duration = d.get("duration_s")
+        return cls(
+            test_id=str(d["test_id"]),
+            outcome=str(d.get("outcome", "")),
+            profile=Profile.from_dict(profile) if profile else None,
+            profile_off=Profile.from_dict(profile_off) if profile_off else None,
+            comparison=OnOffComparison.from_dict(comparison) if comparison else None,
+            baseline=Baseline.from_dict(baseline, source=f"the baseline of {d['test_id']}") if baseline else None,
+            baseline_path=str(d.get("baseline_path", "")),
+            verdict=Verdict.from_dict(verdict) if verdict else None,
+            # "model" is the merged view, for readers of the JSON; "model_override" is the field itself.
+            model=dict(d.get("model_override", d.get("model") if not (profile or profile_off) else {}) or {}),
+            duration_s=None if duration is None else float(duration),
+            note=str(d.get("note", "")),
+        )
+
+
+@dataclass(frozen=True)
+class SessionResults:
+    """Every pytest-sme2 test of one session, with when, where and how it ran."""
+
+    tests: tuple[TestResult, ...]
+    created: str = field(default_factory=now_iso)
+    tool_version: str = __version__
+    #: versions and host facts (python, executorch, torch, platform, command line)
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    #: the options the session ran with (runs, warmup, margin, device, runner paths, ...)
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        """How many tests ended in each status, in :data:`STATUS_ORDER` (zero counts included)."""
+        out = dict.fromkeys(STATUS_ORDER, 0)
+        for t in self.tests:
+            out[t.status] = out.get(t.status, 0) + 1
+        return out
+
+    @property
+    def device_label(self) -> str:
+        """A short name of the device the session measured (first profile's), for combined reports."""
+        for t in self.tests:
+            for p in (t.profile, t.profile_off):
+                if p is None:
+                    continue
+                dev, fp = p.device, p.fingerprint
+                name = dev.get("model") or dev.get("name") or fp.get("model") or fp.get("cpu_model")
+                if name:
+                    return str(name)
+        return str(self.environment.get("host", "")) or "unknown device"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "kind": KIND,
+            "created": self.created,
+            "tool_version": self.tool_version,
+            "environment": dict(self.environment),
+            "config": dict(self.config),
+            "counts": self.counts(),
+            "tests": [t.to_dict() for t in self.tests],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, *, source: str = "<results>") -> SessionResults:
+        """Parse a results document; every problem is a :class:`ConfigError` naming ``source``."""
+        if not isinstance(d, Mapping) or "tests" not in d:
+            raise ConfigError(
+                f"{source} is not a pytest-sme2 results file (expected a JSON object with \"tests\"); "
+                "pass the file written by --sme2-json"
+            )
+        version = d.get("schema_version")
+        if not isinstance(version, int):
+            raise ConfigError(f"{source} has no integer schema_version, so it is not a pytest-sme2 results "
+                              "file; pass the file written by --sme2-json")
+        if version > SCHEMA_VERSION:
+            raise ConfigError(
+                f"{source} has schema_version {version}, newer than this pytest-sme2 {__version__} reads "
+                f"({SCHEMA_VERSION}); upgrade pytest-sme2 (pip install -U pytest-sme2) to render it"
+            )
+        if not isinstance(d["tests"], list):
+            raise ConfigError(f"{source}: \"tests\" must be a list, found {type(d['tests']).__name__}")
+        tests = []
+        for i, t in enumerate(d["tests"]):
+            name = t.get("test_id", f"#{i}") if isinstance(t, Mapping) else f"#{i}"
+            try:
+                tests.append(TestResult.from_dict(t))
+            except Sme2Error as exc:
+                raise ConfigError(f"{source}: test {name}: {exc}") from None
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise ConfigError(
+                    f"{source}: test {name} does not match the results schema ({type(exc).__name__}: {exc}); "
+                    "the file was edited or truncated — re-run the session with --sme2-json to rewrite it"
+                ) from None
+        return cls(
+            tests=tuple(tests), created=str(d.get("created", "")), tool_version=str(d.get("tool_version", "")),
+            environment=dict(d.get("environment") or {}), config=dict(d.get("config") or {}),
+        )
+
+
+def load_results(path: str | Path) -> SessionResults:
+    """Read a ``--sme2-json`` file; raises :class:`ConfigError` saying what is wrong and what to do."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"results file {p} does not exist; pass the file written by --sme2-json") from None
+    except IsADirectoryError:
+        raise ConfigError(f"results path {p} is a directory; pass the JSON file inside it") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read results file {p}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"results file {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); it was "
+            "probably cut off — re-run the session with --sme2-json to rewrite it"
+        ) from None
+    return SessionResults.from_dict(data, source=str(p))
+
+
+def write_results(path: str | Path, results: SessionResults) -> Path:
+    """Write ``results`` as indented JSON, atomically (a reader never sees half a file)."""
+    text = json.dumps(results.to_dict(), indent=1) + "\n"
+    return write_atomic(path, text, what="results JSON")
+
+
+# ------------------------------------------------------------------------------ GitHub summary
+
+_ICONS = {
+    Status.REGRESSION.value: "❌", Status.INVALID.value: "⛔", Status.INCONCLUSIVE.value: "⚠️",
+    Status.IMPROVEMENT.value: "🚀", Status.PASS.value: "✅", MEASURED: "📏",
+}
+
+
+def _num(x: float | None, fmt: str = ".3f") -> str:
+    return "—" if x is None or not math.isfinite(x) else format(x, fmt)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def delta_text(h: Headline) -> str:
+    """``+2.3% (CI -0.4%..+4.8%)`` or ``—`` without a baseline verdict."""
+    if h.delta_pct is None:
+        return "—"
+    ci = f" (CI {h.delta_ci_pct[0]:+.1f}%..{h.delta_ci_pct[1]:+.1f}%)" if h.delta_ci_pct else ""
+    return f"{h.delta_pct:+.1f}%{ci}"
+
+
+def speedup_text(iv: Interval | None) -> str:
+    """``2.59× (CI 2.56–2.60)`` or ``—``."""
+    if iv is None:
+        return "—"
+    return f"{iv.estimate:.2f}× (CI {iv.low:.2f}–{iv.high:.2f})"
+
+
+def github_step_summary(results: SessionResults) -> str:
+    """A compact markdown table for ``$GITHUB_STEP_SUMMARY``: one row per test, problems first."""
+    counts = {k: v for k, v in results.counts().items() if v}
+    head = ", ".join(f"{v} {k}" for k, v in counts.items()) or "no tests"
+    lines = [f"### pytest-sme2: {len(results.tests)} test{'s' if len(results.tests) != 1 else ''} — {head}", ""]
+    if not results.tests:
+        return "\n".join(lines) + "\n"
+    lines += ["| | test | model | median ms | p90 ms | vs baseline | SME2 speedup | verdict |",
+              "|---|---|---|---:|---:|---|---|---|"]
+    order = {s: i for i, s in enumerate(STATUS_ORDER)}
+    for t in sorted(results.tests, key=lambda t: (order.get(t.status, len(order)), t.test_id)):
+        h = t.headline
+        status = f"**{h.status}**" if h.status in (Status.REGRESSION.value, Status.INVALID.value) else h.status
+        lines.append(
+            f"| {_ICONS.get(h.status, '')} | `{_cell(t.test_id)}` | {_cell(t.label)} | {_num(h.median_ms)} | "
+            f"{_num(h.p90_ms)} | {delta_text(h)} | {speedup_text(h.speedup)} | {status} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def append_step_summary(results: SessionResults, *, environ: Mapping[str, str] | None = None) -> Path | None:
+    """Append :func:`github_step_summary` to the file ``$GITHUB_STEP_SUMMARY`` names; None when unset.
+
+    GitHub Actions shows that file on the job page; several steps append to it, so this appends
+    rather than replaces.
+    """
+    env = os.environ if environ is None else environ
+    target = env.get("GITHUB_STEP_SUMMARY", "").strip()
+    if not target:
+        return None
+    p = Path(target)
+    try:
+        with p.open("a", encoding="utf-8") as fh:
+            fh.write(github_step_summary(results) + "\n")
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot append the pytest-sme2 summary to $GITHUB_STEP_SUMMARY ({p}): {exc.strerror or exc}; "
+            "unset GITHUB_STEP_SUMMARY or point it at a writable file"
+        ) from None
+    return p
