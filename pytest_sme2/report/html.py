@@ -1,0 +1,446 @@
+"""HTML fragments for pytest-html: a per-test extras section, results-table cells, a summary block.
+
+The plugin calls these from pytest-html's hooks; they take results values and return HTML strings:
+
+- :func:`html_section` (an ``extras.html`` item): verdict with its CI, category chart (current vs
+  baseline, or SME2 off vs on), latency samples in run order with the cold run, speedups, the top
+  operators, the device and runner fingerprint, and the first recommendations;
+- :func:`header_cells` / :func:`row_cells`: extra results-table columns (median, p90, change vs
+  baseline, its interval, SME2 speedup, verdict), keyed by :data:`COLUMNS`;
+- :func:`summary_block`: counts of regressions, improvements, inconclusive, invalid and passes.
+
+pytest-html inserts extras without running scripts, so everything is static HTML + inline SVG with
+``sme2-``-prefixed CSS classes. Its own ``#results-table td`` rule outranks a class selector, so every
+rule is emitted twice, once scoped under ``#results-table``; row cells use inline styles because no
+stylesheet of ours is guaranteed to be on the page when the table renders.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from html import escape
+from typing import Any
+
+import numpy as np
+
+from ..categories import CATEGORIES
+from ..gate import Check, Status
+from .charts import (
+    SERIES_COLORS,
+    SampleSeries,
+    SpeedupBar,
+    category_color,
+    category_stacked_bars,
+    latency_series_chart,
+    operator_bars,
+    speedup_bars,
+)
+from .markdown import fmt_ms, fmt_pct, fmt_x, recommendations
+from .results import MEASURED, STATUS_ORDER, SessionResults, TestResult, delta_text, speedup_text
+
+BASELINE_SAMPLES_COLOR = "#8C959F"
+#: Keys of :func:`row_cells` / :func:`header_cells`, in column order.
+COLUMNS: tuple[str, ...] = ("median", "p90", "delta", "interval", "speedup", "verdict")
+
+_STATUS_COLORS: Mapping[str, tuple[str, str]] = {  # status -> (text/border, background)
+    Status.PASS.value: ("#1A7F37", "#DAFBE1"),
+    Status.REGRESSION.value: ("#CF222E", "#FFEBE9"),
+    Status.IMPROVEMENT.value: ("#0969DA", "#DDF4FF"),
+    Status.INCONCLUSIVE.value: ("#9A6700", "#FFF8C5"),
+    Status.INVALID.value: ("#57606A", "#EAEEF2"),
+    MEASURED: ("#6639BA", "#FBEFFF"),
+}
+
+_RULES: tuple[tuple[str, str], ...] = (
+    (".sme2-section", "font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;"
+                      "color:#1F2328;font-size:13px;line-height:1.45;margin:4px 0 14px;max-width:1320px"),
+    (".sme2-section h4", "font-size:14px;margin:14px 0 6px;color:#1F2328"),
+    (".sme2-head", "border-left:5px solid;border-radius:6px;padding:8px 12px;margin:6px 0"),
+    (".sme2-head b", "color:#1F2328"),
+    (".sme2-pill", "display:inline-block;border-radius:10px;padding:1px 8px;font-weight:700;font-size:11px;"
+                   "letter-spacing:.04em;text-transform:uppercase;margin-right:6px"),
+    (".sme2-findings", "margin:6px 0 6px 18px;padding:0"),
+    (".sme2-charts", "display:flex;flex-wrap:wrap;gap:10px;align-items:flex-start"),
+    (".sme2-card", "border:1px solid #D0D7DE;border-radius:6px;background:#FFFFFF;padding:2px;"
+                   "flex:1 1 480px;max-width:652px"),
+    (".sme2-table", "border-collapse:collapse;font-size:12px;margin:4px 0;color:#1F2328"),
+    (".sme2-table th", "text-align:left;background:#F6F8FA;border:1px solid #D0D7DE;padding:3px 8px;"
+                       "font-weight:600;color:#1F2328"),
+    (".sme2-table td", "border:1px solid #D0D7DE;padding:3px 8px;text-align:left;color:#1F2328;"
+                       "vertical-align:top"),
+    (".sme2-table td.sme2-num", "text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap"),
+    (".sme2-table code, .sme2-section code", "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;"
+                                             "font-size:11px"),
+    (".sme2-swatch", "display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px;"
+                     "vertical-align:-1px"),
+    (".sme2-tag", "display:inline-block;border-radius:8px;padding:0 6px;font-size:11px"),
+    (".sme2-tag-portable", "background:#FFEBE9;color:#A40E26;font-weight:600"),
+    (".sme2-tag-delegated", "background:#DDF4FF;color:#0550AE"),
+    (".sme2-share", "display:inline-block;height:8px;background:#8C959F;border-radius:2px;margin-left:6px;"
+                    "vertical-align:0"),
+    (".sme2-grid", "display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start"),
+    (".sme2-grid > div", "flex:0 1 auto;min-width:0"),
+    (".sme2-grid > div.sme2-grow", "flex:1 1 420px"),
+    (".sme2-nowrap", "white-space:nowrap"),
+    (".sme2-recs", "margin:4px 0 4px 18px;padding:0"),
+    (".sme2-muted", "color:#57606A"),
+    (".sme2-summary", "font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;"
+                      "color:#1F2328;font-size:13px;margin:8px 0"),
+)
+
+
+def _css() -> str:
+    out = []
+    for selector, body in _RULES:
+        scoped = ", ".join(f"#results-table {s.strip()}" for s in selector.split(","))
+        out.append(f"{selector}, {scoped} {{{body}}}")
+    return "<style>" + "\n".join(out) + "</style>"
+
+
+def _e(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+_BACKTICKS = re.compile(r"`([^`]+)`")
+
+
+def _text(value: str) -> str:
+    """Escape a sentence shared with the markdown report, keeping its `code` spans as <code>."""
+    return _BACKTICKS.sub(r"<code>\1</code>", _e(value))
+
+
+def _pill(status: str) -> str:
+    fg, bg = _STATUS_COLORS.get(status, ("#57606A", "#EAEEF2"))
+    return f'<span class="sme2-pill sme2-status-{_e(status)}" style="color:{fg};background:{bg}">{_e(status)}</span>'
+
+
+def _table(header: Sequence[str] | None, rows: Sequence[Sequence[str]], numeric: Sequence[int] = (),
+           cls: str = "") -> str:
+    """An HTML table; cells are already-escaped HTML; columns in ``numeric`` align right.
+
+    Without ``header`` the first column is written as row headers (a key/value table).
+    """
+    body = []
+    for row in rows:
+        cells = "".join(
+            f"<th>{c}</th>" if header is None and i == 0
+            else f'<td class="sme2-num">{c}</td>' if i in numeric else f"<td>{c}</td>"
+            for i, c in enumerate(row)
+        )
+        body.append(f"<tr>{cells}</tr>")
+    extra = f" {cls}" if cls else ""
+    head = "" if header is None else "<thead><tr>" + "".join(f"<th>{h}</th>" for h in header) + "</tr></thead>"
+    return f'<table class="sme2-table{extra}">{head}<tbody>{"".join(body)}</tbody></table>'
+
+
+def _card(svg: str) -> str:
+    return f'<div class="sme2-card">{svg}</div>'
+
+
+# ------------------------------------------------------------------------------------- headline
+
+
+def _check_text(c: Check) -> str:
+    iv = c.interval
+    if iv is None:
+        return c.message
+    if c.name in ("speedup", "min_speedup"):
+        return f"{fmt_x(iv.estimate)} (95% CI {fmt_x(iv.low)}–{fmt_x(iv.high)})"
+    return f"{(iv.estimate - 1) * 100:+.1f}% (95% CI {(iv.low - 1) * 100:+.1f}% .. {(iv.high - 1) * 100:+.1f}%)"
+
+
+def _headline(test: TestResult) -> str:
+    h = test.headline
+    fg, bg = _STATUS_COLORS.get(h.status, ("#57606A", "#EAEEF2"))
+    bits = [f"<b>{_e(test.label)}</b>"]
+    if h.median_ms is not None:
+        bits.append(f"median <b>{fmt_ms(h.median_ms)} ms</b>")
+    v = test.verdict
+    e2e = v.e2e if v else None
+    if e2e is not None and e2e.interval is not None:
+        margin = f", margin ±{e2e.margin * 100:.1f}%" if e2e.margin is not None else ""
+        p = f", Mann-Whitney p={e2e.p_value:.2g}" if e2e.p_value is not None else ""
+        bits.append(f"vs baseline {fmt_ms(e2e.baseline)} ms: <b>{_e(_check_text(e2e))}</b>{_e(margin)}{_e(p)}")
+    elif v is not None and v.checks:
+        bits.append(_e(v.checks[0].message))
+    if test.comparison is not None:
+        cmp = test.comparison
+        bits.append(f"{_e(cmp.on_label)} speedup <b>{_e(_check_text(cmp.speedup_check))}</b>")
+    return (f'<div class="sme2-head" style="border-color:{fg};background:{bg}">{_pill(h.status)}'
+            + " · ".join(bits) + "</div>")
+
+
+def _findings(test: TestResult) -> str:
+    lines: list[str] = []
+    if test.comparison is not None:
+        lines += list(test.comparison.findings)
+    if test.verdict is not None:
+        lines += [c.message for c in test.verdict.checks if not c.advisory and c.name != "e2e"]
+        lines += list(test.verdict.explanation)
+        if test.verdict.attempts > 1:
+            lines.append(f"Measured {test.verdict.attempts} times: a regression must be confirmed by a fresh "
+                         "measurement.")
+    for p in (test.profile_off, test.profile):
+        if p is not None and p.invalid_reason:
+            lines.append(f"Invalid measurement: {p.invalid_reason}")
+        if p is not None and p.note:
+            lines.append(p.note)
+    if not lines:
+        return ""
+    return '<ul class="sme2-findings">' + "".join(f"<li>{_text(x)}</li>" for x in dict.fromkeys(lines)) + "</ul>"
+
+
+# --------------------------------------------------------------------------------------- charts
+
+
+def _charts(test: TestResult) -> str:
+    cmp, a = test.comparison, test.analysis
+    cards: list[str] = []
+    if cmp is not None and test.profile_off is not None and a is not None:
+        off = test.profile_off.analysis
+        if cmp.per_operator:
+            cards.append(category_stacked_bars(
+                [(cmp.off_label, off.category_totals_ms), (cmp.on_label, a.category_totals_ms)],
+                title=f"Where the time goes: {cmp.off_label} vs {cmp.on_label}"))
+        cards.append(latency_series_chart(
+            [SampleSeries(cmp.off_label, off.measured_ms, off.e2e.cold, SERIES_COLORS[1]),
+             SampleSeries(cmp.on_label, a.measured_ms, a.e2e.cold, SERIES_COLORS[0])],
+            title=f"E2E latency per run: {cmp.off_label} vs {cmp.on_label}"))
+        bars = [SpeedupBar("E2E", cmp.speedup.estimate, cmp.speedup.low, cmp.speedup.high, SERIES_COLORS[0])]
+        for c in cmp.categories:
+            if c.off_ms <= 0 or not math.isfinite(c.speedup):
+                continue
+            ci = c.speedup_ci
+            bars.append(SpeedupBar(c.category, c.speedup, ci.low if ci else None, ci.high if ci else None,
+                                   category_color(c.category), "" if c.resolvable else "< 2% of E2E"))
+        cards.append(speedup_bars(bars, title=f"Speedup {cmp.off_label} / {cmp.on_label} (95% CI)"))
+    elif a is not None:
+        b = test.baseline
+        if a.per_operator:
+            bars_in = [("current", a.category_totals_ms)]
+            if b is not None and b.per_operator and b.category_totals_ms:
+                bars_in.insert(0, ("baseline", b.category_totals_ms))
+            cards.append(category_stacked_bars(bars_in, title="Where the time goes" + (
+                ": baseline vs current" if len(bars_in) > 1 else "")))
+        series = [SampleSeries("current", a.measured_ms, a.e2e.cold, SERIES_COLORS[0])]
+        base_median = None
+        if b is not None and b.samples_ms:
+            base_median = float(np.median(b.samples_ms))
+            # The baseline's own samples, muted, show whether the two distributions overlap at all.
+            series.append(SampleSeries("baseline samples", b.samples_ms, None, BASELINE_SAMPLES_COLOR,
+                                       show_median=False))
+        cards.append(latency_series_chart(series, baseline_ms=base_median, title="E2E latency per run"))
+    if a is not None and a.operator_details:
+        cards.append(operator_bars(a.operator_details, 10))
+    if not cards:
+        return ""
+    return '<div class="sme2-charts">' + "".join(_card(c) for c in cards) + "</div>"
+
+
+# --------------------------------------------------------------------------------------- tables
+
+
+def _swatch(category: str) -> str:
+    return (f'<span class="sme2-nowrap"><span class="sme2-swatch" style="background:{category_color(category)}">'
+            f"</span>{_e(category)}</span>")
+
+
+def _operators_table(test: TestResult, top: int) -> str:
+    a = test.analysis
+    if a is None or not a.operator_details:
+        return ""
+    off = {o.name: o for o in test.profile_off.analysis.operator_details} if test.profile_off else {}
+    cmp = test.comparison
+    header = ["operator", "category", "calls/run", "avg ms/call", "ms per run", "% of E2E", "backend"]
+    if off and cmp is not None:
+        header[5:5] = [f"{_e(cmp.off_label)} ms", "speedup"]
+    header.append("kernel hint")
+    rows = []
+    for o in a.operator_details[:top]:
+        tag = ('<span class="sme2-tag sme2-tag-portable">portable</span>' if o.backend == "portable"
+               else f'<span class="sme2-tag sme2-tag-delegated">{_e(o.backend or "delegated")}</span>')
+        share = (f'{fmt_pct(o.share)}<span class="sme2-share" style="width:{max(1.0, o.share * 80):.0f}px;'
+                 f'background:{category_color(o.category)}"></span>')
+        row = [f"<code>{_e(o.name)}</code>", _swatch(o.category), f"{o.count:g}", fmt_ms(o.avg_ms),
+               fmt_ms(o.total_ms), share, tag]
+        if off and cmp is not None:
+            before = off.get(o.name)
+            row[5:5] = [fmt_ms(before.total_ms) if before else "—",
+                        fmt_x(before.total_ms / o.total_ms) if before and o.total_ms > 0 else "—"]
+        row.append(f"<code>{_e(o.kernel_hint)}</code>" if o.kernel_hint else '<span class="sme2-muted">—</span>')
+        rows.append(row)
+    numeric = list(range(2, 6 + (2 if off and cmp is not None else 0)))
+    title = f"Top operators ({min(top, len(a.operator_details))} of {len(a.operator_details)}), mean per measured run"
+    return f"<h4>{_e(title)}</h4>" + _table(header, rows, numeric)
+
+
+def _categories_table(test: TestResult) -> str:
+    cmp, a = test.comparison, test.analysis
+    if cmp is not None and cmp.per_operator:
+        rows = []
+        for c in cmp.categories:
+            ci = (f"{fmt_x(c.speedup)} ({fmt_x(c.speedup_ci.low)}–{fmt_x(c.speedup_ci.high)})"
+                  if c.speedup_ci else fmt_x(c.speedup))
+            rows.append([_swatch(c.category), fmt_ms(c.off_ms), fmt_pct(c.off_share), fmt_ms(c.on_ms),
+                         fmt_pct(c.on_share), f"{c.share_change_pp:+.1f}", _e(ci)])
+        header = ["category", f"{_e(cmp.off_label)} ms", "%", f"{_e(cmp.on_label)} ms", "%", "Δ share (pp)",
+                  "speedup (95% CI)"]
+        return "<h4>Operator categories</h4>" + _table(header, rows, range(1, 7))
+    b = test.baseline
+    if a is not None and a.per_operator and b is not None and b.per_operator and b.category_totals_ms:
+        b_mean = sum(b.category_totals_ms.values())
+        rows = []
+        for cat in CATEGORIES:
+            was, now = b.category_totals_ms.get(cat, 0.0), a.category_totals_ms.get(cat, 0.0)
+            rows.append([_swatch(cat), fmt_ms(was), fmt_pct(was / b_mean if b_mean > 0 else None), fmt_ms(now),
+                         fmt_pct(a.category_share.get(cat)), f"{now - was:+.3f}"])
+        header = ["category", "baseline ms", "%", "current ms", "%", "Δ ms"]
+        return "<h4>Operator categories</h4>" + _table(header, rows, range(1, 6))
+    if a is not None and a.per_operator:
+        rows = [[_swatch(c), fmt_ms(a.category_totals_ms.get(c, 0.0)), fmt_pct(a.category_share.get(c))]
+                for c in CATEGORIES]
+        return "<h4>Operator categories</h4>" + _table(["category", "ms per run", "% of E2E"], rows, (1, 2))
+    return ""
+
+
+def _checks_table(test: TestResult) -> str:
+    checks = list(test.verdict.checks) if test.verdict else []
+    cmp = test.comparison
+    if cmp is not None and all(c.name != cmp.speedup_check.name for c in checks):
+        checks.append(cmp.speedup_check)
+    if not checks:
+        return ""
+    rows = []
+    for c in checks:
+        status = _pill(c.status.value) + ('<span class="sme2-muted">advisory</span>' if c.advisory else "")
+        margin = ("—" if c.margin is None else f"≥ {fmt_x(c.margin)}" if "speedup" in c.name
+                  else f"±{c.margin * 100:.1f}%")
+        baseline = fmt_ms(c.baseline) if not c.name.endswith("_budget") and "speedup" not in c.name else (
+            f"≤ {fmt_ms(c.baseline)}" if c.name.endswith("_budget") else "—")
+        rows.append([f"<code>{_e(c.name)}</code>", status, baseline, fmt_ms(c.candidate), _e(_check_text(c)),
+                     _e(margin)])
+    return ("<h4>Verdict checks</h4>"
+            + _table(["check", "status", "baseline ms", "current ms", "change / speedup (95% CI)", "margin"], rows,
+                     (2, 3, 5)))
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return {True: "yes", False: "no", None: "—"}[v]
+    if isinstance(v, (dict, list, tuple)):
+        return f"<code>{_e(json.dumps(v, sort_keys=True, default=str))}</code>"
+    return _e(v)
+
+
+def _fingerprint_table(test: TestResult) -> str:
+    rows: list[list[str]] = []
+    cmp = test.comparison
+    for p in (test.profile_off, test.profile):
+        if p is None:
+            continue
+        label = (cmp.off_label if p is test.profile_off else cmp.on_label) if cmp else (p.variant or "runner")
+        rows.append([f"runner ({_e(label)})", f"{_e(p.runner)} · {_e(p.build or 'build unknown')} · "
+                                              f"{p.threads} thread{'s' if p.threads != 1 else ''}"])
+    p = test.profile
+    if p is not None:
+        seen = set()
+        for key, value in [*p.device.items(), *p.fingerprint.items()]:
+            if key in seen or value in (None, "", [], {}) or key == "extra":
+                continue
+            seen.add(key)
+            rows.append([_e(key), _value(value)])
+    if test.baseline is not None:
+        rows.append(["baseline", f"{len(test.baseline.samples_ms)} samples, created "
+                                 f"{_e(test.baseline.created or 'unknown')}"
+                     + (f"<br><code>{_e(test.baseline_path)}</code>" if test.baseline_path else "")])
+    if not rows:
+        return ""
+    return "<h4>Device and runner fingerprint</h4>" + _table(None, rows)
+
+
+def _recommendations(test: TestResult, n: int = 4) -> str:
+    recs = recommendations(test)[:n]
+    if not recs:
+        return ""
+    return "<h4>Recommendations</h4><ol class=\"sme2-recs\">" + "".join(f"<li>{_text(r)}</li>" for r in recs) + "</ol>"
+
+
+# ---------------------------------------------------------------------------------- public API
+
+
+def html_section(test_result: TestResult, *, top: int = 10) -> str:
+    """The pytest-html extras fragment of one test (self-contained: it carries its own CSS)."""
+    t = test_result
+    parts = [_css(), _headline(t), _findings(t), _charts(t)]
+    tables = [x for x in (_categories_table(t), _checks_table(t)) if x]
+    if tables:
+        parts.append('<div class="sme2-grid">' + "".join(f"<div>{x}</div>" for x in tables) + "</div>")
+    parts.append(_operators_table(t, top))
+    parts.append('<div class="sme2-grid"><div>' + _fingerprint_table(t) + '</div><div class="sme2-grow">'
+                 + _recommendations(t) + "</div></div>")
+    return f'<div class="sme2-section" data-test-id="{_e(t.test_id)}">' + "".join(p for p in parts if p) + "</div>"
+
+
+def header_cells() -> dict[str, str]:
+    """``<th>`` cells for the extra results-table columns, keyed like :data:`COLUMNS`."""
+    names = {"median": "median ms", "p90": "p90 ms", "delta": "vs baseline", "interval": "95% CI",
+             "speedup": "SME2 speedup", "verdict": "perf verdict"}
+    return {k: f'<th class="sme2-col-{k}">{_e(names[k])}</th>' for k in COLUMNS}
+
+
+def row_cells(test_result: TestResult) -> dict[str, str]:
+    """``<td>`` cells for one test's results-table row, keyed like :data:`COLUMNS` (``—`` when unknown)."""
+    h = test_result.headline
+    fg, _ = _STATUS_COLORS.get(h.status, ("#57606A", "#EAEEF2"))
+    num = "text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap"
+    delta = "—" if h.delta_pct is None else f"{h.delta_pct:+.1f}%"
+    interval = "—"
+    if h.delta_ci_pct is not None:
+        margin = f" (±{h.margin * 100:.0f}%)" if h.margin is not None else ""
+        interval = f"{h.delta_ci_pct[0]:+.1f}% .. {h.delta_ci_pct[1]:+.1f}%{margin}"
+    speedup = "—" if h.speedup is None else f"{h.speedup.estimate:.2f}× ({h.speedup.low:.2f}–{h.speedup.high:.2f})"
+    values = {
+        "median": (fmt_ms(h.median_ms), num), "p90": (fmt_ms(h.p90_ms), num),
+        "delta": (delta, num + (f";color:{fg};font-weight:600" if h.delta_pct is not None else "")),
+        "interval": (interval, "white-space:nowrap"), "speedup": (speedup, "white-space:nowrap"),
+        "verdict": (h.status, f"color:{fg};font-weight:700;text-transform:uppercase"),
+    }
+    return {k: f'<td class="sme2-col-{k}" style="{v[1]}">{_e(v[0])}</td>' for k, v in values.items()}
+
+
+def summary_block(results: SessionResults) -> str:
+    """Counts per status and the tests that need attention, for pytest-html's summary section."""
+    counts = results.counts()
+    pills = []
+    for status in STATUS_ORDER:
+        fg, bg = _STATUS_COLORS[status]
+        n = counts.get(status, 0)
+        style = f"color:{fg};background:{bg}" + ("" if n else ";opacity:.45")
+        pills.append(f'<span class="sme2-pill sme2-count-{_e(status)}" data-count="{n}" style="{style}">'
+                     f"{n} {_e(status)}</span>")
+    attention = [t for t in results.tests if t.status in (Status.REGRESSION.value, Status.INVALID.value,
+                                                          Status.INCONCLUSIVE.value)]
+    items = "".join(
+        f"<li>{_pill(t.status)}<code>{_e(t.test_id)}</code> — {_e(delta_text(t.headline))}"
+        + (f", SME2 {_e(speedup_text(t.headline.speedup))}" if t.headline.speedup else "") + "</li>"
+        for t in attention
+    )
+    return (f'{_css()}<div class="sme2-summary"><b>pytest-sme2</b>: {len(results.tests)} performance '
+            f"test{'s' if len(results.tests) != 1 else ''} " + "".join(pills)
+            + (f'<ul class="sme2-findings">{items}</ul>' if items else "") + "</div>")
+
+
+def render_html(results: SessionResults, *, title: str | None = None) -> str:
+    """A standalone HTML page: the summary block, then every test's section (no pytest-html needed)."""
+    heading = title or "pytest-sme2 performance report"
+    sections = "".join(f"<h2 style=\"font-family:system-ui,sans-serif\">{_e(t.test_id)}</h2>{html_section(t)}"
+                       for t in results.tests)
+    meta = f"pytest-sme2 {results.tool_version}" + (f", {results.created}" if results.created else "")
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{_e(heading)}</title></head><body style=\"background:#F6F8FA;margin:16px\">"
+            f"<h1 style=\"font-family:system-ui,sans-serif\">{_e(heading)}</h1>"
+            f"<p class=\"sme2-muted\" style=\"font-family:system-ui,sans-serif\">{_e(meta)}</p>"
+            f"{summary_block(results)}{sections}</body></html>\n")
