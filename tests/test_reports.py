@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_sme2.analysis import analyze
+from pytest_sme2.analysis import analyze, analyze_e2e
 from pytest_sme2.baseline import Baseline
 from pytest_sme2.categories import CATEGORIES
 from pytest_sme2.errors import ConfigError
@@ -280,6 +280,26 @@ def test_markdown_single_profile_and_verdict_only() -> None:
     md = render_markdown(SessionResults((verdict_only,)))
     assert "### Regression verdict" in md and "### Latency" not in md and "### Recommendations" in md
     assert "E2E latency regressed" in section(md, reg.test_id, "Recommendations")
+
+
+def test_e2e_only_results_render_without_categories() -> None:
+    # What the local runtime gives: E2E per run and nothing else (here the recorded Method::execute times).
+    off_e, on_e = e2e_by_hand(f"{TT}_simd-off_t1"), e2e_by_hand(f"{TT}_simd-on_t1")
+    a_off = analyze_e2e(tuple(off_e.tolist()), warmup=1, source="local runtime (off)")
+    a_on = analyze_e2e(tuple(on_e.tolist()), warmup=1, source="local runtime (on)")
+    p_off = replace(recorded_profile(f"{TT}_simd-off_t1", "sme2_off"), analysis=a_off)
+    p_on = replace(recorded_profile(f"{TT}_simd-on_t1", "sme2_on"), analysis=a_on)
+    test = TestResult("t::e2e_only", profile=p_on, profile_off=p_off, comparison=compare_on_off(a_off, a_on))
+    md = render_markdown(SessionResults((test,)))
+    assert "No per-operator trace" in section(md, "t::e2e_only", "Operator category breakdown")
+    assert "### Acceleration analysis" not in md and "### Top operators" not in md
+    speedup = float(np.median(off_e[1:]) / np.median(on_e[1:]))
+    assert f"**Speedup: {speedup:.2f}×**" in md
+    assert "Only end-to-end latency was recorded" in section(md, "t::e2e_only", "Recommendations")
+    frag = html_section(test)
+    kinds = [(s.get("class") or "").split()[-1] for s in svgs_in(frag)]
+    assert kinds == ["sme2-chart-latency", "sme2-chart-speedup"]
+    assert github_step_summary(SessionResults(())) == "### pytest-sme2: no performance test ran\n"
 
 
 def test_markdown_regression_verdict_numbers(session: SessionResults, regression: TestResult) -> None:

@@ -47,6 +47,7 @@ def fmt_pct(share: float | None) -> str:
 
 
 def fmt_x(ratio: float | None) -> str:
+    """A ratio as ``2.59×``, ``—`` when unknown."""
     return "—" if ratio is None or not math.isfinite(ratio) else f"{ratio:.2f}×"
 
 
@@ -240,7 +241,8 @@ def _metadata(test: TestResult, results: SessionResults | None) -> list[str]:
             rows.append(["Program (.pte)", _code(str(info["pte_path"]))])
     a = test.analysis
     if a is not None:
-        rows.append(["Runs", f"{a.runs_measured} measured per arm, {a.warmup} warm-up excluded (run 0 is cold)"])
+        per_arm = " per arm" if test.profile_off is not None else ""
+        rows.append(["Runs", f"{a.runs_measured} measured{per_arm}, {a.warmup} warm-up excluded (run 0 is cold)"])
     if results is not None and results.config:
         rows.append(["Config", "; ".join(f"{_cell(k)}={_cell(v)}" for k, v in results.config.items())])
     cmp = test.comparison

@@ -313,11 +313,11 @@ def speedup_text(iv: Interval | None) -> str:
 
 def github_step_summary(results: SessionResults) -> str:
     """A compact markdown table for ``$GITHUB_STEP_SUMMARY``: one row per test, problems first."""
-    counts = {k: v for k, v in results.counts().items() if v}
-    head = ", ".join(f"{v} {k}" for k, v in counts.items()) or "no tests"
-    lines = [f"### pytest-sme2: {len(results.tests)} test{'s' if len(results.tests) != 1 else ''} — {head}", ""]
     if not results.tests:
-        return "\n".join(lines) + "\n"
+        return "### pytest-sme2: no performance test ran\n"
+    counts = {k: v for k, v in results.counts().items() if v}
+    head = ", ".join(f"{v} {k}" for k, v in counts.items())
+    lines = [f"### pytest-sme2: {len(results.tests)} test{'s' if len(results.tests) != 1 else ''} — {head}", ""]
     lines += ["| | test | model | median ms | p90 ms | vs baseline | SME2 speedup | verdict |",
               "|---|---|---|---:|---:|---|---|---|"]
     order = {s: i for i, s in enumerate(STATUS_ORDER)}
