@@ -115,7 +115,8 @@ def regression() -> TestResult:
 @pytest.fixture(scope="module")
 def session(tt: TestResult, mn: TestResult, regression: TestResult) -> SessionResults:
     return SessionResults(tests=(tt, mn, regression), created="2026-11-22T05:33:11+00:00",
-                          environment={"executorch_version": "1.4.1", "host": "recorder"},
+                          environment={"executorch_version": "1.4.1", "host": "recorder",
+                                       "config_file": "pyproject.toml"},
                           config={"runs": 29, "warmup": 1, "margin": 0.05})
 
 
@@ -168,8 +169,8 @@ def num(cell: str) -> float:
 # ------------------------------------------------------------------------------------- markdown
 
 
-SEED_SECTIONS = ("Metadata", "Latency comparison", "Operator category breakdown", "Bottlenecks (> 5% of E2E)",
-                 "Acceleration analysis", "Portable vs delegated", "Top operators", "Kernel insights",
+SEED_SECTIONS = ("Metadata", "Latency Comparison", "Operator Category Breakdown", "Bottlenecks (> 5% of E2E)",
+                 "Acceleration Analysis", "Portable vs Delegated", "Top Operators", "Kernel Insights",
                  "Recommendations")
 
 
@@ -184,13 +185,13 @@ def test_markdown_has_every_seed_section_with_metadata(session: SessionResults, 
     assert "simd-off" in row(meta, "Runner, SME2 off")[1] and "simd-on" in row(meta, "Runner, SME2 on")[1]
     assert "AMD EPYC" in row(meta, "Device")[1] and "SME2: no" in row(meta, "Device")[1]
     assert f"{TT}_simd-on_t1.etdump" in row(meta, "Analyzed")[1]
-    assert "runs=29" in row(meta, "Config")[1]
+    assert "runs=29" in row(meta, "Config")[1] and row(meta, "Config File")[1] == "`pyproject.toml`"
 
 
 @pytest.mark.parametrize("model", [TT, MN])
 def test_markdown_latency_table_equals_method_execute_by_hand(session: SessionResults, model: str) -> None:
     test_id = f"tests/test_perf.py::test_sme2[{model}]"
-    lat = section(render_markdown(session), test_id, "Latency comparison")
+    lat = section(render_markdown(session), test_id, "Latency Comparison")
     off, on = e2e_by_hand(f"{model}_simd-off_t1"), e2e_by_hand(f"{model}_simd-on_t1")
     for label, fn in (("Median", np.median), ("Mean", np.mean), ("Min", np.min), ("Max", np.max),
                       ("P90", lambda x: np.percentile(x, 90)), ("Std dev", lambda x: np.std(x, ddof=1))):
@@ -205,7 +206,7 @@ def test_markdown_latency_table_equals_method_execute_by_hand(session: SessionRe
 
 
 def test_markdown_categories_equal_sums_by_hand(session: SessionResults, tt: TestResult) -> None:
-    cats = section(render_markdown(session), tt.test_id, "Operator category breakdown")
+    cats = section(render_markdown(session), tt.test_id, "Operator Category Breakdown")
     gemm = "^(?:Fully Connected|Batch Matrix Multiply) "
     off_gemm = per_run_total(f"{TT}_simd-off_t1", gemm)
     on_gemm = per_run_total(f"{TT}_simd-on_t1", gemm)
@@ -230,7 +231,7 @@ def test_markdown_portable_operator_drives_a_recommendation(session: SessionResu
     norm = per_run_total(f"{TT}_simd-on_t1", r"^native_call_native_layer_norm\.out$")
     share = f"{norm / on_mean * 100:.1f}%"
     assert share == "8.2%"  # the recorded trace: five portable layer norms, 8.2 % of E2E
-    portable = section(md, tt.test_id, "Portable vs delegated")
+    portable = section(md, tt.test_id, "Portable vs Delegated")
     assert num(row(portable, "`native_call_native_layer_norm.out`")[3]) == pytest.approx(norm, abs=5e-4)
     recs = section(md, tt.test_id, "Recommendations")
     line = next(x for x in recs.splitlines() if "native_call_native_layer_norm.out" in x)
@@ -240,7 +241,7 @@ def test_markdown_portable_operator_drives_a_recommendation(session: SessionResu
 
 
 def test_markdown_acceleration_lists_real_operator_speedups(session: SessionResults, tt: TestResult) -> None:
-    acc = section(render_markdown(session), tt.test_id, "Acceleration analysis")
+    acc = section(render_markdown(session), tt.test_id, "Acceleration Analysis")
     fc = "^Fully Connected "
     off, on = per_run_total(f"{TT}_simd-off_t1", fc), per_run_total(f"{TT}_simd-on_t1", fc)
     cells = row(acc, "`Fully Connected (NC, F32) GEMM`")
@@ -252,7 +253,7 @@ def test_markdown_acceleration_lists_real_operator_speedups(session: SessionResu
 
 
 def test_markdown_kernel_insights_side_by_side_and_sme2_callout(session: SessionResults, tt: TestResult) -> None:
-    kern = section(render_markdown(session), tt.test_id, "Kernel insights")
+    kern = section(render_markdown(session), tt.test_id, "Kernel Insights")
     on_log = (DATA / f"{TT}_simd-on_t1.xnnlog").read_text()
     off_log = (DATA / f"{TT}_simd-off_t1.xnnlog").read_text()
     on_gemm = set(re.findall(r"Using gemm microkernel '([^']+)'", on_log))
@@ -269,16 +270,16 @@ def test_markdown_kernel_insights_side_by_side_and_sme2_callout(session: Session
 def test_markdown_single_profile_and_verdict_only() -> None:
     single = TestResult("t::single", profile=recorded_profile("mobilenet_v3_small_like_int8_xnnpack_simd-on_t1", None))
     md = render_markdown(SessionResults((single,), created="2026-11-22T00:00:00+00:00"))
-    assert "### Latency\n" in md and "### Acceleration analysis" not in md and "### Regression verdict" not in md
+    assert "### Latency\n" in md and "### Acceleration Analysis" not in md and "### Regression Verdict" not in md
     e2e = e2e_by_hand("mobilenet_v3_small_like_int8_xnnpack_simd-on_t1")
     assert num(row(section(md, "t::single", "Latency"), "Median")[1]) == pytest.approx(np.median(e2e[1:]), abs=5e-4)
-    assert "| Convolution |" in section(md, "t::single", "Operator category breakdown")
-    assert "| gemm |" in section(md, "t::single", "Kernel insights") or "| igemm |" in md
+    assert "| Convolution |" in section(md, "t::single", "Operator Category Breakdown")
+    assert "| gemm |" in section(md, "t::single", "Kernel Insights") or "| igemm |" in md
 
     reg = regression_result()
     verdict_only = TestResult(reg.test_id, verdict=reg.verdict, model={"name": "mobilenet_v3_small_like"})
     md = render_markdown(SessionResults((verdict_only,)))
-    assert "### Regression verdict" in md and "### Latency" not in md and "### Recommendations" in md
+    assert "### Regression Verdict" in md and "### Latency" not in md and "### Recommendations" in md
     assert "E2E latency regressed" in section(md, reg.test_id, "Recommendations")
 
 
@@ -291,8 +292,8 @@ def test_e2e_only_results_render_without_categories() -> None:
     p_on = replace(recorded_profile(f"{TT}_simd-on_t1", "sme2_on"), analysis=a_on)
     test = TestResult("t::e2e_only", profile=p_on, profile_off=p_off, comparison=compare_on_off(a_off, a_on))
     md = render_markdown(SessionResults((test,)))
-    assert "No per-operator trace" in section(md, "t::e2e_only", "Operator category breakdown")
-    assert "### Acceleration analysis" not in md and "### Top operators" not in md
+    assert "No per-operator trace" in section(md, "t::e2e_only", "Operator Category Breakdown")
+    assert "### Acceleration Analysis" not in md and "### Top Operators" not in md
     speedup = float(np.median(off_e[1:]) / np.median(on_e[1:]))
     assert f"**Speedup: {speedup:.2f}×**" in md
     assert "Only end-to-end latency was recorded" in section(md, "t::e2e_only", "Recommendations")
@@ -304,7 +305,7 @@ def test_e2e_only_results_render_without_categories() -> None:
 
 def test_markdown_regression_verdict_numbers(session: SessionResults, regression: TestResult) -> None:
     md = render_markdown(session)
-    verdict = section(md, regression.test_id, "Regression verdict")
+    verdict = section(md, regression.test_id, "Regression Verdict")
     base = e2e_by_hand(f"{MN}_simd-on_t1")[1:]
     cur = e2e_by_hand(f"{MN}_simd-off_t1")[1:]
     cells = row(verdict, "`e2e`")

@@ -243,8 +243,13 @@ def _metadata(test: TestResult, results: SessionResults | None) -> list[str]:
     if a is not None:
         per_arm = " per arm" if test.profile_off is not None else ""
         rows.append(["Runs", f"{a.runs_measured} measured{per_arm}, {a.warmup} warm-up excluded (run 0 is cold)"])
-    if results is not None and results.config:
-        rows.append(["Config", "; ".join(f"{_cell(k)}={_cell(v)}" for k, v in results.config.items())])
+    if results is not None:
+        config_file = results.environment.get("config_file") or results.config.get("config_file")
+        if config_file:
+            rows.append(["Config File", _code(str(config_file))])  # the seed greps for this label
+        if results.config:
+            rows.append(["Config", "; ".join(f"{_cell(k)}={_cell(v)}" for k, v in results.config.items()
+                                             if k != "config_file")])
     cmp = test.comparison
     for p in (test.profile_off, test.profile):
         if p is None:
@@ -289,7 +294,7 @@ def _stat(s: LatencyStats, key: str) -> float:
 
 
 def _latency(test: TestResult, level: int) -> list[str]:
-    out = _h(level, "Latency comparison" if (test.comparison or test.baseline) else "Latency")
+    out = _h(level, "Latency Comparison" if (test.comparison or test.baseline) else "Latency")
     cmp, a = test.comparison, test.analysis
     if cmp is not None:
         off, on = cmp.off_e2e, cmp.on_e2e
@@ -336,11 +341,11 @@ def _categories(test: TestResult, level: int) -> list[str]:
     cmp, a = test.comparison, test.analysis
     if a is None or not a.per_operator:
         if a is not None:
-            return [*_h(level, "Operator category breakdown"),
+            return [*_h(level, "Operator Category Breakdown"),
                     "_No per-operator trace: every millisecond is counted as Other. Use a tracer-enabled "
                     "executor_runner to see categories._", ""]
         return []
-    out = _h(level, "Operator category breakdown")
+    out = _h(level, "Operator Category Breakdown")
     if cmp is not None and cmp.per_operator:
         rows = []
         for c in cmp.categories:
@@ -411,7 +416,7 @@ def _acceleration(test: TestResult, level: int) -> list[str]:
     cmp = test.comparison
     if cmp is None or not cmp.per_operator:
         return []
-    out = _h(level, "Acceleration analysis")
+    out = _h(level, "Acceleration Analysis")
     for cat in (CONVOLUTION, GEMM):
         c = cmp.category(cat)
         if c is None or c.off_ms <= 0 or not c.resolvable:
@@ -462,7 +467,7 @@ def _portable(test: TestResult, level: int) -> list[str]:
     arms = [(label, arm) for label, arm in _arms(test) if arm.per_operator]
     if not arms:
         return []
-    out = _h(level, "Portable vs delegated")
+    out = _h(level, "Portable vs Delegated")
     rows = []
     for what, key in (("Delegated (XNNPACK / backend)", "delegated"), ("Portable (not delegated)", "portable"),
                       ("Runtime overhead (E2E − operators)", "overhead")):
@@ -506,7 +511,7 @@ def _operators(test: TestResult, level: int) -> list[str]:
         return []
     cmp = test.comparison
     off = {o.name: o for o in test.profile_off.analysis.operator_details} if test.profile_off else {}
-    out = _h(level, f"Top operators ({min(TOP_OPERATORS, len(a.operator_details))} of {len(a.operator_details)})")
+    out = _h(level, f"Top Operators ({min(TOP_OPERATORS, len(a.operator_details))} of {len(a.operator_details)})")
     rows = []
     for o in a.operator_details[:TOP_OPERATORS]:
         row = [_code(o.name), o.category, o.backend or "—", f"{o.count:g}", fmt_ms(o.avg_ms), fmt_ms(o.total_ms),
@@ -529,7 +534,7 @@ def _operators(test: TestResult, level: int) -> list[str]:
 
 def _kernels(test: TestResult, level: int) -> list[str]:
     cmp = test.comparison
-    out = _h(level, "Kernel insights")
+    out = _h(level, "Kernel Insights")
     if cmp is not None and cmp.kernels is not None:
         ev = cmp.kernels
         off_log, on_log = ev.off_log, ev.on_log
@@ -572,7 +577,7 @@ def _verdict(test: TestResult, level: int) -> list[str]:
     enforced = cmp is not None and not cmp.speedup_check.advisory
     if v is None and not enforced:
         return []
-    out = _h(level, "Regression verdict")
+    out = _h(level, "Regression Verdict")
     checks = list(v.checks) if v is not None else []
     if enforced and cmp is not None and all(c.name != cmp.speedup_check.name for c in checks):
         checks.append(cmp.speedup_check)

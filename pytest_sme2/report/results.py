@@ -179,7 +179,7 @@ class SessionResults:
     tests: tuple[TestResult, ...]
     created: str = field(default_factory=now_iso)
     tool_version: str = __version__
-    #: versions and host facts (python, executorch, torch, platform, command line)
+    #: versions and host facts (python, executorch_version, platform, host, config_file: the ini file)
     environment: Mapping[str, Any] = field(default_factory=dict)
     #: the options the session ran with (runs, warmup, margin, device, runner paths, ...)
     config: Mapping[str, Any] = field(default_factory=dict)
