@@ -131,9 +131,7 @@ class LocalRunner:
             )
         if request.executions < 1:
             raise ConfigError(f"nothing to run: warmup + runs is {request.executions}; ask for at least one run")
-        load_started = time.perf_counter_ns()
-        method, method_name = self._load(request.pte, request.threads)
-        load_ms = (time.perf_counter_ns() - load_started) / 1e6
+        method, method_name, load_ms = self._load(request.pte, request.threads)
         if tensors is not None:
             args, source = tuple(tensors), "tensors"
         elif request.inputs:
@@ -163,18 +161,26 @@ class LocalRunner:
 
     def outputs(self, pte: str | Path, inputs: Sequence[Any] | None = None, *, threads: int = 1) -> list[Any]:
         """Execute ``pte`` once on ``inputs`` (tensors; None = all ones) and return its outputs."""
-        method, _ = self._load(Path(pte), threads)
+        method, _, _ = self._load(Path(pte), threads)
         args = tuple(inputs) if inputs is not None else _ones_inputs(method)
         return _execute_once(method, args, Path(pte))
 
     # ----------------------------------------------------------------------------------- loading
 
-    def _load(self, pte: Path, threads: int) -> tuple[Any, str]:
-        """Load program and method with the thread pool set first; runtime failures become RunnerError."""
+    def _load(self, pte: Path, threads: int) -> tuple[Any, str, float]:
+        """(method, its name, load ms): program and method loaded with the thread pool set first.
+
+        The load time covers ``load_program`` + ``load_method`` only, not the (seconds long) first
+        import of the runtime. Runtime failures become :class:`RunnerError`.
+        """
         load_pte_check(pte)
+        # Registers the quantized kernels (quantize/dequantize out-variants) with the runtime, so
+        # int8 programs on the portable backend load; without it they fail with OperatorMissing.
+        import executorch.kernels.quantized  # noqa: F401
         from executorch.extension.pybindings import portable_lib
         from executorch.runtime import Runtime, Verification
 
+        started = time.perf_counter_ns()
         try:
             program = Runtime.get().load_program(str(pte), verification=Verification.Minimal)
         except Exception as exc:
@@ -199,12 +205,15 @@ class LocalRunner:
         except Exception as exc:
             hint = ""
             if "0x:14" in str(exc):
-                hint = " The program uses an operator this runtime has no kernel for."
+                hint = (
+                    " The program uses an operator this runtime has no kernel for (the runtime logged "
+                    "which, as 'Missing operator'); export it for a backend that covers it."
+                )
             raise RunnerError(
                 f"the executorch runtime could not load method {method_name!r} of {pte}: "
                 f"{_describe_runtime_error(exc)}.{hint}"
             ) from None
-        return method, method_name
+        return method, method_name, (time.perf_counter_ns() - started) / 1e6
 
 
 def _torch_dtype(code: int, pte: Path, index: int) -> Any:

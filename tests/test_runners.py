@@ -1,0 +1,353 @@
+"""The local runner on real .pte files, and the host runner against the executor_runner stand-in.
+
+Expected numbers come from the recordings in tests/data, read independently of the code under test:
+the real runner's own log lines and executorch's Inspector.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from standin import make_standin
+
+from pytest_sme2.errors import ConfigError, ExportError, RunnerError, TraceError
+from pytest_sme2.runners import SME2_OFF, SME2_ON, make_runner
+from pytest_sme2.runners.base import RunRequest
+from pytest_sme2.runners.host import HostRunner, parse_iteration_ms
+from pytest_sme2.runners.local import LocalRunner, timer_overhead_ns
+from pytest_sme2.trace import read_etdump
+
+DATA = Path(__file__).parent / "data"
+TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"
+TOY_INPUT = DATA / "toy_cnn_input_fp32.bin"
+TOY_TRACE = DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"
+
+_ITERATION = re.compile(r"Iteration \d+ of \d+: ([0-9.]+) ms")
+_OUTPUT = re.compile(r"OutputX 0: tensor\(sizes=\[[^\]]*\], \[([^\]]*)\]\)")
+
+
+def _recorded_log(stem: str) -> str:
+    return (DATA / f"{stem}.log").read_text()
+
+
+def _inspector_e2e_ms(trace: Path) -> list[float]:
+    """Method::execute durations (ms, run order) as executorch's own Inspector reads them."""
+    from executorch.devtools import Inspector
+
+    inspector = Inspector(etdump_path=str(trace))
+    for block in inspector.event_blocks:
+        for event in block.events:
+            if event.name == "Method::execute":
+                return [float(x) for x in event.perf_data.raw]
+    raise AssertionError(f"Inspector found no Method::execute in {trace}")
+
+
+def _request(tmp_path: Path, **overrides: object) -> RunRequest:
+    fields: dict[str, object] = {
+        "pte": TOY_PTE, "runs": 29, "warmup": 1, "threads": 1, "out_dir": tmp_path / "out", "inputs": (TOY_INPUT,),
+        "timeout_s": 120.0,
+    }
+    fields.update(overrides)
+    return RunRequest(**fields)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------------------- local
+
+
+def test_local_runner_median_is_near_the_recorded_executor_runner_median() -> None:
+    recorded = statistics.median(float(x) for x in _ITERATION.findall(_recorded_log(TOY_TRACE.stem))[1:])
+    result = LocalRunner().run(RunRequest(pte=TOY_PTE, runs=300, warmup=10, threads=1, inputs=(TOY_INPUT,)))
+    local = statistics.median(result.measured_ms)
+    print(f"\ntoy_cnn fp32/xnnpack, 1 thread: local runner median {local:.4f} ms, "
+          f"recorded executor_runner median {recorded:.4f} ms (ratio {local / recorded:.2f})")
+    # Same kernels, different process and wrapper (pybindings adds a few us per call), noisy VM.
+    assert 0.3 <= local / recorded <= 4.0
+
+
+def test_local_runner_result_says_what_it_measured() -> None:
+    runner = LocalRunner()
+    result = runner.run(RunRequest(pte=TOY_PTE, runs=7, warmup=2, threads=1, inputs=(TOY_INPUT,)))
+    assert result.runner == "local" and result.variant is None and runner.variants() == (None,)
+    assert len(result.e2e_ms) == 9 and len(result.measured_ms) == 7
+    assert all(t > 0 for t in result.e2e_ms)
+    assert result.trace_path is None and result.per_operator is False
+    assert "without the event tracer" in result.per_operator_note
+    assert "--sme2-device=host" in result.per_operator_note
+    assert result.build.startswith("executorch 1.4.1 pybindings (portable_lib)")
+    assert result.metadata["inputs"] == "files" and result.metadata["method"] == "forward"
+    assert result.metadata["load_ms"] < 1000, "load time must not include the runtime's first import"
+
+
+@pytest.mark.parametrize(
+    ("pte", "input_file", "log_stem"),
+    [
+        ("toy_cnn_fp32_xnnpack.pte", "toy_cnn_input_fp32.bin", "toy_cnn_fp32_xnnpack_simd-on_t1"),
+        ("toy_cnn_fp16_xnnpack.pte", "toy_cnn_input_fp16.bin", "toy_cnn_fp16_xnnpack_simd-on_t1"),
+        ("toy_cnn_int8_xnnpack.pte", "toy_cnn_input_fp32.bin", "toy_cnn_int8_xnnpack_simd-on_t1"),
+        ("toy_cnn_fp32_portable.pte", "toy_cnn_input_fp32.bin", "toy_cnn_fp32_portable_simd-on_t1"),
+    ],
+)
+def test_local_runner_feeds_input_files_like_executor_runner(pte: str, input_file: str, log_stem: str) -> None:
+    """Same .pte + same input file -> the outputs the real executor_runner printed in the recording."""
+    from executorch.runtime import Runtime, Verification
+
+    from pytest_sme2.runners.local import read_input_files
+
+    match = _OUTPUT.search(_recorded_log(log_stem))
+    assert match, f"no output line in {log_stem}.log"
+    printed = [float(v) for v in match.group(1).split(",")]
+    method = Runtime.get().load_program(str(DATA / pte), verification=Verification.Minimal).load_method("forward")
+    tensors = read_input_files(method, DATA / pte, [DATA / input_file])
+    output = LocalRunner().outputs(DATA / pte, tensors)[0].float().reshape(-1).tolist()
+    assert output == pytest.approx(printed, rel=1e-5, abs=1e-6)  # the log prints 6 significant digits
+
+
+def test_local_runner_sets_threads_before_loading() -> None:
+    from executorch.extension.pybindings import portable_lib
+
+    runner = LocalRunner()
+    for threads in (2, 1):
+        result = runner.run(RunRequest(pte=TOY_PTE, runs=5, warmup=1, threads=threads, inputs=(TOY_INPUT,)))
+        assert result.threads == threads
+        assert portable_lib._threadpool_get_thread_count() == threads
+
+
+def test_local_runner_errors_name_the_file(tmp_path: Path) -> None:
+    runner = LocalRunner()
+    garbage = tmp_path / "garbage.pte"
+    garbage.write_bytes(os.urandom(4096))
+    with pytest.raises(ExportError, match=re.escape(str(garbage))):
+        runner.run(RunRequest(pte=garbage, runs=1))
+    short_input = tmp_path / "short.bin"
+    short_input.write_bytes(TOY_INPUT.read_bytes()[:100])
+    with pytest.raises(RunnerError) as info:
+        runner.run(RunRequest(pte=TOY_PTE, runs=1, inputs=(short_input,)))
+    assert str(short_input) in str(info.value) and "12288 bytes" in str(info.value)
+    with pytest.raises(RunnerError, match="takes 1 input"):
+        runner.run(RunRequest(pte=TOY_PTE, runs=1, inputs=(TOY_INPUT, TOY_INPUT)))
+    with pytest.raises(ConfigError, match="one build"):
+        runner.run(RunRequest(pte=TOY_PTE, runs=1, variant=SME2_ON))
+
+
+def test_timer_overhead_is_small_and_positive() -> None:
+    overhead = timer_overhead_ns()
+    print(f"\nperf_counter_ns back-to-back: {overhead:.0f} ns")
+    assert 0 < overhead < 10_000
+
+
+def test_local_fingerprint_is_stable_and_excludes_threads() -> None:
+    first, second = LocalRunner().fingerprint(), LocalRunner().fingerprint()
+    assert first == second
+    assert not any("thread" in key for key in first)
+    assert first["executorch_version"] == "1.4.1" and first["arch"] and first["cores"] == os.cpu_count()
+
+
+# ------------------------------------------------------------------------------------------ host
+
+
+@pytest.fixture
+def replay_runner(tmp_path: Path) -> Path:
+    return make_standin(tmp_path / "bin", trace=TOY_TRACE)
+
+
+def test_replay_gives_exactly_the_recorded_e2e(replay_runner: Path, tmp_path: Path) -> None:
+    runner = HostRunner(replay_runner)
+    result = runner.run(_request(tmp_path))
+    expected = _inspector_e2e_ms(TOY_TRACE)
+    assert len(expected) == 30
+    assert result.e2e_ms == pytest.approx(expected, rel=0, abs=1e-9)
+    assert result.runner == "host" and result.per_operator and result.warmup == 1
+    assert result.trace_path is not None and result.log_path is not None
+    assert result.trace_path.read_bytes() == TOY_TRACE.read_bytes()
+    assert result.trace_path.parent.parent == tmp_path / "out" / "toy_cnn_fp32_xnnpack"
+    log = result.log_path.read_text()
+    assert "replaying recorded trace toy_cnn_fp32_xnnpack_simd-on_t1.etdump (30 runs)" in log
+    assert "not measured now" in log
+    assert parse_iteration_ms(log) == pytest.approx(expected, abs=1e-6)  # logged with 6 decimals of a ms
+    assert result.build.startswith(f"{replay_runner} (sha256 ")
+    assert result.metadata["log_vs_trace_max_abs_diff_ms"] < 1e-6
+
+
+def test_replay_with_other_execution_count_says_so(replay_runner: Path, tmp_path: Path) -> None:
+    result = HostRunner(replay_runner).run(_request(tmp_path, runs=4, warmup=1))
+    assert len(result.e2e_ms) == 30 and result.metadata["requested_executions"] == 5
+    assert result.log_path is not None
+    assert "--num_executions=5 differs from the recording's 30 runs" in result.log_path.read_text()
+
+
+def test_runs_never_overwrite_each_other(replay_runner: Path, tmp_path: Path) -> None:
+    runner = HostRunner(replay_runner)
+    first, second = runner.run(_request(tmp_path)), runner.run(_request(tmp_path))
+    assert first.trace_path != second.trace_path and first.log_path != second.log_path
+    assert first.trace_path is not None and first.trace_path.is_file()
+    assert second.trace_path is not None and second.trace_path.is_file()
+
+
+def test_wrapper_still_works_when_copied(replay_runner: Path, tmp_path: Path) -> None:
+    moved = tmp_path / "elsewhere" / "executor_runner"
+    moved.parent.mkdir()
+    shutil.copy2(replay_runner, moved)
+    result = HostRunner(moved).run(_request(tmp_path))
+    assert result.e2e_ms == pytest.approx(_inspector_e2e_ms(TOY_TRACE), abs=1e-9)
+
+
+def test_variants_pick_their_own_build(tmp_path: Path) -> None:
+    off_trace = DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-off_t1.etdump"
+    on_trace = DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-on_t1.etdump"
+    runner = HostRunner(variants={
+        SME2_ON: make_standin(tmp_path / "on", trace=on_trace),
+        SME2_OFF: make_standin(tmp_path / "off", trace=off_trace),
+    })
+    assert runner.variants() == (SME2_ON, SME2_OFF)
+    result = runner.run(_request(tmp_path, variant=SME2_OFF))
+    assert result.variant == SME2_OFF
+    assert result.e2e_ms == pytest.approx(_inspector_e2e_ms(off_trace), abs=1e-9)
+    assert result.trace_path is not None and "toy_cnn_fp32_xnnpack_sme2_off" in str(result.trace_path)
+    assert set(runner.fingerprint()["runner_sha256"]) == {SME2_ON, SME2_OFF}
+    with pytest.raises(ConfigError, match="no None build"):
+        runner.run(_request(tmp_path))
+
+
+def test_make_runner_builds_a_host_runner(replay_runner: Path, tmp_path: Path) -> None:
+    runner = make_runner("host", runner_path=replay_runner, timeout_s=60)
+    assert isinstance(runner, HostRunner) and None in runner.variants()
+    assert len(runner.run(_request(tmp_path)).e2e_ms) == 30
+
+
+def test_measure_mode_writes_a_trace_both_readers_accept(tmp_path: Path) -> None:
+    runner = HostRunner(make_standin(tmp_path / "bin", mode="measure"))
+    result = runner.run(_request(tmp_path, runs=5, warmup=1))
+    assert result.trace_path is not None and result.log_path is not None
+    assert result.trace_path.read_bytes()[8:12] == b"ED00"  # size-prefixed, like the runtime's files
+    timeline = read_etdump(result.trace_path)
+    assert timeline.num_runs == 6
+    assert timeline.operators().empty, "the stand-in must not invent per-operator events"
+    assert not result.per_operator and "no operator events" in result.per_operator_note
+    inspector = _inspector_e2e_ms(result.trace_path)
+    assert result.e2e_ms == pytest.approx(inspector, abs=1e-9)
+    assert parse_iteration_ms(result.log_path.read_text()) == pytest.approx(inspector, abs=1e-6)
+    assert all(0 < t < 1000 for t in result.e2e_ms)
+    # It really ran the model: the printed outputs are the recorded executor_runner's outputs.
+    printed = _OUTPUT.search(result.log_path.read_text())
+    recorded = _OUTPUT.search(_recorded_log(TOY_TRACE.stem))
+    assert printed and recorded and printed.group(1) == recorded.group(1)
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected", "returncode"),
+    [
+        ("crash", r"exited with code 134 \(a shell's report of SIGABRT\)", 134),
+        ("garbage", r"exited 0 but wrote something that is not a trace", 0),
+        ("no_trace", r"exited 0 but wrote no trace at .*toy_cnn_fp32_xnnpack\.etdump", 0),
+        ("exec_format", r"Exec format error", None),
+    ],
+)
+def test_faults_become_runner_errors(fault: str, expected: str, returncode: int | None, tmp_path: Path) -> None:
+    path = make_standin(tmp_path / "bin", fault=fault)
+    with pytest.raises(RunnerError) as info:
+        HostRunner(path).run(_request(tmp_path))
+    error = info.value
+    assert re.search(expected, str(error)), str(error)
+    assert str(path) in str(error)
+    assert error.returncode == returncode
+    assert error.command is not None and str(path) in " ".join(error.command)
+    if fault == "crash":
+        assert "assert failed" in error.stderr_tail and "Aborted" in error.stderr_tail
+    if fault == "garbage":
+        assert isinstance(error.__cause__, TraceError)
+
+
+def test_hang_times_out_and_the_process_group_is_killed(tmp_path: Path) -> None:
+    path = make_standin(tmp_path / "bin", fault="hang")
+    started = time.monotonic()
+    with pytest.raises(RunnerError, match=r"timed out after 3 s") as info:
+        HostRunner(path, timeout_s=3).run(_request(tmp_path))
+    assert time.monotonic() - started < 30
+    match = re.search(r"hanging forever \(pid (\d+)\)", info.value.stderr_tail)
+    assert match, info.value.stderr_tail
+    pid = int(match.group(1))
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_missing_and_non_executable_runners(tmp_path: Path) -> None:
+    missing = tmp_path / "nope" / "executor_runner"
+    with pytest.raises(RunnerError, match=f"executor_runner not found at {re.escape(str(missing))}.*EVENT_TRACER"):
+        HostRunner(missing).run(_request(tmp_path))
+    plain = tmp_path / "executor_runner"
+    plain.write_text("#!/bin/sh\nexit 0\n")
+    plain.chmod(0o644)
+    with pytest.raises(RunnerError, match=r"is not executable; make it so with: chmod \+x"):
+        HostRunner(plain).run(_request(tmp_path))
+
+
+def _sh_runner(directory: Path, action: str) -> Path:
+    """A tiny shell 'runner' that finds --etdump_path and runs ``action`` with it as $TRACE."""
+    path = directory / "executor_runner"
+    directory.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "#!/bin/sh\n"
+        'while [ $# -gt 0 ]; do [ "$1" = --etdump_path ] && TRACE="$2"; shift; done\n'
+        f"{action}\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def test_a_trace_left_at_the_path_is_never_taken_for_this_run(tmp_path: Path) -> None:
+    request = _request(tmp_path)
+    run_dir = tmp_path / "reused"
+    run_dir.mkdir()
+    stale = run_dir / f"{request.stem}.etdump"
+    shutil.copyfile(TOY_TRACE, stale)
+    runner = HostRunner(make_standin(tmp_path / "bin", fault="no_trace"))
+    with pytest.raises(RunnerError, match="exited 0 but wrote no trace"):
+        runner.run_in(request, run_dir)
+    assert not stale.exists(), "the old trace must be removed before the run"
+
+
+def test_a_stale_copy_with_an_old_mtime_is_rejected(tmp_path: Path) -> None:
+    old = tmp_path / "old.etdump"
+    shutil.copyfile(TOY_TRACE, old)
+    os.utime(old, (time.time() - 86400, time.time() - 86400))
+    runner = HostRunner(_sh_runner(tmp_path / "bin", f'cp -p "{old}" "$TRACE"'))
+    with pytest.raises(RunnerError, match="is older than this run"):
+        runner.run(_request(tmp_path))
+
+
+def test_an_etdump_without_execute_events_is_a_trace_error(tmp_path: Path) -> None:
+    """A tracer-enabled runner that recorded no execution: the TraceError teaches the fix."""
+    from standin.executor_runner import write_measured_etdump
+
+    empty = tmp_path / "load_only.etdump"
+    write_measured_etdump(empty, (0, 1000), [])
+    runner = HostRunner(_sh_runner(tmp_path / "bin", f'cp "{empty}" "$TRACE"'))
+    with pytest.raises(TraceError, match="holds no execute events"):
+        runner.run(_request(tmp_path))
+
+
+def test_standin_rejects_unknown_flags_like_gflags(replay_runner: Path) -> None:
+    proc = subprocess.run([str(replay_runner), "--bogus_flag=1"], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 1
+    assert "ERROR: unknown command line flag 'bogus_flag'" in proc.stderr
+
+
+def test_standin_replay_refuses_without_a_recording(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="replay mode needs an existing recorded trace"):
+        make_standin(tmp_path, trace=tmp_path / "missing.etdump")
+
+
+def test_killed_by_signal_is_reported(tmp_path: Path) -> None:
+    runner = HostRunner(_sh_runner(tmp_path / "bin", "kill -SEGV $$"))
+    with pytest.raises(RunnerError, match=r"exited with code -11 \(killed by SIGSEGV\)") as info:
+        runner.run(_request(tmp_path))
+    assert info.value.returncode == -signal.SIGSEGV
