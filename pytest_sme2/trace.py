@@ -148,6 +148,8 @@ class _Reader:
         has = vectors >= 0
         lengths = np.zeros(vectors.shape, dtype=np.int64)
         lengths[has] = self.read(vectors[has], _U32)
+        # A corrupt length must fail here, before the gathers below allocate 8 bytes per claimed slot.
+        self._check(vectors[has] + 4 * lengths[has], 4)
         total = int(lengths.sum())
         owner = np.repeat(np.arange(vectors.size, dtype=np.int64), lengths)
         starts = np.cumsum(lengths) - lengths
