@@ -131,7 +131,10 @@ class CategoryRules:
                     f"{source}: rule #{i} is {item!r}; each rule must be an object with exactly the "
                     'keys "category" and "pattern", e.g. {"category": "GEMM", "pattern": "\\\\bmy_gemm\\\\b"}'
                 )
-            rules.append(CategoryRule(str(item["category"]), str(item["pattern"])))
+            try:
+                rules.append(CategoryRule(str(item["category"]), str(item["pattern"])))
+            except ConfigError as exc:
+                raise ConfigError(f"{source}: rule #{i}: {exc}") from None
         return cls(tuple(rules))
 
     @classmethod
@@ -147,6 +150,13 @@ class CategoryRules:
         except (OSError, json.JSONDecodeError) as exc:
             raise ConfigError(f"category rules file {path} is not valid JSON ({exc}); fix or remove it") from None
         if isinstance(data, Mapping):
+            # A misspelt key would otherwise leave the defaults in place without a word.
+            unknown = sorted(set(data) - {"replace", "rules"})
+            if unknown:
+                raise ConfigError(
+                    f"category rules file {path} has unknown key(s) {', '.join(map(repr, unknown))}; "
+                    'allowed: "rules" (the list of rules) and "replace" (true to drop the defaults)'
+                )
             replace = bool(data.get("replace", replace))
             data = data.get("rules", [])
         if not isinstance(data, list):
