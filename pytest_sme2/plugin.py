@@ -701,6 +701,11 @@ def _terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
         tr.write_line(line, **markup)
         if status == "baseline-written":
             tr.write_line(f"    {rec.get('note', '')}")
+        elif status in ("inconclusive", "invalid"):
+            # Not a failure (unless --sme2-strict), so say why here: it must not read as a pass.
+            for check in (rec.get("verdict") or {}).get("checks", []):
+                if check["status"] == status and not check.get("advisory"):
+                    tr.write_line(f"    {check['name']}: {check['message']}")
     counts: dict[str, int] = {}
     for rec in records:
         counts[_status_of(rec)] = counts.get(_status_of(rec), 0) + 1

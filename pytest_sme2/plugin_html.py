@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-COLUMNS = ("Median (ms)", "p90 (ms)", "Δ vs baseline", "95% CI", "Verdict")
-
 
 def _result_of(report: Any) -> Any:
     from .plugin import RESULT_PROPERTY
@@ -27,18 +25,25 @@ def _result_of(report: Any) -> Any:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_header(cells: list[str]) -> None:
-    for i, name in enumerate(COLUMNS):
-        cells.insert(2 + i, f'<th class="sme2-col">{name}</th>')
+    from .report.html import COLUMNS, header_cells
+
+    header = header_cells()
+    cells[2:2] = [header[k] for k in COLUMNS]
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_row(report: Any, cells: list[str]) -> None:
-    from .report.html import row_cells
+    from .report.html import COLUMNS
 
     result = _result_of(report)
-    values = row_cells(result) if result is not None else {}
-    for i, name in enumerate(COLUMNS):
-        cells.insert(2 + i, f'<td class="sme2-col">{values.get(name, "")}</td>')
+    if result is None:
+        # Tests without sme2 data still need the same number of cells.
+        cells[2:2] = ['<td class="sme2-col"></td>' for _ in COLUMNS]
+        return
+    from .report.html import row_cells
+
+    row = row_cells(result)
+    cells[2:2] = [row[k] for k in COLUMNS]
 
 
 @pytest.hookimpl(optionalhook=True)

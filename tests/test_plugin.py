@@ -1,0 +1,431 @@
+"""pytester tests of the plugin: options, markers, fixtures, baselines, verdicts, reports, xdist.
+
+Measurements here are real: the local runner executes real ``.pte`` exports with the executorch
+runtime, and the host-runner tests use the executor_runner stand-in, which replays real recorded
+traces from ``tests/data`` (and says so). Runs are kept short (few executions per block), so
+verdict assertions use effects far above the noise: a 9x heavier input, a 2.3x slower runner build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).parent / "data"
+
+FAST = ["--sme2-runs", "12", "--sme2-warmup", "2", "--sme2-blocks", "2", "-p", "no:cacheprovider",
+        "-p", "no:randomly"]
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One export cache for every pytester run, so each model/dtype is exported once per session."""
+    return tmp_path_factory.mktemp("sme2_cache")
+
+
+@pytest.fixture(scope="session")
+def heavy_modules() -> None:
+    """Import torch/executorch before any in-process run.
+
+    pytester restores ``sys.modules`` after each in-process run, dropping modules first imported
+    during it; torch cannot be imported twice in one process, so it must already be there.
+    """
+    import example_models  # noqa: F401
+    import executorch.runtime  # noqa: F401
+    import torch  # noqa: F401
+
+    import pytest_sme2.export  # noqa: F401
+    import pytest_sme2.runners.local  # noqa: F401
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester, shared_cache: Path, heavy_modules: None):
+    """Run pytest in a subprocess (clean plugin state) with the shared cache and short runs."""
+
+    if not (pytester.path / "pytest.ini").exists():
+        # An ini file pins the rootdir (and so node ids and the baseline dir) to the test directory.
+        pytester.makeini("[pytest]\n")
+
+    def _run(*args: str, fast: bool = True, subprocess: bool = False) -> pytest.RunResult:
+        extra = [*FAST] if fast else ["-p", "no:cacheprovider"]
+        # "--opt=value" in one token: a separate path argument would take part in rootdir detection.
+        argv = (f"--sme2-cache-dir={shared_cache}", *extra, *args)
+        if subprocess:
+            return pytester.runpytest_subprocess(*argv, timeout=600)
+        # In-process: torch and executorch are imported once for the whole file, not per run.
+        return pytester.runpytest(*argv)
+
+    return _run
+
+
+SIZE_TEST = """
+    import os
+    import pytest, torch
+
+    SIZE = int(os.environ.get("SME2_TEST_SIZE", "32"))
+
+    @pytest.mark.sme2_model("toy_cnn", dtype="fp32", inputs=(torch.ones(1, 3, SIZE, SIZE),))
+    @pytest.mark.sme2_threshold(latency_pct={margin})
+    def test_toy(exported_model, sme2_runner, sme2_baseline):
+        profile = sme2_runner.profile(exported_model)
+        sme2_baseline.check(profile)
+"""
+
+
+def _write_size_test(pytester: pytest.Pytester, margin: float = 25) -> None:
+    pytester.makepyfile(test_perf=textwrap.dedent(SIZE_TEST.format(margin=margin)))
+
+
+# ------------------------------------------------------------------------------------------ options
+
+
+def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
+    from pytest_sme2.options import OPTION_TABLE
+
+    result = pytester.runpytest_subprocess("--help")
+    out = result.stdout.str()
+    for spec in OPTION_TABLE:
+        assert spec.flag in out, spec.flag
+    assert "pytest-sme2" in out
+    assert "sme2_runs" in out  # ini keys are listed too
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--sme2-serial", "abc"], "--sme2-serial abc only applies to --sme2-device=android"),
+        (["--sme2-device=host"], "--sme2-device=host needs --sme2-runner PATH"),
+        (["--sme2-runs", "0"], "must be 1 or more"),
+        (["--sme2-margin", "abc"], "is not a percentage"),
+        (["--sme2-margin", "150"], "between 0 and 100 percent"),
+        (["--sme2-device=phone"], "invalid choice: 'phone'"),
+        (["--sme2-runner", "/nonexistent/executor_runner"], "does not exist"),
+    ],
+)
+def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args: list[str], expected: str) -> None:
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert expected in result.stderr.str()
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_runner_not_executable_and_local_runner_conflict(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    runner = tmp_path / "executor_runner"
+    runner.write_text("#!/bin/sh\n")
+    result = pytester.runpytest_subprocess("--sme2-device=host", "--sme2-runner", str(runner))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"chmod +x {runner}" in result.stderr.str()
+    runner.chmod(0o755)
+    result = pytester.runpytest_subprocess("--sme2-runner", str(runner))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "Add --sme2-device=host" in result.stderr.str()
+
+
+def test_ini_values_are_validated(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nsme2_runs = many\n")
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "ini sme2_runs = 'many'" in result.stderr.str()
+
+
+# ------------------------------------------------------------------------------------------ markers
+
+
+@pytest.mark.parametrize(
+    ("marker", "expected"),
+    [
+        ('sme2_model("toy_cnn", dtype="fp64")', "dtype='fp64' is not supported; allowed: fp32, fp16, int8"),
+        ('sme2_model("toy_cnn", backend="cuda")', "backend='cuda' is not supported; allowed: xnnpack, portable"),
+        ('sme2_model("toy_cnn", quantize=True)', "unknown keyword(s) quantize; allowed: dtype, backend, inputs"),
+        ("sme2_model()", "exactly one positional argument"),
+        ('sme2_model("no_such_model")', "unknown model 'no_such_model'; registered models:"),
+    ],
+)
+def test_bad_model_marker_fails_that_test(pytester: pytest.Pytester, marker: str, expected: str) -> None:
+    pytester.makepyfile(test_m=f"""
+        import pytest
+
+        @pytest.mark.{marker}
+        def test_m(exported_model):
+            pass
+
+        def test_other():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    assert expected in result.stdout.str()
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_exported_model_without_marker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_m="def test_m(exported_model): pass")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    assert "has no @pytest.mark.sme2_model" in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("marker", "expected"),
+    [
+        ("sme2_threshold(latency=5)", "unknown keyword(s) latency; allowed: latency_pct, p50_ms, p90_ms"),
+        ("sme2_threshold(5)", "keyword arguments only"),
+        ("sme2_threshold(latency_pct=-1)", "latency_pct=-1 must be a positive number"),
+        ('sme2_threshold(categories={"Matmul": 5})', "unknown categor(y/ies) 'Matmul'; allowed: Convolution, GEMM"),
+        ('sme2_threshold(categories=["GEMM"])', "categories must be a dict"),
+        ("sme2_threshold(min_speedup='fast')", "min_speedup='fast' must be a positive number"),
+    ],
+)
+def test_bad_threshold_marker_fails_that_test(run, pytester: pytest.Pytester, marker: str, expected: str) -> None:
+    pytester.makepyfile(test_t=f"""
+        import pytest
+
+        @pytest.mark.sme2_model("toy_cnn")
+        @pytest.mark.{marker}
+        def test_t(exported_model, sme2_runner, sme2_baseline):
+            sme2_baseline.check(sme2_runner.profile(exported_model, runs=3))
+    """)
+    result = run("--sme2-blocks", "1")
+    result.assert_outcomes(failed=1)
+    assert expected in result.stdout.str()
+
+
+# ------------------------------------------------------------------------------------------ baselines
+
+
+def test_missing_baseline_fails_with_the_fix_then_update_writes_it(run, pytester: pytest.Pytester) -> None:
+    _write_size_test(pytester)
+    result = run()
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "no baseline for test_perf.py::test_toy" in out
+    assert "--sme2-update-baseline" in out
+    assert not (pytester.path / ".sme2_baselines").exists()
+
+    result = run("--sme2-update-baseline")
+    result.assert_outcomes(passed=1)
+    files = list((pytester.path / ".sme2_baselines").glob("*.json"))
+    assert len(files) == 1
+    assert f"baseline written: {files[0]}" in result.stdout.str()
+    data = json.loads(files[0].read_text())
+    assert data["schema_version"] == 1
+    assert data["test_id"] == "test_perf.py::test_toy"
+    assert len(data["samples_ms"]) == 2 * 12  # blocks x runs, warm-ups excluded
+    assert data["fingerprint"]["dtype"] == "fp32" and data["fingerprint"]["threads"] == 1
+    assert set(data["category_totals_ms"]) == {"Convolution", "GEMM", "Data Movement", "Elementwise", "Other"}
+
+    # A/A: the same model measured again passes the gate (25 % margin, far above this VM's noise).
+    result = run("--sme2-json", "results.json")
+    result.assert_outcomes(passed=1)
+    assert "sme2 performance" in result.stdout.str()
+    results = json.loads((pytester.path / "results.json").read_text())
+    status = results["tests"][0]["status"]
+    assert status in ("pass", "improvement", "inconclusive"), status
+
+
+def test_real_slowdown_fails_with_interval(run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write_size_test(pytester)
+    monkeypatch.setenv("SME2_TEST_SIZE", "32")
+    run("--sme2-update-baseline").assert_outcomes(passed=1)
+    # Same test id, a genuinely heavier model: 9x the pixels through the same convolutions.
+    monkeypatch.setenv("SME2_TEST_SIZE", "96")
+    result = run("--sme2-json", "results.json")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "sme2 REGRESSION: test_perf.py::test_toy" in out
+    assert "[regression] e2e: slower" in out and "95% CI" in out
+    # The local runtime has no event tracer; the failure says so instead of inventing categories.
+    assert "operator categories: unavailable" in out
+    verdict = json.loads((pytester.path / "results.json").read_text())["tests"][0]["verdict"]
+    e2e = next(c for c in verdict["checks"] if c["name"] == "e2e")
+    assert e2e["interval"]["low"] > 1.25
+    assert verdict["attempts"] == 2  # confirmed by a fresh measurement before failing
+
+
+def test_improvement_and_update(run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write_size_test(pytester)
+    monkeypatch.setenv("SME2_TEST_SIZE", "96")
+    run("--sme2-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("SME2_TEST_SIZE", "32")
+    result = run()
+    result.assert_outcomes(passed=1)
+    assert "IMPROVEMENT" in result.stdout.str()
+
+
+def test_too_few_samples_is_inconclusive_and_strict_fails(run, pytester: pytest.Pytester,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _write_size_test(pytester)
+    monkeypatch.setenv("SME2_TEST_SIZE", "32")
+    run("--sme2-update-baseline", "--sme2-runs", "3", "--sme2-blocks", "1").assert_outcomes(passed=1)
+    monkeypatch.setenv("SME2_TEST_SIZE", "96")
+    # 3 vs 3 samples can never reach p < 0.01 with a rank test: slower, but not provably so.
+    few = ("--sme2-runs", "3", "--sme2-blocks", "1", "--sme2-no-confirm")
+    result = run(*few)
+    result.assert_outcomes(passed=1)
+    assert "INCONCLUSIVE" in result.stdout.str()
+    assert "too few samples" in result.stdout.str() or "looks slower" in result.stdout.str()
+    result = run(*few, "--sme2-strict")
+    result.assert_outcomes(failed=1)
+    assert "sme2 INCONCLUSIVE" in result.stdout.str()
+
+
+def test_other_fingerprint_is_reported_not_compared(run, pytester: pytest.Pytester) -> None:
+    _write_size_test(pytester)
+    run("--sme2-update-baseline").assert_outcomes(passed=1)
+    result = run("--sme2-threads", "2")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "a baseline exists for another fingerprint" in out
+    assert "threads: 1 != 2" in out
+
+
+def test_corrupt_baseline_is_a_clear_failure(run, pytester: pytest.Pytester) -> None:
+    _write_size_test(pytester)
+    run("--sme2-update-baseline").assert_outcomes(passed=1)
+    path = next((pytester.path / ".sme2_baselines").glob("*.json"))
+    path.write_text('{"schema_version": 1, "test_id": ')
+    result = run()
+    result.assert_outcomes(failed=1)
+    assert f"baseline {path} is not valid JSON" in result.stdout.str()
+    assert path.read_text() == '{"schema_version": 1, "test_id": '  # left untouched
+
+
+def test_absolute_budget(run, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_b="""
+        import pytest
+
+        @pytest.mark.sme2_model("toy_cnn")
+        @pytest.mark.sme2_threshold(p50_ms=0.0001, latency_pct=50)
+        def test_b(exported_model, sme2_runner, sme2_baseline):
+            sme2_baseline.check(sme2_runner.profile(exported_model))
+    """)
+    run("--sme2-update-baseline").assert_outcomes(passed=1)
+    result = run()
+    result.assert_outcomes(failed=1)
+    assert "[regression] p50_budget" in result.stdout.str()
+
+
+# ------------------------------------------------------------------------------------------ variants
+
+
+def test_local_variants_compare_real_configurations_and_skip_sme2(run, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_v="""
+        import pytest
+
+        @pytest.mark.sme2_model("toy_cnn")
+        def test_backends(exported_model, sme2_runner):
+            fast = sme2_runner.profile(exported_model, runs=5)
+            slow = sme2_runner.profile(exported_model, variant="portable", runs=5)
+            assert slow.model["backend"] == "portable"
+            assert slow.analysis.e2e.median > 3 * fast.analysis.e2e.median
+
+        @pytest.mark.sme2_model("toy_cnn")
+        def test_on_off(exported_model, sme2_runner):
+            sme2_runner.profile_on_off(exported_model)
+
+        def test_android(android_device):
+            pass
+    """)
+    result = run("-rs", "--sme2-blocks", "1")
+    result.assert_outcomes(passed=1, skipped=2)
+    out = result.stdout.str()
+    assert "the local executorch runtime has no SME2 build switch" in out
+    assert "no Android device selected" in out
+
+
+# ------------------------------------------------------------------------------------------ xdist
+
+
+def test_xdist_workers_write_intact_baselines(run, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_x="""
+        import pytest
+
+        @pytest.mark.parametrize("n", range(6))
+        @pytest.mark.sme2_model("toy_cnn")
+        def test_many(n, exported_model, sme2_runner, sme2_baseline):
+            sme2_baseline.check(sme2_runner.profile(exported_model, runs=4))
+    """)
+    result = run("-n", "2", "--sme2-update-baseline", "--sme2-blocks", "1", "--sme2-json", "r.json",
+                 subprocess=True)
+    result.assert_outcomes(passed=6)
+    files = sorted((pytester.path / ".sme2_baselines").glob("*.json"))
+    assert len(files) == 6
+    for f in files:
+        assert json.loads(f.read_text())["schema_version"] == 1
+    assert not list((pytester.path / ".sme2_baselines").glob(".tmp-*"))
+    results = json.loads((pytester.path / "r.json").read_text())
+    assert len(results["tests"]) == 6  # gathered on the controller from both workers
+
+
+# ------------------------------------------------------------------------------------------ host runner
+
+
+def _standin_at(tmp_path: Path, name: str, trace: Path) -> Path:
+    from standin import make_standin
+
+    return Path(make_standin(tmp_path / name, mode="replay", trace=trace))
+
+
+def _standin(tmp_path: Path, name: str, trace: str) -> Path:
+    return _standin_at(tmp_path, name, DATA / trace)
+
+
+def test_host_runner_names_the_categories_of_a_slowdown(run, pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """The same runner binary replays a recorded slower execution: simd-off after a simd-on baseline."""
+    current = tmp_path / "current.etdump"
+    current.write_bytes((DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-on_t1.etdump").read_bytes())
+    runner = _standin_at(tmp_path, "runner", current)
+    pytester.makepyfile(test_h="""
+        import pytest
+
+        @pytest.mark.sme2_model("toy_cnn")
+        @pytest.mark.sme2_threshold(latency_pct=10)
+        def test_h(exported_model, sme2_runner, sme2_baseline):
+            sme2_baseline.check(sme2_runner.profile(exported_model))
+    """)
+    host = ("--sme2-device=host", "--sme2-runner", str(runner))
+    run(*host, "--sme2-update-baseline").assert_outcomes(passed=1)
+    run(*host).assert_outcomes(passed=1)  # A/A on a replayed trace: identical samples
+    current.write_bytes((DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-off_t1.etdump").read_bytes())
+    result = run(*host)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "[regression] e2e: slower" in out
+    assert "[regression] category:GEMM" in out and "[regression] category:Convolution" in out
+    explained = next(line for line in out.splitlines() if "categories explaining the change" in line)
+    # GEMM explains most of it: recorded per-run means 1.067 -> 3.114 ms (see test_analysis).
+    assert explained.index("GEMM") < explained.index("Convolution") < explained.index("Data Movement")
+
+
+def test_host_runner_on_off_speedup(run, pytester: pytest.Pytester, tmp_path: Path) -> None:
+    on = _standin(tmp_path, "on", "tiny_transformer_fp32_xnnpack_simd-on_t1.etdump")
+    off = _standin(tmp_path, "off", "tiny_transformer_fp32_xnnpack_simd-off_t1.etdump")
+    pytester.makepyfile(test_s="""
+        import pytest
+
+        @pytest.mark.sme2_model("toy_cnn")
+        @pytest.mark.sme2_threshold(min_speedup=2.0, latency_pct=10)
+        def test_enough(exported_model, sme2_runner, sme2_baseline):
+            sme2_baseline.check(sme2_runner.profile_on_off(exported_model))
+
+        @pytest.mark.sme2_model("toy_cnn")
+        @pytest.mark.sme2_threshold(min_speedup=4.0, latency_pct=10)
+        def test_not_enough(exported_model, sme2_runner, sme2_baseline):
+            sme2_baseline.check(sme2_runner.profile_on_off(exported_model))
+    """)
+    args = ("--sme2-device=host", "--sme2-runner", str(on), "--sme2-runner-off", str(off))
+    run(*args, "--sme2-update-baseline", "--sme2-json", "r.json").assert_outcomes(passed=1, failed=1)
+    out = json.loads((pytester.path / "r.json").read_text())
+    speedup = next(c for c in out["tests"][0]["verdict"]["checks"] if c["name"] == "min_speedup")
+    # The recorded medians: simd-off 12.71 ms / simd-on 4.91 ms = 2.59x (TRACES_README.md).
+    assert speedup["interval"]["estimate"] == pytest.approx(12.714 / 4.909, rel=0.02)
+    assert speedup["status"] == "pass"
+    assert os.path.exists(pytester.path / "r.json")
