@@ -78,13 +78,17 @@ class Cluster:
 
 
 def clusters_from_max_freq(max_khz: Mapping[int, int], capacity: Mapping[int, int] | None = None) -> tuple[Cluster, ...]:
-    """Group CPUs by ``cpuinfo_max_freq``; slowest cluster first."""
-    groups: dict[int, list[int]] = {}
-    for cpu, khz in sorted(max_khz.items()):
-        groups.setdefault(khz, []).append(cpu)
+    """Group CPUs by ``cpuinfo_max_freq`` (and ``cpu_capacity`` when known); slowest cluster first.
+
+    Capacity joins the key because two core types can share a maximum clock; the kernel's
+    capacity (1024 = the biggest core) tells them apart.
+    """
     cap = capacity or {}
+    groups: dict[tuple[int, int], list[int]] = {}
+    for cpu, khz in sorted(max_khz.items()):
+        groups.setdefault((khz, cap.get(cpu, -1)), []).append(cpu)
     return tuple(
-        Cluster(tuple(cpus), khz, cap.get(cpus[0])) for khz, cpus in sorted(groups.items())
+        Cluster(tuple(cpus), khz, cap.get(cpus[0])) for (khz, _), cpus in sorted(groups.items())
     )
 
 
