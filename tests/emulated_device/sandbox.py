@@ -3,7 +3,8 @@
 Each command gets fresh pid/ipc/uts namespaces, host /usr and /etc read-only, a fresh /proc and /dev,
 a private /tmp, the rootfs parts at their Android paths, and runs as uid/gid 2000 via `setpriv`.
 Python stand-ins pushed to the device need the venv, the real interpreter prefix behind the venv's
-`python` symlink, and the repo's tests/ directory: those are bound read-only at their host paths.
+`python` symlink, the repo's tests/ directory and the package under test (the stand-in reads traces
+with it): those are bound read-only at their host paths.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from .rootfs import MOUNTS, SHELL_UID
 
 DEVICE_PATH = "/system/bin:/usr/bin:/bin"
 TESTS_DIR = Path(__file__).resolve().parent.parent
+# The runner stand-in reads recorded traces with the package under test (an editable install, so it
+# is not inside the venv): the package directory must be visible on the device at its host path.
+PACKAGE_DIR = TESTS_DIR.parent / "pytest_sme2"
 _HOST_RO = ("/usr", "/etc")
 # Merged-/usr hosts have these as symlinks into /usr; older layouts have real directories.
 _HOST_TOP = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -50,6 +54,7 @@ def default_ro_binds() -> tuple[Path, ...]:
         Path(os.path.realpath(sys.base_prefix)),
         Path(os.path.realpath(sys.executable)).parent.parent,
         TESTS_DIR,
+        PACKAGE_DIR,
     ]
     return tuple(dict.fromkeys(candidates))
 
