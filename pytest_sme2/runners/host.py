@@ -178,20 +178,7 @@ class HostRunner:
 
     def new_run_dir(self, request: RunRequest) -> Path:
         """A fresh directory ``out_dir/<stem>/<timestamp>-<pid>-<counter>`` for one run."""
-        parent = request.out_dir / request.stem
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        while True:
-            run_dir = parent / f"{stamp}-{os.getpid()}-{next(_RUN_COUNTER):04d}"
-            try:
-                run_dir.mkdir(parents=True, exist_ok=False)
-                return run_dir
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot create the run directory {run_dir}: {exc.strerror}; point --sme2-out-dir at a "
-                    "writable directory"
-                ) from None
+        return new_run_dir(request)
 
     def run(self, request: RunRequest) -> RunResult:
         """Run ``request`` in a new run directory; see :meth:`run_in`."""
@@ -247,45 +234,10 @@ class HostRunner:
                 command=cmd, returncode=returncode, stderr_tail=log_tail,
             )
         self._check_trace(runner, cmd, trace_path, started_mtime_ns, log_tail)
-        try:
-            timeline = read_etdump(trace_path)
-        except TraceError as exc:
-            if _looks_like_etdump(trace_path):
-                raise  # a real ETDump without latency: the TraceError says how to rebuild the runner
-            raise RunnerError(
-                f"executor_runner {runner} exited 0 but wrote something that is not a trace: {exc}",
-                command=cmd, returncode=0, stderr_tail=log_tail,
-            ) from exc
-        e2e = tuple(float(x) for x in timeline.e2e_ms_per_run())
-        log_text = log_path.read_text(encoding="utf-8", errors="replace")
-        iterations = parse_iteration_ms(log_text)
-        per_operator = bool(len(timeline.operators()))
-        metadata: dict[str, Any] = {
-            "command": cmd,
-            "run_dir": str(run_dir),
-            "wall_s": round(wall_s, 3),
-            "requested_executions": request.executions,
-            "trace_runs": len(e2e),
-            "log_iteration_ms": list(iterations),
-            "log_success": SUCCESS_TEXT in log_text,
-        }
-        if iterations and len(iterations) == len(e2e):
-            metadata["log_vs_trace_max_abs_diff_ms"] = max(abs(a - b) for a, b in zip(iterations, e2e, strict=True))
-        return RunResult(
-            runner=self.name,
-            e2e_ms=e2e,
-            warmup=request.warmup,
-            threads=request.threads,
-            build=self.build_of(request.variant),
-            variant=request.variant,
-            trace_path=trace_path,
-            log_path=log_path,
-            per_operator=per_operator,
-            per_operator_note="" if per_operator else (
-                "the trace holds no operator events, only Method::execute: this runner records end-to-end "
-                "time only"
-            ),
-            metadata=metadata,
+        return result_from_trace(
+            runner_name=self.name, runner_text=f"executor_runner {runner}", request=request,
+            build=self.build_of(request.variant), cmd=cmd, run_dir=run_dir, trace_path=trace_path,
+            log_path=log_path, wall_s=wall_s,
         )
 
     # ------------------------------------------------------------------------------------ checks
@@ -340,6 +292,91 @@ class HostRunner:
                 f"(modified {time.ctime(st.st_mtime)}): it is a stale file, not a trace of this run",
                 command=cmd, returncode=0, stderr_tail=log_tail,
             )
+
+
+def new_run_dir(request: RunRequest) -> Path:
+    """A fresh local directory ``out_dir/<stem>/<timestamp>-<pid>-<counter>`` for one run.
+
+    Shared by the host and Android runners: a second run (or a second pytest process) never
+    overwrites the first one's trace or log.
+    """
+    parent = request.out_dir / request.stem
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    while True:
+        run_dir = parent / f"{stamp}-{os.getpid()}-{next(_RUN_COUNTER):04d}"
+        try:
+            run_dir.mkdir(parents=True, exist_ok=False)
+            return run_dir
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the run directory {run_dir}: {exc.strerror}; point --sme2-out-dir at a "
+                "writable directory"
+            ) from None
+
+
+def result_from_trace(
+    *,
+    runner_name: str,
+    runner_text: str,
+    request: RunRequest,
+    build: str,
+    cmd: list[str] | str,
+    run_dir: Path,
+    trace_path: Path,
+    log_path: Path,
+    wall_s: float,
+    metadata: Mapping[str, Any] | None = None,
+) -> RunResult:
+    """Read a fresh, checked trace (and the runner's log) into a :class:`RunResult`.
+
+    Shared by the host and Android runners: the caller has already proved that ``trace_path`` was
+    written by this run. A file that is not an ETDump becomes a RunnerError naming ``runner_text``;
+    a real ETDump without latency events keeps its TraceError, which says how to rebuild the runner.
+    """
+    log_tail = _read_tail(log_path)
+    try:
+        timeline = read_etdump(trace_path)
+    except TraceError as exc:
+        if _looks_like_etdump(trace_path):
+            raise
+        raise RunnerError(
+            f"{runner_text} exited 0 but wrote something that is not a trace: {exc}",
+            command=cmd, returncode=0, stderr_tail=log_tail,
+        ) from exc
+    e2e = tuple(float(x) for x in timeline.e2e_ms_per_run())
+    log_text = log_path.read_text(encoding="utf-8", errors="replace")
+    iterations = parse_iteration_ms(log_text)
+    per_operator = bool(len(timeline.operators()))
+    meta: dict[str, Any] = {
+        "command": cmd,
+        "run_dir": str(run_dir),
+        "wall_s": round(wall_s, 3),
+        "requested_executions": request.executions,
+        "trace_runs": len(e2e),
+        "log_iteration_ms": list(iterations),
+        "log_success": SUCCESS_TEXT in log_text,
+    }
+    if iterations and len(iterations) == len(e2e):
+        meta["log_vs_trace_max_abs_diff_ms"] = max(abs(a - b) for a, b in zip(iterations, e2e, strict=True))
+    meta.update(metadata or {})
+    return RunResult(
+        runner=runner_name,
+        e2e_ms=e2e,
+        warmup=request.warmup,
+        threads=request.threads,
+        build=build,
+        variant=request.variant,
+        trace_path=trace_path,
+        log_path=log_path,
+        per_operator=per_operator,
+        per_operator_note="" if per_operator else (
+            "the trace holds no operator events, only Method::execute: this runner records end-to-end "
+            "time only"
+        ),
+        metadata=meta,
+    )
 
 
 def _looks_like_etdump(path: Path) -> bool:
