@@ -1,0 +1,513 @@
+"""The Android runner end to end: adbutils -> the real adb server -> the emulated phone -> the runner stand-in.
+
+Only the phone is emulated (see tests/emulated_device/README.md for what that does not cover). The
+stand-in replays real recorded traces from tests/data, so every number asserted here is read
+independently from those files with ``pytest_sme2.trace.read_etdump``; device facts are written out
+from the emulated profiles' descriptions, not read back from the profile objects.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from emulated_device.device import CommandOverride, EmulatedPhone
+from emulated_device.fixtures import AdbServer, MakePhone
+from standin import make_standin
+
+from pytest_sme2.errors import ConfigError, DeviceError, RunnerError
+from pytest_sme2.gate import GateConfig, Status, gate
+from pytest_sme2.profile import profile_exported, profile_on_off
+from pytest_sme2.runners import SME2_OFF, SME2_ON, make_runner
+from pytest_sme2.runners.android import REMOTE_ROOT, AndroidRunner, choose_serial
+from pytest_sme2.runners.base import RunRequest
+from pytest_sme2.trace import read_etdump
+
+pytestmark = pytest.mark.emulated_device
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).parent / "data"
+TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"
+TOY_INPUT = DATA / "toy_cnn_input_fp32.bin"
+TOY_TRACE = DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"
+MOBILE_OFF = DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-off_t1.etdump"
+MOBILE_ON = DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-on_t1.etdump"
+
+# From the profile descriptions (Dimensity-9500-like and Snapdragon-8-Gen-3-like): model, SoC,
+# Android release, SDK, CPU part per cpu, (max kHz, cpus) per cluster, slowest first.
+EXPECTED = {
+    "sme2_phone": ("EmuPhone SME2", "Mediatek MT6993", "16", "36", ["0xd8b"] * 4 + ["0xd90"] * 3 + ["0xd8c"],
+                   [(2_700_000, [0, 1, 2, 3]), (3_500_000, [4, 5, 6]), (4_210_000, [7])]),
+    "nosme_phone": ("EmuPhone NoSME", "QTI SM8650", "15", "35", ["0xd80"] * 2 + ["0xd81"] * 5 + ["0xd82"],
+                    [(2_265_600, [0, 1]), (3_014_400, [2, 3, 4, 5, 6]), (3_302_400, [7])]),
+}
+
+
+def _e2e(trace: Path) -> list[float]:
+    return [float(x) for x in read_etdump(trace).e2e_ms_per_run()]
+
+
+def _request(tmp_path: Path, **overrides: Any) -> RunRequest:
+    fields: dict[str, Any] = {"pte": TOY_PTE, "runs": 29, "warmup": 1, "threads": 1, "out_dir": tmp_path / "out",
+                              "inputs": (TOY_INPUT,), "timeout_s": 60.0}
+    fields.update(overrides)
+    return RunRequest(**fields)
+
+
+def _runner(phone: EmulatedPhone, tmp_path: Path, *, trace: Path = TOY_TRACE, off_trace: Path | None = None,
+            fault: str | None = None, **options: Any) -> AndroidRunner:
+    on = make_standin(tmp_path / "build-on", trace=trace, fault=fault)
+    off = make_standin(tmp_path / "build-off", trace=off_trace) if off_trace else None
+    return AndroidRunner(on, off, serial=phone.serial, timeout_s=60.0, **options)
+
+
+def _remote_files(phone: EmulatedPhone) -> list[str]:
+    root = phone.rootfs.local_tmp / "pytest_sme2"
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def _runs_left(phone: EmulatedPhone) -> list[Path]:
+    runs = phone.rootfs.local_tmp / "pytest_sme2" / "runs"
+    return list(runs.iterdir()) if runs.exists() else []
+
+
+def _poll(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def _state(server: AdbServer, serial: str) -> str:
+    return next((i.state for i in server.client().list() if i.serial == serial), "absent")
+
+
+@dataclass(frozen=True)
+class _Exported:
+    """What profiling needs from an exported model (the ExportedLike protocol), for a recorded .pte."""
+
+    name: str
+    pte_path: Path
+    dtype: str = "fp32"
+    backend: str = "xnnpack"
+    input_files: tuple[Path, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype, "backend": self.backend, "pte_path": str(self.pte_path)}
+
+
+# ------------------------------------------------------------------------------------- device facts
+
+
+@pytest.mark.parametrize("profile", ["sme2_phone", "nosme_phone"])
+def test_device_info(make_emulated_phone: MakePhone, tmp_path: Path, profile: str) -> None:
+    phone = make_emulated_phone(profile)
+    info = _runner(phone, tmp_path).device_info()
+    model, soc, release, sdk, parts, clusters = EXPECTED[profile]
+    assert (info.kind, info.serial, info.model, info.soc) == ("android", phone.serial, model, soc)
+    assert (info.abi, info.arch, info.os_version, info.sdk) == ("arm64-v8a", "aarch64", release, sdk)
+    assert list(info.cpu_parts) == parts
+    assert [(c.max_khz, list(c.cpus)) for c in info.clusters] == clusters
+    assert info.big_core_mask == "80"  # cpu7 is the single fastest core on both
+    assert info.sme2 is (profile == "sme2_phone")
+    assert ("sme" in info.features) is (profile == "sme2_phone")
+    assert info.thermal_status == 0
+    assert info.extra["battery"]["level"] == "87"
+
+
+def test_fingerprint_separates_phones_and_builds(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    sme2, nosme = make_emulated_phone("sme2_phone"), make_emulated_phone("nosme_phone")
+    a = _runner(sme2, tmp_path / "a", off_trace=MOBILE_OFF).fingerprint()
+    b = _runner(nosme, tmp_path / "b", off_trace=MOBILE_OFF).fingerprint()
+    assert (a["sme2"], b["sme2"]) == (True, False)
+    assert a["model"] != b["model"] and a["soc"] != b["soc"]
+    assert set(a["runner_sha256"]) == {"default", SME2_ON, SME2_OFF}
+    assert a["runner_sha256"][SME2_ON] != a["runner_sha256"][SME2_OFF]  # the two builds differ
+    assert "thermal_status" not in a and "serial" not in a  # facts that drift or name one unit stay out
+    c = _runner(sme2, tmp_path / "c", trace=MOBILE_ON).fingerprint()
+    assert c["runner_sha256"][SME2_ON] != a["runner_sha256"][SME2_ON]  # another build, another baseline
+
+
+# ---------------------------------------------------------------------------------- deploy and run
+
+
+def test_run_replays_the_recorded_trace_pinned_to_the_big_core(
+    make_emulated_phone: MakePhone, tmp_path: Path
+) -> None:
+    phone = make_emulated_phone()
+    result = _runner(phone, tmp_path).run(_request(tmp_path))
+    assert list(result.e2e_ms) == _e2e(TOY_TRACE)
+    assert result.trace_path is not None and result.trace_path.read_bytes() == TOY_TRACE.read_bytes()
+    assert result.per_operator and result.runner == "android"
+    assert result.log_path is not None and "Iteration 1 of" in result.log_path.read_text()
+    assert phone.history.taskset_masks == ["80"]
+    meta = result.metadata
+    assert meta["device"]["serial"] == phone.serial and meta["device"]["sme2"] is True
+    assert (meta["thermal_status_before"], meta["thermal_status_after"]) == (0, 0)
+    assert "invalid_reason" not in meta
+    assert meta["log_iteration_ms"] == pytest.approx(_e2e(TOY_TRACE), abs=1e-6)
+    run_command = next(c for c in phone.history.commands if "--etdump_path" in c)
+    assert run_command.endswith("</dev/null") and "--num_executions=30" in run_command
+    assert "--cpu_threads=1" in run_command
+    assert _runs_left(phone) == []  # the per-run directory is gone from the device
+
+
+def test_second_run_skips_pushes_and_repairs_a_damaged_file(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone()
+    runner = _runner(phone, tmp_path)
+    first = runner.run(_request(tmp_path))
+    pushed = len(phone.history.pushes)
+    assert pushed == 3  # runner, .pte, input
+    assert all(path.startswith(REMOTE_ROOT + "/") and path.endswith(".part") for path, _ in phone.history.pushes)
+    assert sorted(first.metadata["pushed"]) == sorted(
+        f for f in (f"{REMOTE_ROOT}/{name}" for name in _remote_files(phone)) if not f.endswith(".sha256"))
+    second = runner.run(_request(tmp_path))
+    assert len(phone.history.pushes) == pushed and second.metadata["pushed"] == []
+    # A truncated file on the device (size no longer matches its marker) is pushed again.
+    pte = next(p for p in (phone.rootfs.local_tmp / "pytest_sme2").rglob(TOY_PTE.name))
+    pte.write_bytes(pte.read_bytes()[:100])
+    third = runner.run(_request(tmp_path))
+    assert [Path(p).name for p in third.metadata["pushed"]] == [TOY_PTE.name]
+    assert pte.read_bytes() == TOY_PTE.read_bytes()
+    assert list(third.e2e_ms) == _e2e(TOY_TRACE)
+
+
+def test_cpu_mask_follows_threads_and_option(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone()
+    _runner(phone, tmp_path / "auto").run(_request(tmp_path, threads=3))  # cpu7 + the 3.5 GHz cluster
+    _runner(phone, tmp_path / "opt", big_cores="0x70").run(_request(tmp_path))
+    _runner(phone, tmp_path / "none", big_cores="none").run(_request(tmp_path))
+    assert phone.history.taskset_masks == ["f0", "70"]
+    with pytest.raises(ConfigError, match="names no CPU"):
+        _runner(phone, tmp_path / "bad", big_cores="100").run(_request(tmp_path))
+    with pytest.raises(ConfigError, match="not a CPU mask"):
+        _runner(phone, tmp_path / "bad2", big_cores="cpu7")
+
+
+def test_on_off_interleaved_speedup_from_the_recorded_traces(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone()
+    runner = _runner(phone, tmp_path, trace=MOBILE_ON, off_trace=MOBILE_OFF)
+    exported = _Exported("mobilenet_v3_small_like", TOY_PTE)
+    off, on = profile_on_off(exported, runner, runs=29, warmup=1, blocks=2, out_dir=tmp_path / "out", timeout_s=60)
+    off_runs, on_runs = _e2e(MOBILE_OFF)[1:], _e2e(MOBILE_ON)[1:]
+    assert list(off.samples_ms) == off_runs * 2 and list(on.samples_ms) == on_runs * 2
+    expected = statistics.median(off_runs) / statistics.median(on_runs)
+    print(f"\nmobilenet_v3_small_like fp32: speedup from the recorded simd-off/on traces {expected:.3f}x")
+    assert expected > 1
+    assert statistics.median(off.samples_ms) / statistics.median(on.samples_ms) == pytest.approx(expected)
+    # ABBA: off, on, on, off — told apart by the content directory of each build.
+    order = [SME2_ON if run in {r.metadata["device_command"] for r in on.runs} else SME2_OFF
+             for run in (c for c in phone.history.commands if "--etdump_path" in c)]
+    assert order == [SME2_OFF, SME2_ON, SME2_ON, SME2_OFF]
+    assert on.device["serial"] == off.device["serial"] == phone.serial
+    assert on.fingerprint["runner_sha256"] == off.fingerprint["runner_sha256"]
+    from pytest_sme2.report.comparison import compare_on_off
+
+    assert compare_on_off(off.analysis, on.analysis).speedup.estimate == pytest.approx(expected)
+
+
+# ---------------------------------------------------------------------------------------- plugin
+
+
+@pytest.mark.parametrize("profile", ["sme2_phone", "nosme_phone"])
+def test_plugin_skips_sme2_on_without_sme2(
+    make_emulated_phone: MakePhone, tmp_path: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+    profile: str,
+) -> None:
+    phone = make_emulated_phone(profile)
+    on = make_standin(tmp_path / "on", trace=TOY_TRACE)
+    monkeypatch.setenv("ANDROID_SERIAL", phone.serial)
+    pytester.makepyfile(
+        f"""
+        from pathlib import Path
+
+        class Recorded:  # a recorded .pte standing in for the exported_model fixture
+            name, dtype, backend = "toy_cnn", "fp32", "xnnpack"
+            pte_path, input_files = Path({str(TOY_PTE)!r}), (Path({str(TOY_INPUT)!r}),)
+
+            def to_dict(self):
+                return {{"name": self.name, "dtype": self.dtype, "backend": self.backend}}
+
+        def test_device(android_device):
+            print("FACTS", android_device.serial, android_device.sme2, android_device.big_core_mask)
+
+        def test_on(sme2_runner):
+            profile = sme2_runner.profile(Recorded(), variant="sme2_on")
+            print("SAMPLES", len(profile.samples_ms), profile.device["serial"])
+        """
+    )
+    result = pytester.runpytest("--sme2-device=android", f"--sme2-runner={on}", "--sme2-blocks=1", "-s", "-rs",
+                                "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines([f"*FACTS {phone.serial} {profile == 'sme2_phone'} 80*"])
+    if profile == "nosme_phone":
+        result.assert_outcomes(passed=1, skipped=1)
+        result.stdout.fnmatch_lines(["*has no SME2 (no 'sme2' in its CPU features)*"])
+    else:
+        result.assert_outcomes(passed=2)  # measured on the phone, not skipped
+        result.stdout.fnmatch_lines([f"*SAMPLES {len(_e2e(TOY_TRACE)) - 3} {phone.serial}*"])  # warm-up 3
+
+
+def test_example_suite_runs_unchanged_on_the_emulated_phone(
+    make_emulated_phone: MakePhone, adb_server: AdbServer, tmp_path: Path
+) -> None:
+    phone = make_emulated_phone()
+    on = make_standin(tmp_path / "on", trace=TOY_TRACE)
+    off = make_standin(tmp_path / "off", trace=TOY_TRACE)
+    env = {**os.environ, "ANDROID_SERIAL": phone.serial, "ANDROID_ADB_SERVER_PORT": str(adb_server.port)}
+    base = [sys.executable, "-m", "pytest", "example_models/test_toy_cnn.py", "-k", "fp32-xnnpack", "-p",
+            "no:cacheprovider", "--sme2-device=android", f"--sme2-runner={on}", f"--sme2-runner-off={off}",
+            f"--sme2-baseline-dir={tmp_path / 'baselines'}", f"--sme2-out-dir={tmp_path / 'runs'}",
+            "--sme2-blocks=2", "--sme2-json", str(tmp_path / "results.json")]
+    first = subprocess.run([*base, "--sme2-update-baseline"], cwd=REPO, env=env, capture_output=True, text=True,
+                           timeout=600, check=False)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+    assert "BASELINE-WRITTEN" in first.stdout and "sme2 verdicts: 1 baseline-written" in first.stdout
+    second = subprocess.run(base, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-2000:]
+    assert "sme2 verdicts: 1 pass" in second.stdout
+    import json
+
+    record = json.loads((tmp_path / "results.json").read_text())["tests"][0]
+    assert record["profile"]["device"]["serial"] == phone.serial
+    assert record["profile"]["fingerprint"]["device_kind"] == "android"
+    assert phone.history.taskset_masks and set(phone.history.taskset_masks) == {"80"}
+
+
+# ------------------------------------------------------------------------------------- selection
+
+
+def test_device_selection(
+    make_emulated_phone: MakePhone, adb_server: AdbServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = make_emulated_phone(), make_emulated_phone("nosme_phone")
+    on = make_standin(tmp_path / "on", trace=TOY_TRACE)
+    with pytest.raises(ConfigError) as several:
+        AndroidRunner(on).device_info()
+    assert "2 Android devices are attached" in str(several.value)
+    assert a.serial in str(several.value) and b.serial in str(several.value)
+    monkeypatch.setenv("ANDROID_SERIAL", b.serial)
+    assert AndroidRunner(on).device_info().model == "EmuPhone NoSME"
+    assert AndroidRunner(on, serial=a.serial).device_info().model == "EmuPhone SME2"  # the option wins
+    monkeypatch.delenv("ANDROID_SERIAL")
+    with pytest.raises(DeviceError, match=r"Android device 127\.0\.0\.1:1 is not attached"):
+        AndroidRunner(on, serial="127.0.0.1:1").device_info()
+    # pytest-xdist: one device per worker, from the sorted ready list or from a serial list.
+    ready = sorted([a.serial, b.serial])
+    assert [AndroidRunner(on, worker=w).serial for w in ("gw0", "gw1")] == ready
+    assert AndroidRunner(on, serial=f"{b.serial},{a.serial}", worker="gw1").serial == a.serial
+    with pytest.raises(ConfigError, match="worker gw2 has no Android device of its own"):
+        AndroidRunner(on, worker="gw2").device_info()
+    with pytest.raises(ConfigError, match="would share Android device"):
+        AndroidRunner(on, serial=a.serial, worker="gw1").device_info()
+    # The factory the plugin uses passes every Android option through.
+    runner = make_runner("android", runner_path=on, serial=a.serial, timeout_s=5, libcxx=None, big_cores="none",
+                         cooldown_s=0.0, fixed_performance=False, worker=None)
+    assert isinstance(runner, AndroidRunner) and runner.serial == a.serial and runner.pin is None
+
+
+def test_no_device_and_choose_serial_without_server() -> None:
+    with pytest.raises(DeviceError, match="no Android device is attached"):
+        choose_serial([], (), None)
+
+
+# ---------------------------------------------------------------------------------------- faults
+
+
+def test_unauthorized_device(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone(unauthorized=True)
+    with pytest.raises(DeviceError) as err:
+        _runner(phone, tmp_path).device_info()
+    text = str(err.value)
+    assert f"Android device {phone.serial} is unauthorized" in text and "Allow USB debugging" in text
+    assert phone.history.services == []
+
+
+def test_offline_device(make_emulated_phone: MakePhone, adb_server: AdbServer, tmp_path: Path) -> None:
+    phone = make_emulated_phone()
+    phone.go_offline()
+    try:
+        assert _poll(lambda: _state(adb_server, phone.serial) == "offline")
+        with pytest.raises(DeviceError, match=f"Android device {phone.serial} is offline: .*reconnect"):
+            _runner(phone, tmp_path).device_info()
+    finally:
+        phone.come_online()
+
+
+@pytest.mark.parametrize(
+    ("fault", "match", "returncode"),
+    [
+        ("crash", r"exited with code 134 \(killed by signal 6: the runner crashed\)", 134),
+        ("no_trace", "exited 0 but wrote no trace at", 0),
+        ("garbage", "exited 0 but wrote something that is not a trace", 0),
+    ],
+)
+def test_runner_faults(make_emulated_phone: MakePhone, tmp_path: Path, fault: str, match: str,
+                       returncode: int) -> None:
+    phone = make_emulated_phone()
+    with pytest.raises(RunnerError, match=match) as err:
+        _runner(phone, tmp_path, fault=fault).run(_request(tmp_path))
+    assert err.value.returncode == returncode
+    assert phone.serial in str(err.value)
+    # No trace is kept for a failed run; only a file that is not a trace stays, beside its log, to look at.
+    assert len(list((tmp_path / "out").rglob("*.etdump"))) == (fault == "garbage")
+    assert _runs_left(phone) == []
+
+
+def test_runner_timeout_on_the_device(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone()
+    started = time.monotonic()
+    with pytest.raises(RunnerError, match=f"on Android device {phone.serial} timed out after 2 s") as err:
+        _runner(phone, tmp_path, fault="hang").run(_request(tmp_path, timeout_s=2.0))
+    assert time.monotonic() - started < 20
+    assert err.value.returncode == 124
+    assert _runs_left(phone) == []
+
+
+def test_device_that_stops_answering_times_out_on_the_host(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone(overrides=[CommandOverride("--etdump_path", delay=30)])
+    runner = _runner(phone, tmp_path)
+    runner.timeout_grace_s = 0.5
+    with pytest.raises(RunnerError, match=r"did not finish within 1 s .* the device stopped answering"):
+        runner.run(_request(tmp_path, timeout_s=1.0))
+
+
+def test_storage_full_while_the_runner_writes(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    full = "E executorch:etdump] fwrite failed: No space left on device\n"
+    phone = make_emulated_phone(overrides=[CommandOverride("--etdump_path", returncode=1, stderr=full)])
+    with pytest.raises(RunnerError, match=f"storage is full: free space on {phone.serial}"):
+        _runner(phone, tmp_path).run(_request(tmp_path))
+
+
+def test_push_to_full_storage_leaves_nothing_half_written(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone(disk_full=True)
+    runner = _runner(phone, tmp_path)
+    with pytest.raises(DeviceError) as err:
+        runner.run(_request(tmp_path))
+    text = str(err.value)
+    assert f"to Android device {phone.serial}" in text and "refused the write" in text and "df -h /data" in text
+    assert _remote_files(phone) == []
+    phone.faults.sync.data_quota_bytes = None  # space freed: the next run pushes and works
+    assert list(runner.run(_request(tmp_path)).e2e_ms) == _e2e(TOY_TRACE)
+
+
+def test_transport_cut_while_pulling_the_trace(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone(drop_after_recv_bytes=TOY_TRACE.stat().st_size // 2)
+    with pytest.raises(DeviceError, match=f"(Android device {phone.serial}|connection to the device broke)"):
+        _runner(phone, tmp_path).run(_request(tmp_path))
+    assert not list((tmp_path / "out").rglob("*.etdump"))
+
+
+def test_device_unplugged_mid_run(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone(overrides=[CommandOverride("--etdump_path", delay=5)])
+    unplug = threading.Timer(1.0, phone.go_offline)
+    unplug.start()
+    try:
+        with pytest.raises(DeviceError) as err:
+            _runner(phone, tmp_path).run(_request(tmp_path))
+    finally:
+        unplug.join()
+        phone.come_online()
+    assert phone.serial in str(err.value) and "Nothing from this run was kept" in str(err.value)
+    assert not list((tmp_path / "out").rglob("*.etdump"))
+
+
+def test_adb_server_restarted_mid_session(make_emulated_phone: MakePhone, adb_server: AdbServer,
+                                          tmp_path: Path) -> None:
+    phone = make_emulated_phone()
+    runner = _runner(phone, tmp_path)
+    runner.run(_request(tmp_path))
+    assert adb_server.run("kill-server").returncode == 0
+    assert adb_server.run("start-server").returncode == 0  # a new server: TCP devices are forgotten
+    try:
+        with pytest.raises(DeviceError, match=f"Android device {phone.serial} disappeared .*adb connect"):
+            runner.run(_request(tmp_path))
+    finally:
+        adb_server.client().connect(phone.address, timeout=10)
+        adb_server.client().wait_for(phone.serial, state="device", timeout=10)
+    assert list(runner.run(_request(tmp_path)).e2e_ms) == _e2e(TOY_TRACE)  # and it works once reconnected
+
+
+def test_two_sessions_share_a_phone(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone()
+    # Two runners with the same builds, as two pytest processes would be: same content directories,
+    # pushed concurrently, separate run directories.
+    runners = [_runner(phone, tmp_path), _runner(phone, tmp_path)]
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda i: runners[i].run(_request(tmp_path / f"s{i}")), range(2)))
+    assert [list(r.e2e_ms) for r in results] == [_e2e(TOY_TRACE)] * 2
+    assert results[0].metadata["device_run_dir"] != results[1].metadata["device_run_dir"]
+    assert results[0].trace_path != results[1].trace_path
+    assert not [f for f in _remote_files(phone) if f.endswith(".part")]
+    assert _runs_left(phone) == []
+
+
+def test_file_names_with_shell_metacharacters(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone()
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    pte = odd / "a b;touch PWNED.pte"
+    shutil.copyfile(TOY_PTE, pte)
+    inputs = odd / "in $(touch PWNED2) 'x'.bin"
+    shutil.copyfile(TOY_INPUT, inputs)
+    result = _runner(phone, tmp_path).run(_request(tmp_path, pte=pte, inputs=(inputs,), label="odd"))
+    assert list(result.e2e_ms) == _e2e(TOY_TRACE)
+    assert {Path(f).name for f in _remote_files(phone)} >= {pte.name, inputs.name}
+    assert [p for p in phone.rootfs.root.rglob("PWNED*")] == []
+    assert not (Path.cwd() / "PWNED").exists()
+
+
+# ---------------------------------------------------------------------------------------- thermal
+
+
+def test_hot_at_start_is_invalid(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone(thermal_status=2)
+    exported = _Exported("toy_cnn", TOY_PTE, input_files=(TOY_INPUT,))
+    profile = profile_exported(exported, _runner(phone, tmp_path), runs=29, warmup=1, out_dir=tmp_path / "out")
+    meta = profile.runs[0].metadata
+    assert (meta["thermal_status_before"], meta["thermal_status_after"]) == (2, 2)
+    assert "already hot when the run started (thermal status 2 MODERATE)" in profile.invalid_reason
+    verdict = gate(profile.samples(), profile.samples(), GateConfig())
+    assert verdict.status is Status.INVALID  # not a regression, not a pass
+
+
+def test_throttling_during_the_run_is_invalid(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone(thermal_schedule={})
+    runner = _runner(phone, tmp_path)
+    assert "invalid_reason" not in runner.run(_request(tmp_path)).metadata
+    # The second run sends: push check, mkdir, thermal before, runner, thermal after. Heat up as the
+    # runner starts, so "before" is cool and "after" is throttled.
+    phone.faults.thermal_schedule[len(phone.history.commands) + 3] = 3
+    meta = runner.run(_request(tmp_path)).metadata
+    assert (meta["thermal_status_before"], meta["thermal_status_after"]) == (0, 3)
+    assert "throttled during the run (thermal status 0 NONE -> 3 SEVERE)" in meta["invalid_reason"]
+
+
+def test_fixed_performance_mode_is_always_restored(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone()
+    _runner(phone, tmp_path / "ok", fixed_performance=True).run(_request(tmp_path))
+    assert phone.history.fixed_performance_mode == [True, False]
+    with pytest.raises(RunnerError):
+        _runner(phone, tmp_path / "crash", fault="crash", fixed_performance=True).run(_request(tmp_path))
+    assert phone.history.fixed_performance_mode == [True, False, True, False]
+    runner = _runner(phone, tmp_path / "fp", fixed_performance=True)
+    assert runner.fingerprint()["fixed_performance"] is True
+
+
+def test_cooldown_between_runs(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone()
+    runner = _runner(phone, tmp_path, cooldown_s=0.5)
+    first, second = (runner.run(_request(tmp_path)) for _ in range(2))
+    assert (first.metadata["cooldown_s"], second.metadata["cooldown_s"]) == (0.0, 0.5)
