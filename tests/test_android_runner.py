@@ -8,6 +8,7 @@ from the emulated profiles' descriptions, not read back from the profile objects
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -278,8 +279,6 @@ def test_example_suite_runs_unchanged_on_the_emulated_phone(
     second = subprocess.run(base, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-2000:]
     assert "sme2 verdicts: 1 pass" in second.stdout
-    import json
-
     record = json.loads((tmp_path / "results.json").read_text())["tests"][0]
     assert record["profile"]["device"]["serial"] == phone.serial
     assert record["profile"]["fingerprint"]["device_kind"] == "android"
@@ -511,3 +510,53 @@ def test_cooldown_between_runs(make_emulated_phone: MakePhone, tmp_path: Path) -
     runner = _runner(phone, tmp_path, cooldown_s=0.5)
     first, second = (runner.run(_request(tmp_path)) for _ in range(2))
     assert (first.metadata["cooldown_s"], second.metadata["cooldown_s"]) == (0.0, 0.5)
+
+
+def test_libcxx_is_pushed_beside_the_runner(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone()
+    libcxx = tmp_path / "ndk" / "libc++_shared.so"
+    libcxx.parent.mkdir()
+    libcxx.write_bytes(b"\x7fELF stand-in for the NDK's shared C++ STL\n")
+    result = _runner(phone, tmp_path, libcxx=libcxx).run(_request(tmp_path))
+    assert "libc++_shared.so" in [Path(p).name for p in result.metadata["pushed"]]
+    on_device = next((phone.rootfs.local_tmp / "pytest_sme2").rglob("libc++_shared.so"))
+    assert on_device.read_bytes() == libcxx.read_bytes()
+    assert f"LD_LIBRARY_PATH={REMOTE_ROOT}/" in result.metadata["device_command"]
+    assert str(on_device.parent.name) in result.metadata["device_command"]
+
+
+def test_missing_shared_stl_says_to_pass_libcxx(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    linker = 'CANNOT LINK EXECUTABLE "./executor_runner": library "libc++_shared.so" not found\n'
+    phone = make_emulated_phone(overrides=[CommandOverride("--etdump_path", returncode=1, stderr=linker)])
+    with pytest.raises(RunnerError, match=r"needs --sme2-libcxx path/to/libc\+\+_shared\.so") as err:
+        _runner(phone, tmp_path).run(_request(tmp_path))
+    assert err.value.returncode == 1 and "CANNOT LINK EXECUTABLE" in err.value.stderr_tail
+
+
+def test_xdist_workers_take_one_phone_each(
+    make_emulated_phone: MakePhone, tmp_path: Path, pytester: pytest.Pytester
+) -> None:
+    phones = [make_emulated_phone(), make_emulated_phone()]
+    on = make_standin(tmp_path / "on", trace=TOY_TRACE)
+    pytester.makepyfile(
+        f"""
+        from pathlib import Path
+
+        class Recorded:  # a recorded .pte standing in for the exported_model fixture
+            name, dtype, backend = "toy_cnn", "fp32", "xnnpack"
+            pte_path, input_files = Path({str(TOY_PTE)!r}), (Path({str(TOY_INPUT)!r}),)
+
+            def to_dict(self):
+                return {{"name": self.name, "dtype": self.dtype, "backend": self.backend}}
+
+        def test_measure(sme2_runner):
+            sme2_runner.profile(Recorded())
+        """
+    )
+    results = tmp_path / "results.json"
+    outcome = pytester.runpytest("-n", "2", "--dist", "each", "--sme2-device=android", f"--sme2-runner={on}",
+                                 "--sme2-blocks=1", f"--sme2-json={results}", "-p", "no:cacheprovider")
+    outcome.assert_outcomes(passed=2)
+    serials = sorted(t["profile"]["device"]["serial"] for t in json.loads(results.read_text())["tests"])
+    assert serials == sorted(p.serial for p in phones)  # each worker measured on its own phone
+    assert all(p.history.taskset_masks == ["80"] for p in phones)

@@ -474,12 +474,21 @@ class AndroidRunner:
 
     # ------------------------------------------------------------------------------ adb calls
 
-    def _adb(self, what: str, call: Callable[[], T]) -> T:
-        """Run one adb call; a lost device, server or transport becomes a DeviceError saying what to do."""
+    def _adb(self, what: str, call: Callable[[], T], *, timeout_ok: bool = False) -> T:
+        """Run one adb call; a lost device, server or transport becomes a DeviceError saying what to do.
+
+        ``timeout_ok``: the caller turns an ``AdbTimeout`` into its own, more specific error.
+        """
         try:
             return call()
-        except adbutils.AdbTimeout:
-            raise
+        except adbutils.AdbTimeout as exc:
+            if timeout_ok:
+                raise
+            raise DeviceError(
+                f"Android device {self._serial or '?'} stopped answering while {what} (adb timed out: {exc}); "
+                "check that it is still connected, unlocked and responsive (`adb devices`), then rerun. Nothing "
+                "from this run was kept."
+            ) from None
         except (adbutils.AdbError, OSError, EOFError) as exc:
             raise self._lost(what, exc) from None
 
@@ -514,7 +523,7 @@ class AndroidRunner:
         """Run a shell command with shell v2 (real exit code, separate stderr)."""
         device = self._connect()
         try:
-            result = self._adb(what, lambda: device.shell2(command, v2=True, timeout=timeout))
+            result = self._adb(what, lambda: device.shell2(command, v2=True, timeout=timeout), timeout_ok=True)
         except adbutils.AdbTimeout:
             raise RunnerError(
                 f"device command timed out after {timeout:g} s while {what} on Android device {self.serial}; "
@@ -701,6 +710,7 @@ class AndroidRunner:
             slept = self.cooldown_s
         self._runs += 1
         cleanup_note = ""
+        failed = True
         if self.fixed_performance:
             self._set_fixed_performance(True)
         try:
@@ -717,9 +727,15 @@ class AndroidRunner:
                 raise self._exit_error(result.returncode, runner, request, command=command, output=output,
                                        log_path=log_path, timeout=timeout)
             self._pull_trace(remote_trace, trace_path, runner, command, output)
+            failed = False
         finally:
             if self.fixed_performance:
-                self._set_fixed_performance(False)
+                try:
+                    self._set_fixed_performance(False)
+                except Sme2Error:
+                    if not failed:
+                        raise
+                    # The run's own error (often: the device is gone) says more than a failed restore.
             if self._device is not None:
                 cleanup_note = self._try_shell(_join(["rm", "-rf", remote_run]), what="removing the run directory")
         invalid = thermal_invalid_reason(self.serial, before, after, self.hot_status)
@@ -740,6 +756,9 @@ class AndroidRunner:
             metadata["invalid_reason"] = invalid
         if cleanup_note:
             metadata["cleanup_failed"] = cleanup_note
+        if before is None or after is None:
+            metadata["thermal_note"] = ("the thermal status could not be read (no 'Thermal Status' from dumpsys "
+                                        "thermalservice): thermal validity is unchecked for this run")
         return result_from_trace(
             runner_name=self.name, runner_text=f"executor_runner {runner.name} on Android device {self.serial}",
             request=request, build=self.build_of(request.variant), cmd=command, run_dir=local_dir,
@@ -753,7 +772,7 @@ class AndroidRunner:
             # device that stops answering altogether.
             return self._adb(f"running {runner.name}",
                              lambda: device.shell2(command, v2=True, timeout=timeout + self.timeout_grace_s,
-                                                   encoding=None))
+                                                   encoding=None), timeout_ok=True)
         except adbutils.AdbTimeout:
             raise RunnerError(
                 f"executor_runner {runner.name} on Android device {self.serial} did not finish within {timeout:g} s "
