@@ -1,0 +1,86 @@
+"""Plugin overhead per test: what the plugin adds around the measured executions.
+
+Two real pytest sessions (subprocesses, the real LocalRunner, no stubs) run N identical tests of
+``toy_cnn`` (fp32/XNNPACK) with the default ``--sme2-*`` options:
+
+1. ``--sme2-update-baseline``: warms the export cache and writes every test's baseline (not timed);
+2. the timed session: each test takes ``exported_model`` (a cache hit), ``sme2_runner.profile``
+   (blocks x (warm-up + runs) executions) and ``sme2_baseline.check`` (gate against the baseline).
+
+Per test, overhead = the test's duration as pytest reports it (setup + call + teardown, from the
+JUnit XML) minus the time of every timed execution the runner recorded for that test (warm-ups
+included, from ``--sme2-json``). What remains is fixture setup with the cached export, program
+loads, input reading, analysis, the baseline lookup and the gate's statistics. The session runs with
+``--sme2-no-confirm``: a confirming re-measurement is more executions, which the results file would
+not list, so it would be wrongly counted as overhead. The first test also pays the one-time import
+of the executorch runtime (seconds); it is reported apart and left out of the median.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TEST_FILE = '''
+import pytest
+
+
+@pytest.mark.sme2_model("toy_cnn", dtype="fp32", backend="xnnpack")
+@pytest.mark.parametrize("i", range({n}))
+def test_latency(i, exported_model, sme2_runner, sme2_baseline):
+    sme2_baseline.check(sme2_runner.profile(exported_model))
+'''
+
+
+def _pytest(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+           "-W", "ignore", "--rootdir", str(tmp), "--sme2-cache-dir", str(tmp / "cache"),
+           "--sme2-baseline-dir", str(tmp / "baselines"), "test_bench.py", *args]
+    return subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, check=False)
+
+
+def measure(tests: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="sme2_plugin_bench_") as name:
+        tmp = Path(name)
+        (tmp / "test_bench.py").write_text(TEST_FILE.format(n=tests))
+        warm = _pytest(tmp, "--sme2-update-baseline")
+        if warm.returncode != 0:
+            raise RuntimeError(f"baseline session failed (exit {warm.returncode}):\n{warm.stdout[-3000:]}")
+        timed = _pytest(tmp, "--sme2-no-confirm", "--junitxml", str(tmp / "junit.xml"),
+                        "--sme2-json", str(tmp / "results.json"))
+        durations = {
+            case.get("name", ""): float(case.get("time", "nan"))
+            for case in ET.parse(tmp / "junit.xml").getroot().iter("testcase")
+        }
+        results = json.loads((tmp / "results.json").read_text())
+    executed = {}
+    verdicts = {}
+    for test in results["tests"]:
+        name = test["test_id"].split("::")[-1]
+        runs = test["profile"]["runs"]
+        executed[name] = sum(sum(r["e2e_ms"]) for r in runs) / 1e3
+        verdicts[name] = (test.get("verdict") or {}).get("status", "?")
+    order = sorted(durations, key=lambda n: int(n.split("[")[-1].rstrip("]")))
+    overhead_ms = [(durations[n] - executed[n]) * 1e3 for n in order]
+    later = overhead_ms[1:] or overhead_ms
+    return {
+        "plugin_overhead_ms": statistics.median(later),
+        "plugin_overhead_ms_all": overhead_ms,
+        "first_test_overhead_ms": overhead_ms[0],
+        "executions_ms_per_test": statistics.median(executed[n] * 1e3 for n in order),
+        "test_duration_ms": statistics.median(durations[n] * 1e3 for n in order),
+        "tests": len(order),
+        "session_exit": timed.returncode,
+        "verdicts": sorted(set(verdicts.values())),
+        "regressions": sum(v == "regression" for v in verdicts.values()),
+    }
