@@ -189,7 +189,8 @@ def parse_model_marker(item: pytest.Item) -> ModelRequest:
         raise AssertionError  # unreachable: pytest.fail raises
     unknown = sorted(set(marker.kwargs) - set(MODEL_KWARGS))
     if unknown:
-        _marker_error(item, f"sme2_model got unknown keyword(s) {', '.join(unknown)}; allowed: {', '.join(MODEL_KWARGS)}")
+        _marker_error(item, f"sme2_model got unknown keyword(s) {', '.join(unknown)}; "
+                      f"allowed: {', '.join(MODEL_KWARGS)}")
     if len(marker.args) != 1 or not (isinstance(marker.args[0], str) or callable(marker.args[0])):
         _marker_error(item, "sme2_model takes exactly one positional argument: a registered model name or a "
                       f"callable returning an nn.Module (got {marker.args!r})")
@@ -578,7 +579,7 @@ class Sme2Baseline:
         rec.baseline = lookup.baseline.to_dict()
         confirm = not o.no_confirm and self._runner.remeasure is not None
         measure = self._runner.remeasure or (lambda: profile)
-        verdict, used = gate_confirmed(lookup.baseline.samples(), lambda: _samples_of(measure()), config,
+        verdict, _pooled = gate_confirmed(lookup.baseline.samples(), lambda: _samples_of(measure()), config,
                                        first=profile.samples(), confirm=confirm)
         if extra_checks:
             checks = (*verdict.checks, *extra_checks)
@@ -630,7 +631,7 @@ def android_device(sme2_session: Sme2Session) -> Any:
     """The selected Android device's facts (DeviceInfo); skips unless ``--sme2-device=android``."""
     if sme2_session.options.device != "android":
         pytest.skip("no Android device selected: run with --sme2-device=android (and --sme2-runner)")
-    return _call(lambda: sme2_session.runner.device_info())
+    return _call(sme2_session.runner.device_info)
 
 
 # ------------------------------------------------------------------------------------------ reporting
@@ -639,17 +640,13 @@ def android_device(sme2_session: Sme2Session) -> Any:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report = yield
-    if report.when == "call" and RECORD_KEY in item.stash:
+    # The call phase carries the record; so does a setup that failed or skipped (an export error, a
+    # missing SME2 build), so that the reports list every sme2 test, not only those that ran.
+    carries = report.when == "call" or (report.when == "setup" and not report.passed)
+    if carries and RECORD_KEY in item.stash:
         record = item.stash[RECORD_KEY]
         report.user_properties.append((RESULT_PROPERTY, json.dumps(record.to_dict())))
     return report
-
-
-def _status_of(record: Mapping[str, Any]) -> str:
-    verdict = record.get("verdict") or {}
-    if record.get("baseline_written"):
-        return "baseline-written"
-    return str(verdict.get("status", "no-verdict" if record.get("outcome") == "passed" else record.get("outcome")))
 
 
 class Collector:
@@ -659,12 +656,12 @@ class Collector:
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call":
-            return
         for key, value in report.user_properties:
             if key == RESULT_PROPERTY:
                 record = json.loads(value)
                 record["outcome"] = report.outcome
+                if report.skipped and isinstance(report.longrepr, tuple) and not record.get("note"):
+                    record["note"] = str(report.longrepr[2]).removeprefix("Skipped: ")
                 self.config.stash[RESULTS_KEY].append(record)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -678,37 +675,36 @@ def _terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     records = config.stash.get(RESULTS_KEY, [])
     if not records or _worker_id(config) is not None:
         return
+    from .gate import Status
+    from .report.results import BASELINE_WRITTEN, FAILED, SKIPPED, TestResult, delta_text, speedup_text
+
     tr = terminalreporter
     tr.write_sep("=", "sme2 performance")
-    for rec in records:
-        status = _status_of(rec)
-        prof = rec.get("profile") or {}
-        e2e = (prof.get("analysis") or {}).get("e2e_ms", {})
-        median = e2e.get("median")
-        line = f"{status.upper():<16} {rec['test_id']}"
-        if median is not None:
-            line += f"  median {median:.4f} ms"
-        e2e_check = next((c for c in (rec.get("verdict") or {}).get("checks", []) if c["name"] == "e2e"), None)
-        if e2e_check and e2e_check.get("interval"):
-            iv = e2e_check["interval"]
-            line += (f"  delta {(iv['estimate'] - 1) * 100:+.1f}% "
-                     f"[{(iv['low'] - 1) * 100:+.1f}%, {(iv['high'] - 1) * 100:+.1f}%]")
-        speed = next((c for c in (rec.get("verdict") or {}).get("checks", []) if c["name"] in ("speedup", "min_speedup")), None)
-        if speed and speed.get("interval"):
-            line += f"  SME2 speedup {speed['interval']['estimate']:.2f}x"
-        markup = {"red": True} if status in ("regression", "failed") else (
-            {"yellow": True} if status in ("inconclusive", "invalid") else {"green": True})
+    tests = [TestResult.from_dict(r) for r in records]
+    for t in tests:
+        h = t.headline
+        line = f"{h.status.upper():<16} {t.test_id}"
+        if h.median_ms is not None:
+            line += f"  median {h.median_ms:.4f} ms"
+        if h.delta_pct is not None:
+            line += f"  delta {delta_text(h)}"
+        if h.speedup is not None:
+            line += f"  SME2 speedup {speedup_text(h.speedup)}"
+        bad = (Status.REGRESSION.value, FAILED)
+        markup = {"red": True} if h.status in bad else (
+            {"yellow": True} if h.status in (Status.INCONCLUSIVE.value, Status.INVALID.value, SKIPPED)
+            else {"green": True})
         tr.write_line(line, **markup)
-        if status == "baseline-written":
-            tr.write_line(f"    {rec.get('note', '')}")
-        elif status in ("inconclusive", "invalid"):
+        if h.status in (BASELINE_WRITTEN, SKIPPED) and t.note:
+            tr.write_line(f"    {t.note.splitlines()[0]}")
+        elif h.status in (Status.INCONCLUSIVE.value, Status.INVALID.value) and t.verdict is not None:
             # Not a failure (unless --sme2-strict), so say why here: it must not read as a pass.
-            for check in (rec.get("verdict") or {}).get("checks", []):
-                if check["status"] == status and not check.get("advisory"):
-                    tr.write_line(f"    {check['name']}: {check['message']}")
+            for check in t.verdict.checks:
+                if check.status.value == h.status and not check.advisory:
+                    tr.write_line(f"    {check.name}: {check.message}")
     counts: dict[str, int] = {}
-    for rec in records:
-        counts[_status_of(rec)] = counts.get(_status_of(rec), 0) + 1
+    for t in tests:
+        counts[t.status] = counts.get(t.status, 0) + 1
     tr.write_line("sme2 verdicts: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
 
 

@@ -207,6 +207,7 @@ def test_missing_baseline_fails_with_the_fix_then_update_writes_it(run, pytester
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "no baseline for test_perf.py::test_toy" in out
+    result.stdout.re_match_lines([r"FAILED +test_perf.py::test_toy  median [0-9.]+ ms$"])
     assert "--sme2-update-baseline" in out
     assert not (pytester.path / ".sme2_baselines").exists()
 
@@ -215,6 +216,7 @@ def test_missing_baseline_fails_with_the_fix_then_update_writes_it(run, pytester
     files = list((pytester.path / ".sme2_baselines").glob("*.json"))
     assert len(files) == 1
     assert f"baseline written: {files[0]}" in result.stdout.str()
+    result.stdout.re_match_lines([r"BASELINE-WRITTEN +test_perf.py::test_toy  median [0-9.]+ ms$"])
     data = json.loads(files[0].read_text())
     assert data["schema_version"] == 1
     assert data["test_id"] == "test_perf.py::test_toy"
@@ -334,11 +336,17 @@ def test_local_variants_compare_real_configurations_and_skip_sme2(run, pytester:
         def test_android(android_device):
             pass
     """)
-    result = run("-rs", "--sme2-blocks", "1")
+    result = run("-rs", "--sme2-blocks", "1", "--sme2-markdown", "r.md")
     result.assert_outcomes(passed=1, skipped=2)
     out = result.stdout.str()
     assert "the local executorch runtime has no SME2 build switch" in out
     assert "no Android device selected" in out
+    # A skipped on/off test is reported as skipped, with the reason, never as measured or passed.
+    result.stdout.re_match_lines([r"SKIPPED +test_v.py::test_on_off", r" +variant 'sme2_on' needs two executor_runner"])
+    md = (pytester.path / "r.md").read_text()
+    assert "`test_v.py::test_on_off` | toy_cnn fp32 xnnpack | — | — | — | — | ⏭️ **SKIPPED**" in md
+    backends_row = next(line for line in md.splitlines() if line.startswith("| `test_v.py::test_backends`"))
+    assert backends_row.endswith("📏 **MEASURED** |")  # measured, with no baseline to judge against
 
 
 # ------------------------------------------------------------------------------------------ xdist

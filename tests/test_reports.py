@@ -182,7 +182,7 @@ def test_markdown_has_every_seed_section_with_metadata(session: SessionResults, 
     assert row(meta, "Model")[1] == "tiny_transformer · fp32 · xnnpack"
     assert row(meta, "ExecuTorch")[1] == "1.4.1"
     assert row(meta, "Date (UTC)")[1] == "2026-11-22T05:33:11+00:00"
-    assert "simd-off" in row(meta, "Runner, SME2 off")[1] and "simd-on" in row(meta, "Runner, SME2 on")[1]
+    assert "simd-off" in row(meta, "Runner (SME2 off)")[1] and "simd-on" in row(meta, "Runner (SME2 on)")[1]
     assert "AMD EPYC" in row(meta, "Device")[1] and "SME2: no" in row(meta, "Device")[1]
     assert f"{TT}_simd-on_t1.etdump" in row(meta, "Analyzed")[1]
     assert "runs=29" in row(meta, "Config")[1] and row(meta, "Config File")[1] == "`pyproject.toml`"
@@ -489,8 +489,9 @@ def test_results_round_trip(session: SessionResults, tmp_path: Path) -> None:
     assert render_markdown(loaded) == render_markdown(session)  # everything a report needs is in the file
     cmp = session.tests[0].comparison
     assert cmp is not None and OnOffComparison.from_dict(json.loads(json.dumps(cmp.to_dict()))) == cmp
-    assert json.loads(path.read_text())["counts"] == {"regression": 1, "invalid": 0, "inconclusive": 0,
-                                                      "improvement": 0, "pass": 1, "measured": 1}
+    assert json.loads(path.read_text())["counts"] == {
+        "regression": 1, "failed": 0, "invalid": 0, "inconclusive": 0, "improvement": 0, "pass": 1,
+        "baseline-written": 0, "measured": 1, "skipped": 0}
 
 
 @pytest.mark.parametrize(
@@ -567,9 +568,9 @@ def test_row_cells_and_summary_block(session: SessionResults, regression: TestRe
     assert f">{delta * 100:+.1f}%<" in cells["delta"] and ">regression<" in cells["verdict"]
     assert "×" in row_cells(tt)["speedup"] and ">—<" in row_cells(tt)["delta"]
     block = summary_block(session)
-    counts = dict(re.findall(r'sme2-count-(\w+)" data-count="(\d+)"', block))
-    assert counts == {"regression": "1", "invalid": "0", "inconclusive": "0", "improvement": "0", "pass": "1",
-                      "measured": "1"}
+    counts = dict(re.findall(r'sme2-count-([\w-]+)" data-count="(\d+)"', block))
+    assert counts == {"regression": "1", "failed": "0", "invalid": "0", "inconclusive": "0", "improvement": "0",
+                      "pass": "1", "baseline-written": "0", "measured": "1", "skipped": "0"}
     assert regression.test_id in block
 
 

@@ -39,7 +39,17 @@ from .charts import (
     speedup_bars,
 )
 from .markdown import fmt_ms, fmt_pct, fmt_x, recommendations
-from .results import MEASURED, STATUS_ORDER, SessionResults, TestResult, delta_text, speedup_text
+from .results import (
+    BASELINE_WRITTEN,
+    FAILED,
+    MEASURED,
+    SKIPPED,
+    STATUS_ORDER,
+    SessionResults,
+    TestResult,
+    delta_text,
+    speedup_text,
+)
 
 BASELINE_SAMPLES_COLOR = "#8C959F"
 #: Keys of :func:`row_cells` / :func:`header_cells`, in column order.
@@ -52,6 +62,9 @@ _STATUS_COLORS: Mapping[str, tuple[str, str]] = {  # status -> (text/border, bac
     Status.INCONCLUSIVE.value: ("#9A6700", "#FFF8C5"),
     Status.INVALID.value: ("#57606A", "#EAEEF2"),
     MEASURED: ("#6639BA", "#FBEFFF"),
+    BASELINE_WRITTEN: ("#6639BA", "#FBEFFF"),
+    FAILED: ("#CF222E", "#FFEBE9"),
+    SKIPPED: ("#57606A", "#F6F8FA"),
 }
 
 _RULES: tuple[tuple[str, str], ...] = (
@@ -421,7 +434,7 @@ def summary_block(results: SessionResults) -> str:
         style = f"color:{fg};background:{bg}" + ("" if n else ";opacity:.45")
         pills.append(f'<span class="sme2-pill sme2-count-{_e(status)}" data-count="{n}" style="{style}">'
                      f"{n} {_e(status)}</span>")
-    attention = [t for t in results.tests if t.status in (Status.REGRESSION.value, Status.INVALID.value,
+    attention = [t for t in results.tests if t.status in (Status.REGRESSION.value, FAILED, Status.INVALID.value,
                                                           Status.INCONCLUSIVE.value)]
     items = "".join(
         f"<li>{_pill(t.status)}<code>{_e(t.test_id)}</code> — {_e(delta_text(t.headline))}"

@@ -23,7 +23,17 @@ from ..gate import Status
 from ..stats import LatencyStats, summarize
 from .comparison import NOT_ACCELERATED
 from .kernel_view import kernel_log_from_dict, kernel_table_markdown, side_by_side_markdown
-from .results import MEASURED, STATUS_ORDER, SessionResults, TestResult, delta_text, speedup_text
+from .results import (
+    BASELINE_WRITTEN,
+    FAILED,
+    MEASURED,
+    STATUS_ICONS,
+    STATUS_ORDER,
+    SessionResults,
+    TestResult,
+    delta_text,
+    speedup_text,
+)
 
 #: What the seeds expect SME2 to do to matrix compute (generate_report: "GEMM and Convolution
 #: should show 3-15x speedup with SME2").
@@ -68,16 +78,31 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = ""
     return out
 
 
+def _runs_text(test: TestResult, measured: int, per_arm: str) -> str:
+    """How the measured runs were taken: blocks, warm-up left out per block, the cold first run."""
+    blocks = test.profile.runs if test.profile is not None else ()
+    if not blocks:
+        return f"{measured} measured{per_arm}"
+    warmup = blocks[0].warmup
+    return (f"{measured} measured{per_arm} in {len(blocks)} block(s); the first {warmup} execution(s) of each "
+            "block left out as warm-up (the first execution is cold)")
+
+
 def _h(level: int, text: str) -> list[str]:
     return ["#" * min(level, 6) + " " + text, ""]
 
 
+_STATUS_NOTES = {
+    MEASURED: " (no baseline to judge against)",
+    BASELINE_WRITTEN: " (measured and stored as the baseline; not judged)",
+    FAILED: " (no verdict: see the note)",
+}
+
+
 def _status_badge(status: str) -> str:
-    return {
-        Status.REGRESSION.value: "❌ **REGRESSION**", Status.INVALID.value: "⛔ **INVALID**",
-        Status.INCONCLUSIVE.value: "⚠️ **INCONCLUSIVE**", Status.IMPROVEMENT.value: "🚀 **IMPROVEMENT**",
-        Status.PASS.value: "✅ **PASS**", MEASURED: "📏 **MEASURED** (no baseline to judge against)",
-    }.get(status, f"**{status}**")
+    icon = STATUS_ICONS.get(status, "")
+    label = status.replace("-", " ").upper()
+    return f"{icon} **{label}**{_STATUS_NOTES.get(status, '')}".strip()
 
 
 # ------------------------------------------------------------------------------ recommendations
@@ -242,24 +267,26 @@ def _metadata(test: TestResult, results: SessionResults | None) -> list[str]:
     a = test.analysis
     if a is not None:
         per_arm = " per arm" if test.profile_off is not None else ""
-        rows.append(["Runs", f"{a.runs_measured} measured{per_arm}, {a.warmup} warm-up excluded (run 0 is cold)"])
+        rows.append(["Runs", _runs_text(test, a.runs_measured, per_arm)])
     if results is not None:
         config_file = results.environment.get("config_file") or results.config.get("config_file")
         if config_file:
             rows.append(["Config File", _code(str(config_file))])  # the seed greps for this label
         if results.config:
+            # Options left unset (None) say nothing about this run; listing them only hides the rest.
             rows.append(["Config", "; ".join(f"{_cell(k)}={_cell(v)}" for k, v in results.config.items()
-                                             if k != "config_file")])
+                                             if k != "config_file" and v not in (None, (), []))])
     cmp = test.comparison
     for p in (test.profile_off, test.profile):
         if p is None:
             continue
-        label = p.variant or "runner"
+        label = p.variant or ""
         if cmp is not None:
             label = cmp.off_label if p is test.profile_off else cmp.on_label
         runner_path = p.fingerprint.get("runner_path") or p.fingerprint.get("runner")
         where = f" ({_code(str(runner_path))})" if runner_path and runner_path != p.runner else ""
-        rows.append([f"Runner, {_cell(label)}", f"{_cell(p.runner)} · {_cell(p.build) or 'build unknown'}{where} · "
+        rows.append([f"Runner ({_cell(label)})" if label else "Runner",
+                     f"{_cell(p.runner)} · {_cell(p.build) or 'build unknown'}{where} · "
                                                  f"{p.threads} thread{'s' if p.threads != 1 else ''}"])
     if test.profile is not None:
         rows.append(["Device", _cell(_device_text(test.profile.device, test.profile.fingerprint))])

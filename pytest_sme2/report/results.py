@@ -33,11 +33,23 @@ SCHEMA_VERSION = 1
 KIND = "pytest-sme2-results"
 #: Status of a test that was measured but not judged (no baseline yet, no speedup requirement).
 MEASURED = "measured"
+#: The test wrote (or refreshed) its baseline with ``--sme2-update-baseline``: measured, not judged.
+BASELINE_WRITTEN = "baseline-written"
+#: The test failed before a verdict existed (no baseline, a runner or export error, a bad marker).
+FAILED = "failed"
+#: The test skipped itself (e.g. an SME2 on/off test on a runtime without two runner builds).
+SKIPPED = "skipped"
 #: Report order of statuses: what needs attention first.
 STATUS_ORDER: tuple[str, ...] = (
-    Status.REGRESSION.value, Status.INVALID.value, Status.INCONCLUSIVE.value, Status.IMPROVEMENT.value,
-    Status.PASS.value, MEASURED,
+    Status.REGRESSION.value, FAILED, Status.INVALID.value, Status.INCONCLUSIVE.value, Status.IMPROVEMENT.value,
+    Status.PASS.value, BASELINE_WRITTEN, MEASURED, SKIPPED,
 )
+#: One icon per status, shared by the markdown report, the GitHub step summary and the terminal.
+STATUS_ICONS: Mapping[str, str] = {
+    Status.REGRESSION.value: "❌", FAILED: "💥", Status.INVALID.value: "⛔", Status.INCONCLUSIVE.value: "⚠️",
+    Status.IMPROVEMENT.value: "🚀", Status.PASS.value: "✅", BASELINE_WRITTEN: "📝", MEASURED: "📏",
+    SKIPPED: "⏭️",
+}
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,7 @@ class TestResult:
     model: Mapping[str, Any] = field(default_factory=dict)
     duration_s: float | None = None
     note: str = ""
+    baseline_written: bool = False
 
     @property
     def analysis(self) -> Analysis | None:
@@ -106,9 +119,20 @@ class TestResult:
 
     @property
     def status(self) -> str:
-        """The verdict's status; else an enforced SME2 speedup check's; else invalid or measured."""
+        """What became of the test, from the most to the least specific evidence.
+
+        A skipped test is ``skipped`` and a fresh baseline ``baseline-written`` whatever was measured
+        on the way; then the verdict's status; a test that failed without a verdict is ``failed``;
+        then an enforced SME2 speedup check's status; else invalid or measured.
+        """
+        if self.outcome == SKIPPED:
+            return SKIPPED
+        if self.baseline_written:
+            return BASELINE_WRITTEN
         if self.verdict is not None:
             return self.verdict.status.value
+        if self.outcome == FAILED:
+            return FAILED
         if self.comparison is not None and not self.comparison.speedup_check.advisory:
             return self.comparison.speedup_check.status.value
         if any(p is not None and p.invalid_reason for p in (self.profile, self.profile_off)):
@@ -146,6 +170,7 @@ class TestResult:
             "verdict": self.verdict.to_dict() if self.verdict else None,
             "duration_s": self.duration_s,
             "note": self.note,
+            "baseline_written": self.baseline_written,
         }
 
     @classmethod
@@ -169,6 +194,7 @@ class TestResult:
             model=dict(d.get("model_override", d.get("model") if not (profile or profile_off) else {}) or {}),
             duration_s=None if duration is None else float(duration),
             note=str(d.get("note", "")),
+            baseline_written=bool(d.get("baseline_written", False)),
         )
 
 
@@ -282,10 +308,6 @@ def write_results(path: str | Path, results: SessionResults) -> Path:
 
 # ------------------------------------------------------------------------------ GitHub summary
 
-_ICONS = {
-    Status.REGRESSION.value: "❌", Status.INVALID.value: "⛔", Status.INCONCLUSIVE.value: "⚠️",
-    Status.IMPROVEMENT.value: "🚀", Status.PASS.value: "✅", MEASURED: "📏",
-}
 
 
 def _num(x: float | None, fmt: str = ".3f") -> str:
@@ -325,7 +347,7 @@ def github_step_summary(results: SessionResults) -> str:
         h = t.headline
         status = f"**{h.status}**" if h.status in (Status.REGRESSION.value, Status.INVALID.value) else h.status
         lines.append(
-            f"| {_ICONS.get(h.status, '')} | `{_cell(t.test_id)}` | {_cell(t.label)} | {_num(h.median_ms)} | "
+            f"| {STATUS_ICONS.get(h.status, '')} | `{_cell(t.test_id)}` | {_cell(t.label)} | {_num(h.median_ms)} | "
             f"{_num(h.p90_ms)} | {delta_text(h)} | {speedup_text(h.speedup)} | {status} |"
         )
     return "\n".join(lines) + "\n"

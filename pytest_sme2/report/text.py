@@ -48,6 +48,7 @@ def bottleneck_lines(analysis: Analysis) -> str:
     if not analysis.bottlenecks:
         return "No bottleneck above 5% of E2E."
     return "Bottlenecks (> 5% of E2E):\n" + "\n".join(
-        f"  - [{b.kind}] {b.name}: {b.total_ms:.3f} ms ({b.share * 100:.1f}%) — {b.advice}" for b in sorted(analysis.bottlenecks, key=lambda b: -b.share)
+        f"  - [{b.kind}] {b.name}: {b.total_ms:.3f} ms ({b.share * 100:.1f}%) — {b.advice}"
+        for b in sorted(analysis.bottlenecks, key=lambda b: -b.share)
     )
 
