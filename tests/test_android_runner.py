@@ -503,6 +503,10 @@ def test_fixed_performance_mode_is_always_restored(make_emulated_phone: MakePhon
     assert phone.history.fixed_performance_mode == [True, False, True, False]
     runner = _runner(phone, tmp_path / "fp", fixed_performance=True)
     assert runner.fingerprint()["fixed_performance"] is True
+    phone.override("set-fixed-performance-mode-enabled true", returncode=255, stderr="Unknown command\n", times=1)
+    with pytest.raises(DeviceError, match="refused to turn on fixed performance mode"):
+        runner.run(_request(tmp_path))
+    assert phone.history.fixed_performance_mode == [True, False, True, False]  # the refused call was canned
 
 
 def test_cooldown_between_runs(make_emulated_phone: MakePhone, tmp_path: Path) -> None:

@@ -534,7 +534,7 @@ class AndroidRunner:
             output = result.stderr or result.stdout
             hint = _storage_hint(output, self.serial)
             raise RunnerError(
-                f"a device command failed while {what} on Android device {self.serial}{hint}",
+                f"a device command failed while {what} on Android device {self.serial}" + (f". {hint}" if hint else ""),
                 command=command, returncode=result.returncode, stderr_tail=tail(output),
             )
         return result
@@ -674,14 +674,17 @@ class AndroidRunner:
         value = "true" if enabled else "false"
         try:
             self._shell(_join(["cmd", "power", "set-fixed-performance-mode-enabled", value]),
-                        what=f"setting fixed performance mode {value}")
+                        what=f"turning fixed performance mode {'on' if enabled else 'off'}")
         except RunnerError as exc:
             info = self._info
             version = f" (Android {info.os_version}, SDK {info.sdk})" if info else ""
             if enabled:
+                sdk = _int_or_none(info.sdk) if info else None
+                why = ("it needs Android 11 (SDK 30) or later" if sdk is not None and sdk < 30
+                       else "this build does not offer it (some vendors remove it)")
                 raise DeviceError(
-                    f"Android device {self.serial}{version} refused to enable fixed performance mode; it needs "
-                    f"Android 11 or later. Drop --sme2-fixed-performance.\n{exc}"
+                    f"Android device {self.serial}{version} refused to turn on fixed performance mode: {why}. "
+                    f"Drop --sme2-fixed-performance.\n{exc}"
                 ) from None
             raise DeviceError(
                 f"could not turn fixed performance mode off again on Android device {self.serial}; do it by hand: "
@@ -760,7 +763,7 @@ class AndroidRunner:
             metadata["thermal_note"] = ("the thermal status could not be read (no 'Thermal Status' from dumpsys "
                                         "thermalservice): thermal validity is unchecked for this run")
         return result_from_trace(
-            runner_name=self.name, runner_text=f"executor_runner {runner.name} on Android device {self.serial}",
+            runner_name=self.name, runner_text=f"executor_runner {runner} on Android device {self.serial}",
             request=request, build=self.build_of(request.variant), cmd=command, run_dir=local_dir,
             trace_path=trace_path, log_path=log_path, wall_s=wall_s, metadata=metadata,
         )
@@ -775,7 +778,7 @@ class AndroidRunner:
                                                    encoding=None), timeout_ok=True)
         except adbutils.AdbTimeout:
             raise RunnerError(
-                f"executor_runner {runner.name} on Android device {self.serial} did not finish within {timeout:g} s "
+                f"executor_runner {runner} on Android device {self.serial} did not finish within {timeout:g} s "
                 f"(+{self.timeout_grace_s:g} s for adb) while running {request.pte.name}, and the device stopped "
                 "answering; the command was abandoned (closing its adb stream kills it). Raise --sme2-timeout if "
                 "the model is just slow, and check the phone is responsive.",
@@ -784,7 +787,7 @@ class AndroidRunner:
 
     def _exit_error(self, returncode: int, runner: Path, request: RunRequest, *, command: str, output: str,
                     log_path: Path, timeout: float) -> RunnerError:
-        where = f"executor_runner {runner.name} on Android device {self.serial}"
+        where = f"executor_runner {runner} on Android device {self.serial}"
         if returncode == TIMEOUT_EXIT:
             message = (f"{where} timed out after {timeout:g} s running {request.pte.name} and was killed. Raise "
                        f"--sme2-timeout if the model is just slow; the log is {log_path}")
@@ -799,9 +802,9 @@ class AndroidRunner:
         if st.mode == 0 or st.size == 0:
             # Checked before pulling: adbutils' pull of a missing file "succeeds" with an empty directory.
             raise RunnerError(
-                f"executor_runner {runner.name} on Android device {self.serial} exited 0 but wrote "
+                f"executor_runner {runner} on Android device {self.serial} exited 0 but wrote "
                 f"{'no' if st.mode == 0 else 'an empty'} trace at {remote_trace}. A runner built without the "
-                f"event tracer writes none; {BUILD_HINT}.{_storage_hint(output, self.serial)}",
+                f"event tracer writes none; {BUILD_HINT}. {_storage_hint(output, self.serial)}".rstrip(),
                 command=command, returncode=0, stderr_tail=tail(output),
             )
         try:
@@ -819,9 +822,10 @@ class AndroidRunner:
 
 
 def _storage_hint(output: str, serial: str) -> str:
+    """A sentence about full storage when the output says so, else ""."""
     if "No space left on device" in output:
-        return (f". The device's storage is full: free space on {serial} (`adb -s {serial} shell df -h /data`) "
-                "and rerun")
+        return (f"The device's storage is full: free space on {serial} (`adb -s {serial} shell df -h /data`) "
+                "and rerun.")
     return ""
 
 
@@ -840,4 +844,4 @@ def _exit_hint(returncode: int, output: str, serial: str) -> str:
     if returncode > 128:
         return f" (killed by signal {returncode - 128}: the runner crashed)"
     hint = _storage_hint(output, serial)
-    return f" ({hint[2:]})" if hint else ""
+    return f" ({hint[0].lower()}{hint[1:-1]})" if hint else ""
