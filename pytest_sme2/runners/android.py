@@ -440,6 +440,15 @@ class AndroidRunner:
     def device_info(self) -> DeviceInfo:
         """The selected device's facts (read once; thermal status as of that first read)."""
         if self._info is None:
+            device = self._connect()
+            features = self._adb("reading adb features", device.get_features)
+            if "shell_v2" not in features.split(","):
+                # Without it adbutils silently falls back to a shell that cannot report exit codes.
+                raise DeviceError(
+                    f"Android device {self.serial} does not offer adb's shell protocol v2 (features: "
+                    f"{features or 'none'}), so runner exit codes cannot be read: it needs Android 7 or later "
+                    "and an up-to-date adb (`adb version`)"
+                )
             facts = self._shell(FACTS_SCRIPT, what="reading device facts")
             info = device_info_from_facts(self.serial, facts.stdout)
             self._info = info
