@@ -311,7 +311,7 @@ def thermal_invalid_reason(serial: str, before: int | None, after: int | None, h
 
 
 def parse_mask(text: str) -> str | None:
-    """``--sme2-big-cores`` value -> hex mask without ``0x`` (None = unpinned, "" = automatic)."""
+    """``--sme2-big-cores`` value -> hex mask without ``0x``, or None for ``none`` (run unpinned)."""
     value = text.strip()
     if value.lower() == "none":
         return None
