@@ -12,6 +12,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ def write_atomic(path: str | Path, data: str | bytes, *, what: str = "file") -> 
     """Write ``data`` to ``path`` atomically (temp file + fsync + rename); create parent dirs."""
     p = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    _refuse_special(p, what)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=p.suffix, dir=p.parent)
@@ -42,6 +44,27 @@ def write_atomic(path: str | Path, data: str | bytes, *, what: str = "file") -> 
             os.unlink(tmp)
         raise _write_error(p, what, exc) from None
     return p
+
+
+def _refuse_special(path: Path, what: str) -> None:
+    """Refuse a target that exists and is not a regular file (or a link to one).
+
+    The rename would replace it: ``--json /dev/full`` run as root swapped the device node for a
+    JSON file, and the write "succeeded" without ever reaching the disk-full device.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # absent (or unreachable: the write below reports that)
+    if stat.S_ISREG(mode):
+        return
+    from .errors import BaselineError
+
+    kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a device, pipe or socket)"
+    raise BaselineError(
+        f"cannot write {what} {path}: it is {kind}, which an atomic write would replace; "
+        "pass the path of a regular file. Nothing was changed."
+    )
 
 
 def _write_error(path: Path, what: str, exc: OSError) -> Sme2Error:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -86,14 +87,19 @@ class Baseline:
             raise BaselineError(f"baseline {source} is not a JSON object; delete it and re-create it "
                                 "with --sme2-update-baseline")
         version = data.get("schema_version")
-        if not isinstance(version, int):
+        if not isinstance(version, int) or isinstance(version, bool):
             raise BaselineError(f"baseline {source} has no integer schema_version: it is not a pytest-sme2 "
                                 "baseline. Delete it and re-create it with --sme2-update-baseline")
+        if version < 1:
+            raise BaselineError(f"baseline {source} has schema_version {version}; versions start at 1, so it "
+                                "is not a pytest-sme2 baseline. Delete it and re-create it with "
+                                "--sme2-update-baseline")
         if version > SCHEMA_VERSION:
             raise BaselineError(
                 f"baseline {source} has schema_version {version}, newer than this pytest-sme2 reads "
                 f"({SCHEMA_VERSION}); upgrade pytest-sme2 (pip install -U pytest-sme2) — the file was left untouched"
             )
+        _check_shape(data, source)
         try:
             return cls(
                 test_id=str(data["test_id"]),
@@ -114,6 +120,40 @@ class Baseline:
                 f"baseline {source} does not match the pytest-sme2 baseline schema ({type(exc).__name__}: {exc}); "
                 "delete it and re-create it with --sme2-update-baseline"
             ) from None
+
+
+def _check_shape(data: Mapping[str, Any], source: str) -> None:
+    """The fields the gate computes with: present, of the right kind, and finite non-negative times.
+
+    Without this an empty, NaN or negative ``samples_ms`` parsed fine and the gate reported
+    "invalid", "inconclusive (+nan%)" or even "pass" against a meaningless baseline.
+    """
+    fix = "delete it and re-create it with --sme2-update-baseline"
+    for key in ("test_id", "fingerprint", "samples_ms"):
+        if key not in data:
+            raise BaselineError(f"baseline {source} has no {key!r} field, so it does not match the pytest-sme2 "
+                                f"baseline schema; {fix}")
+    if not isinstance(data["fingerprint"], Mapping):
+        raise BaselineError(f"baseline {source}: 'fingerprint' must be an object, found "
+                            f"{type(data['fingerprint']).__name__}; {fix}")
+    checks = [("samples_ms", data["samples_ms"])]
+    per_run = data.get("category_per_run_ms", {})
+    if isinstance(per_run, Mapping):
+        checks += [(f"category_per_run_ms[{k!r}]", v) for k, v in per_run.items()]
+    for name, values in checks:
+        if not isinstance(values, list) or not values:
+            raise BaselineError(f"baseline {source}: {name!r} must be a non-empty list of times in ms, found "
+                                f"{_shown(values)}; {fix}")
+        bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float))
+               or not math.isfinite(v) or v < 0]
+        if bad:
+            raise BaselineError(f"baseline {source}: {name!r} holds {_shown(bad[0])}, not a finite time >= 0 ms; "
+                                f"{fix}")
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, float) or math.isfinite(value) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def now_iso() -> str:
@@ -143,6 +183,11 @@ class BaselineStore:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise BaselineError(f"cannot read baseline {path}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise BaselineError(
+                f"baseline {path} is not UTF-8 text (byte {exc.start}): it is not a pytest-sme2 baseline. Restore "
+                "it from version control or delete it and re-create it with --sme2-update-baseline"
+            ) from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

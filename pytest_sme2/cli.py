@@ -183,19 +183,30 @@ def _samples_by_test(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start}), so not a pytest-sme2 JSON file; pass an "
+                          "analysis summary, a baseline or a --sme2-json results file") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not isinstance(data, Mapping):
         raise ConfigError(f"{path} is not a pytest-sme2 JSON file (expected an object)")
     if "samples_ms" in data:
         b = Baseline.from_dict(data, source=str(path))
         return {b.test_id: b.samples()}
     if "e2e_ms" in data and "runs" in data:
-        a = Analysis.from_dict(data)
+        try:
+            a = Analysis.from_dict(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(
+                f"{path} looks like an analysis summary but does not match its schema ({type(exc).__name__}: "
+                f"{exc}); re-create it with pytest-sme2 analyze or profile"
+            ) from None
         cats = a.category_per_run_ms if a.per_operator else {}
         return {"": Samples(a.measured_ms, cats)}
     if "tests" in data:
         from .report.results import SessionResults
 
-        results = SessionResults.from_dict(data)
+        results = SessionResults.from_dict(data, source=str(path))
         out = {}
         for t in results.tests:
             if t.profile is not None:

@@ -65,9 +65,18 @@ class RunnerError(Sme2Error):
         if returncode is not None:
             parts.append(f"  exit code: {returncode}")
         if stderr_tail.strip():
-            tail = "\n".join("    " + line for line in stderr_tail.strip().splitlines()[-12:])
+            tail = "\n".join("    " + _printable(line) for line in stderr_tail.strip().splitlines()[-12:])
             parts.append(f"  last lines of output:\n{tail}")
         super().__init__("\n".join(parts))
+
+
+def _printable(line: str) -> str:
+    """One output line fit for a terminal: control characters (escape sequences!) become U+FFFD,
+    and a line that is mostly binary is summarized instead of shown."""
+    clean = "".join(c if c.isprintable() or c == "\t" else "\ufffd" for c in line)
+    if clean and clean.count("\ufffd") > len(clean) // 5:
+        return f"({len(line)} characters of binary output, not shown)"
+    return clean
 
 
 def _quote(arg: str) -> str:

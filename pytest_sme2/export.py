@@ -273,6 +273,9 @@ def _first_line(exc: BaseException) -> str:
     """``Type: first non-empty line`` of an exception: what to show instead of a traceback."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = lines[0] if lines else "(no message)"
+    if text.endswith(":") and len(lines) > 1:
+        # "...mismatched dtypes:" alone names no operator; the culprit is on the next line.
+        text = f"{text} {lines[1]}"
     if len(text) > 300:
         text = text[:297] + "..."
     return f"{type(exc).__name__}: {text}"

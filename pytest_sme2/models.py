@@ -54,6 +54,11 @@ class ModelSpec:
                 "it must return (module, example_inputs) with example_inputs a tuple of tensors"
             )
         module, inputs = result
+        if not callable(getattr(module, "eval", None)):
+            raise ModelError(
+                f"model factory {self.name!r} (from {self.origin}) returned a {type(module).__name__} as its "
+                "module; it must return a torch.nn.Module (with its example inputs)"
+            )
         return module.eval(), inputs
 
 

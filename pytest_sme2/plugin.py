@@ -211,8 +211,9 @@ def parse_model_marker(item: pytest.Item) -> ModelRequest:
 def _number(item: pytest.Item, key: str, value: Any, *, upper: float | None = None) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        _marker_error(item, f"sme2_threshold {key}={value!r} must be a positive number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+        # "not value > 0" also catches NaN, which compares false with everything and would disable the check.
+        _marker_error(item, f"sme2_threshold {key}={value!r} must be a positive number (finite: not nan or inf)")
     if upper is not None and value >= upper:
         _marker_error(item, f"sme2_threshold {key}={value!r} must be below {upper}")
     return float(value)
@@ -449,6 +450,10 @@ class Sme2Runner:
         from .profile import profile_exported
 
         o = self._session.options
+        _check_exported(exported, "profile")
+        if variant not in _VARIANTS:
+            pytest.fail(f"sme2_runner.profile(variant={variant!r}): unknown variant; allowed: None (the default "
+                        f"build), {', '.join(repr(v) for v in _VARIANTS if v)}", pytrace=False)
         target = exported
         run_variant = variant
         if variant in _LOCAL_VARIANTS:
@@ -465,7 +470,7 @@ class Sme2Runner:
 
         def measure() -> Any:
             return _call(lambda: profile_exported(
-                target, self.runner, runs=runs or o.runs, warmup=o.warmup, threads=o.threads,
+                target, self.runner, runs=o.runs if runs is None else runs, warmup=o.warmup, threads=o.threads,
                 out_dir=self._session.out_dir / _safe(self._item.nodeid), variant=run_variant,
                 blocks=o.blocks, timeout_s=o.timeout, progress=None))
 
@@ -479,13 +484,14 @@ class Sme2Runner:
         from .profile import profile_on_off
 
         o = self._session.options
+        _check_exported(exported, "profile_on_off")
         self._skip_without_sme2_builds("sme2_on")
         self._skip_without_sme2_builds("sme2_off")
 
         def measure() -> OnOff:
             off, on = _call(lambda: profile_on_off(
-                exported, self.runner, runs=runs or o.runs, warmup=o.warmup, threads=o.threads,
-                out_dir=self._session.out_dir / _safe(self._item.nodeid), blocks=blocks or o.blocks,
+                exported, self.runner, runs=o.runs if runs is None else runs, warmup=o.warmup, threads=o.threads,
+                out_dir=self._session.out_dir / _safe(self._item.nodeid), blocks=o.blocks if blocks is None else blocks,
                 timeout_s=o.timeout, progress=self._session.progress))
             return OnOff(off, on)
 
@@ -494,6 +500,15 @@ class Sme2Runner:
         rec = _record(self._item)
         rec.profile, rec.profile_off = pair.on.to_dict(), pair.off.to_dict()
         return pair
+
+
+_VARIANTS = (None, *_LOCAL_VARIANTS, "sme2_on", "sme2_off")
+
+
+def _check_exported(exported: Any, method: str) -> None:
+    if not hasattr(exported, "pte_path"):
+        pytest.fail(f"sme2_runner.{method}() takes the exported_model fixture (an ExportedModel); got "
+                    f"{type(exported).__name__} {exported!r:.60}", pytrace=False)
 
 
 def _safe(nodeid: str) -> str:
@@ -533,6 +548,9 @@ class Sme2Baseline:
         from .baseline import Baseline, BaselineStore, fingerprint_diff, now_iso
         from .gate import Check, Status, Verdict, gate_confirmed, speedup_check
 
+        if not (isinstance(result, OnOff) or hasattr(result, "fingerprint")):
+            pytest.fail(f"sme2_baseline.check() takes what sme2_runner.profile() or profile_on_off() returned; got "
+                        f"{type(result).__name__} {result!r:.60}", pytrace=False)
         config = self.gate_config()
         o = self._session.options
         rec = _record(self._item)
