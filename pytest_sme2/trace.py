@@ -97,6 +97,8 @@ class _Reader:
         self.data = data
         self.buf = np.frombuffer(data, dtype=_U8)
         self.source = source
+        #: whole-buffer views per dtype, for reads whose positions are all aligned to the dtype
+        self._views: dict[np.dtype, np.ndarray] = {}
 
     def _check(self, pos: np.ndarray, size: int) -> None:
         if pos.size and (int(pos.min()) < 0 or int(pos.max()) + size > self.buf.size):
@@ -112,6 +114,13 @@ class _Reader:
         self._check(pos, size)
         if size == 1:
             return self.buf[pos]
+        # Flatbuffers align scalars to their size, so reads are nearly always aligned: then one
+        # gather from a typed view of the whole buffer does it, without a byte-index matrix.
+        if not (pos & (size - 1)).any():
+            view = self._views.get(dtype)
+            if view is None:
+                view = self._views[dtype] = np.frombuffer(self.data, dtype=dtype, count=len(self.data) // size)
+            return view[pos // size]
         idx = pos[:, None] + np.arange(size, dtype=np.int64)
         return np.ascontiguousarray(self.buf[idx]).view(dtype).reshape(-1)
 
@@ -264,12 +273,29 @@ def _build_timeline(
     delegate_backend: str | None,
 ) -> Timeline:
     n = len(names)
-    delegated = (dbg_int != -1) | np.array([bool(s) for s in dbg_str], dtype=bool)
+    name_arr = np.asarray(names, dtype=object).reshape(n)
+    dbg_arr = np.asarray(dbg_str, dtype=object).reshape(n)
+    has_dbg_str = dbg_arr != ""
+    delegated = (dbg_int != -1) | has_dbg_str
     # A delegated event's label lives in delegate_debug_id_str (XNNPACK) or, failing that, its int id.
-    labels = [
-        (nm or ds or (f"delegate_op_{di}" if di != -1 else "<unnamed>"))
-        for nm, ds, di in zip(names, dbg_str, dbg_int.tolist(), strict=True)
-    ]
+    labels = np.where(name_arr != "", name_arr, dbg_arr)
+    unnamed = np.flatnonzero(labels == "")
+    for i in unnamed.tolist():
+        di = int(dbg_int[i])
+        labels[i] = f"delegate_op_{di}" if di != -1 else "<unnamed>"
+
+    # A trace repeats a few hundred distinct labels over every run: everything derived from the
+    # label (kind, op type, category, XNNPACK-ness) is computed once per distinct label, then
+    # spread to the events through the factorized codes.
+    codes, uniq = pd.factorize(labels)
+    uniq_list = [str(u) for u in uniq]
+    kind_of = np.array([_kind_of_label(u) for u in uniq_list], dtype=object)
+    op_type_of_u = np.array([op_type_of(u) for u in uniq_list], dtype=object)
+    category_of = np.array([rules.categorize(t) for t in op_type_of_u.tolist()], dtype=object)
+    xnn_of = np.array([bool(_XNNPACK_LABEL.search(u)) for u in uniq_list], dtype=bool)
+
+    kind = kind_of[codes] if n else np.array([], dtype=object)
+    leaf = kind == KIND_LEAF
     table = pd.DataFrame(
         {
             "block_index": block_of_event,
@@ -283,13 +309,6 @@ def _build_timeline(
     )
     table["block_name"] = pd.Series(block_names, dtype=object).to_numpy()[block_of_event] if n else []
     table["duration_ms"] = (end.astype(np.float64) - start.astype(np.float64)) / 1e6
-
-    name_series = table["event_name"]
-    kind = np.full(n, KIND_LEAF, dtype=object)
-    kind[(name_series == E2E_EVENT).to_numpy()] = KIND_E2E
-    kind[(name_series == DELEGATE_CALL).to_numpy()] = KIND_DELEGATE_CALL
-    kind[(name_series == OPERATOR_CALL).to_numpy()] = KIND_OPERATOR_CALL
-    kind[name_series.isin(LOAD_EVENTS).to_numpy()] = KIND_LOAD
     table["kind"] = kind
 
     # Runs are the blocks that hold a Method::execute, numbered in file order.
@@ -298,25 +317,32 @@ def _build_timeline(
     run_of_block[exec_blocks] = np.arange(exec_blocks.size)
     table["run_index"] = run_of_block[block_of_event] if n else np.array([], dtype=np.int64)
 
-    # Categories and op types are computed once per distinct label, not per event.
-    uniq = pd.unique(name_series)
-    op_types = {u: op_type_of(u) for u in uniq}
-    cats = {u: rules.categorize(op_types[u]) for u in uniq}
-    leaf = kind == KIND_LEAF
-    table["op_type"] = name_series.map(op_types)
-    table["category"] = np.where(leaf, name_series.map(cats).to_numpy(dtype=object), "")
+    table["op_type"] = op_type_of_u[codes] if n else np.array([], dtype=object)
+    table["category"] = np.where(leaf, category_of[codes], "") if n else np.array([], dtype=object)
 
     backend = np.full(n, "", dtype=object)
     backend[leaf & ~delegated] = "portable"
     if delegate_backend:
         backend[leaf & delegated] = delegate_backend
     else:
-        xnn = name_series.str.contains(_XNNPACK_LABEL).to_numpy(dtype=bool)
+        xnn = xnn_of[codes] if n else np.zeros(0, dtype=bool)
         backend[leaf & delegated & xnn] = "XNNPACK"
         backend[leaf & delegated & ~xnn] = "delegate"
     table["backend"] = backend
     table = table.loc[:, list(TIMELINE_COLUMNS)]
     return Timeline(source=source, table=table, etdump_version=version)
+
+
+def _kind_of_label(label: str) -> str:
+    if label == E2E_EVENT:
+        return KIND_E2E
+    if label == DELEGATE_CALL:
+        return KIND_DELEGATE_CALL
+    if label == OPERATOR_CALL:
+        return KIND_OPERATOR_CALL
+    if label in LOAD_EVENTS:
+        return KIND_LOAD
+    return KIND_LEAF
 
 
 def read_etdump(
