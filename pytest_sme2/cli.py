@@ -51,6 +51,15 @@ def _add_profile(sub: Any) -> None:
     p.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1)")
     p.add_argument("--runner", type=executable_file,
                    help="a tracer-enabled executor_runner; without it the local Python runtime measures E2E only")
+    p.add_argument("--device", choices=("local", "host", "android"),
+                   help="where to run (default: host with --runner, else local); android pushes --runner to a "
+                   "phone over adb (see docs/android.md)")
+    p.add_argument("--serial", help="android: adb serial (default $ANDROID_SERIAL, else the only device)")
+    p.add_argument("--libcxx", type=existing_file, help="android: libc++_shared.so to push beside the runner")
+    p.add_argument("--big-cores", help="android: taskset hex mask, or 'none' (default: the fastest cluster)")
+    p.add_argument("--cooldown", type=float, default=0.0, help="android: seconds to wait between blocks (default 0)")
+    p.add_argument("--fixed-performance", action="store_true",
+                   help="android: fixed performance mode while measuring (Android 11+)")
     p.add_argument("--timeout", type=positive_int, default=600, help="seconds per runner process (default 600)")
     p.add_argument("--models-from", action="append", default=[], dest="model_sources",
                    help="module name or .py file that registers models (repeatable)")
@@ -143,7 +152,15 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from .runners import make_runner
 
     load_model_sources(args.model_sources)
-    runner = make_runner("host" if args.runner else "local", runner_path=args.runner, timeout_s=args.timeout)
+    device = args.device or ("host" if args.runner else "local")
+    android: dict[str, Any] = {}
+    if device == "android":
+        android = {"libcxx": args.libcxx, "big_cores": args.big_cores, "cooldown_s": args.cooldown,
+                   "fixed_performance": args.fixed_performance}
+    elif args.serial or args.libcxx or args.big_cores or args.fixed_performance or args.cooldown:
+        raise ConfigError("--serial, --libcxx, --big-cores, --cooldown and --fixed-performance apply to "
+                          f"--device android only (device is {device!r})")
+    runner = make_runner(device, runner_path=args.runner, serial=args.serial, timeout_s=args.timeout, **android)
     for name in args.models:
         spec = get_model(name)
         exported = export_model(spec, dtype=args.dtype, backend=args.backend, cache_dir=args.cache_dir,
@@ -155,7 +172,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
             blocks=args.blocks, timeout_s=args.timeout, label=label, progress=stderr_progress,
         )
         analysis = profile.analysis
-        print(f"== {label} on {runner.name} ({profile.build}), {args.threads} thread(s)")
+        where = f"{runner.name} {profile.device.get('serial', '')}".rstrip()
+        print(f"== {label} on {where} ({profile.build}), {args.threads} thread(s)")
+        if profile.invalid_reason:
+            print(f"INVALID: {profile.invalid_reason}")
         if profile.note:
             print(f"note: {profile.note}")
         print(latency_line(analysis))

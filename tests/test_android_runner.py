@@ -575,3 +575,23 @@ def test_xdist_workers_take_one_phone_each(
     serials = sorted(t["profile"]["device"]["serial"] for t in json.loads(results.read_text())["tests"])
     assert serials == sorted(p.serial for p in phones)  # each worker measured on its own phone
     assert all(p.history.taskset_masks == ["80"] for p in phones)
+
+
+def test_cli_profile_on_the_phone(make_emulated_phone: MakePhone, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_sme2.cli import main
+
+    phone = make_emulated_phone()
+    on = make_standin(tmp_path / "on", trace=TOY_TRACE)
+    code = main(["profile", "--model", "toy_cnn", "--device", "android", "--runner", str(on), "--serial",
+                 phone.serial, "--blocks", "1", "--cache-dir", str(REPO / ".sme2_cache"), "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"== toy_cnn_fp32_xnnpack on android {phone.serial}" in out
+    summary = json.loads((tmp_path / "toy_cnn_fp32_xnnpack" / "analysis_summary.json").read_text())
+    assert summary["e2e_ms"]["per_run"] == pytest.approx(_e2e(TOY_TRACE))
+    # Statistics leave out the CLI's default single warm-up run.
+    assert summary["e2e_ms"]["median"] == pytest.approx(statistics.median(_e2e(TOY_TRACE)[1:]))
+    assert summary["profile"]["device"]["serial"] == phone.serial
+    assert main(["profile", "--model", "toy_cnn", "--serial", phone.serial]) == 2  # android-only option
+    assert "apply to --device android only" in capsys.readouterr().err
