@@ -34,9 +34,8 @@ import numpy as np
 
 #: Variants: name -> input (height, width). Costs scale with the input area; the true ratio is measured.
 VARIANTS = {"base": (32, 32), "slow5": (32, 34), "slow10": (32, 36)}
-#: Executions per measured block: enough for every design below.
+#: Executions per measured block: enough for every design judged (warm-up + runs <= 60).
 EXECUTIONS = 60
-MAX_BLOCKS = 7
 
 
 @dataclass(frozen=True)
@@ -230,6 +229,10 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         "confirm_rate": sum(o.attempts > 1 for o in outcomes) / n if n else math.nan,
         "median_half_width": float(np.median([o.half_width for o in outcomes])) if n else math.nan,
         "median_ratio": float(np.median([o.ratio for o in outcomes])) if n else math.nan,
+        # How far the point estimate really wanders between repetitions (half the central 95 % range):
+        # compare with median_half_width, the precision the bootstrap interval claims.
+        "ratio_spread": float(np.subtract(*np.percentile([o.ratio for o in outcomes], [97.5, 2.5])) / 2)
+        if n else math.nan,
         "mean_wall_s": float(np.mean([o.wall_s for o in outcomes])) if n else math.nan,
     }
 
