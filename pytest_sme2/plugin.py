@@ -250,6 +250,24 @@ def parse_threshold_marker(item: pytest.Item) -> Threshold:
     )
 
 
+_MARKER_FIXTURES = {"sme2_model": "exported_model", "sme2_threshold": "sme2_baseline"}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A marker written on a test that does not use the fixture reading it would do nothing: say so.
+
+    Only the test's own markers (decorator or ``pytest.param(marks=...)``) are checked; a module- or
+    class-wide ``pytestmark`` may cover helper tests that do not measure anything.
+    """
+    names = getattr(item, "fixturenames", ())
+    for marker in getattr(item, "own_markers", ()):
+        fixture = _MARKER_FIXTURES.get(marker.name)
+        if fixture is not None and fixture not in names:
+            _marker_error(item, f"has @pytest.mark.{marker.name} but does not use the {fixture} fixture, which "
+                          f"is what reads it, so the marker would do nothing; add {fixture} to the test's "
+                          "arguments or remove the marker")
+
+
 # ------------------------------------------------------------------------------------------ session
 
 

@@ -460,6 +460,11 @@ WRONG_USES = {
     "test_profile_of_a_path": ("sme2_runner.profile() takes the exported_model fixture (an ExportedModel); got str",
                                "failed"),
     "test_zero_runs": ("runs must be at least 1 (got 0)", "failed"),
+    "test_model_marker_without_its_fixture": ("has @pytest.mark.sme2_model but does not use the exported_model "
+                                              "fixture, which is what reads it, so the marker would do nothing",
+                                              "error"),
+    "test_threshold_without_its_fixture": ("has @pytest.mark.sme2_threshold but does not use the sme2_baseline "
+                                           "fixture", "error"),
     "test_check_of_none": ("sme2_baseline.check() takes what sme2_runner.profile() or profile_on_off() returned; "
                            "got NoneType", "failed"),
 }
@@ -497,6 +502,12 @@ WRONG_USE_TESTS = """
     def test_zero_runs(sme2_runner): sme2_runner.profile(MODEL, runs=0)
 
     def test_check_of_none(sme2_baseline): sme2_baseline.check(None)
+
+    @pytest.mark.sme2_model("toy_cnn")
+    def test_model_marker_without_its_fixture(sme2_runner): pass
+
+    @pytest.mark.sme2_threshold(latency_pct=5)
+    def test_threshold_without_its_fixture(): pass
 """
 
 
