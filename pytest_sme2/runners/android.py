@@ -683,7 +683,7 @@ class AndroidRunner:
         value = "true" if enabled else "false"
         try:
             self._shell(_join(["cmd", "power", "set-fixed-performance-mode-enabled", value]),
-                        what=f"turning fixed performance mode {'on' if enabled else 'off'}")
+                        what=f"setting fixed performance mode to {value}")
         except RunnerError as exc:
             info = self._info
             version = f" (Android {info.os_version}, SDK {info.sdk})" if info else ""
