@@ -571,6 +571,26 @@ def test_host_runner_commands_are_argument_lists_safe_from_shell_metacharacters(
     assert not [p for p in tmp_path.rglob("PWNED*") if p.name.startswith("PWNED")]
 
 
+@pytest.mark.parametrize(("content", "expected"), [
+    (b"", "is not an ExecuTorch program: expected an identifier like 'ET12' at bytes 4-8, found b'' (0 bytes)"),
+    (TOY_TRACE.read_bytes(), "It is an ETDump trace, not a program."),
+    (TOY_PTE.read_bytes()[:20000], f"is truncated: its header declares {TOY_PTE.stat().st_size} bytes but the file "
+                                   "has 20000"),
+], ids=["empty", "trace", "cut"])
+def test_host_runner_checks_the_pte_before_starting_the_runner(content: bytes, expected: str, tmp_path: Path) -> None:
+    from pytest_sme2.errors import ExportError
+
+    pte = tmp_path / "model.pte"
+    pte.write_bytes(content)
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))  # replay would not notice the bad file
+    request = RunRequest(pte=pte, runs=29, out_dir=tmp_path / "out", inputs=(TOY_INPUT,))
+    with pytest.raises(ExportError) as info:
+        runner.run(request)
+    assert str(info.value).startswith(f"{pte} ") and expected in str(info.value)
+    assert info.value.exit_code == 2
+    assert not (tmp_path / "out").exists(), "nothing ran"
+
+
 LINEAR_MODELS = """
 import torch
 from pytest_sme2.models import register_model

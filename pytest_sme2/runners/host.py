@@ -30,6 +30,7 @@ from typing import Any
 
 from ..device import host_device
 from ..errors import ConfigError, RunnerError, TraceError, tail
+from ..export import load_pte_check
 from ..trace import ETDUMP_IDENTIFIER, read_etdump
 from .base import RunRequest, RunResult
 
@@ -183,6 +184,7 @@ class HostRunner:
     def run(self, request: RunRequest) -> RunResult:
         """Run ``request`` in a new run directory; see :meth:`run_in`."""
         self._check_executable(self.runner_for(request.variant))
+        load_pte_check(request.pte)  # a foreign or cut .pte: say so, instead of the runner's load error
         return self.run_in(request, self.new_run_dir(request))
 
     def run_in(self, request: RunRequest, run_dir: Path) -> RunResult:
@@ -193,6 +195,7 @@ class HostRunner:
         """
         runner = self.runner_for(request.variant)
         self._check_executable(runner)
+        load_pte_check(request.pte)
         run_dir.mkdir(parents=True, exist_ok=True)
         trace_path = run_dir / f"{request.stem}.etdump"
         log_path = run_dir / f"{request.stem}.log"
