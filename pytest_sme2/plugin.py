@@ -582,9 +582,9 @@ class Sme2Baseline:
 
             rec.comparison = compare_on_off(result.off.analysis, result.on.analysis).to_dict()
         store = BaselineStore(o.baseline_dir)
-        lookup = _call(lambda: store.lookup(self._item.nodeid, profile.fingerprint))
-        rec.baseline_path = str(lookup.path)
+        rec.baseline_path = str(store.path_for(self._item.nodeid, profile.fingerprint))
         if o.update_baseline:
+            # The old file is not read: a corrupt one must not stop the update that replaces it.
             stats = profile.analysis.e2e.to_dict()
             baseline = Baseline(
                 test_id=self._item.nodeid, fingerprint=profile.fingerprint, samples_ms=profile.samples_ms,
@@ -602,6 +602,7 @@ class Sme2Baseline:
             rec.verdict = verdict.to_dict()
             self._fail_if(verdict)
             return verdict
+        lookup = _call(lambda: store.lookup(self._item.nodeid, profile.fingerprint))
         if lookup.baseline is None:
             lines = [f"no baseline for {self._item.nodeid} on this device/runner (fingerprint "
                      f"{lookup.path.stem.rsplit('@', 1)[-1]}): expected {lookup.path}"]

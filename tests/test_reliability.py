@@ -757,6 +757,19 @@ def test_xdist_n4_update_baseline_writes_every_baseline_and_reports_once(pyteste
     assert baseline_writers <= {"gw0", "gw1", "gw2", "gw3"} and len(baseline_writers) > 1
 
 
+def test_update_baseline_replaces_a_corrupt_baseline(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """The corrupt-baseline message says to re-create it with --sme2-update-baseline: that must work (fix)."""
+    _, args = _replay_project(pytester, tmp_path, 2)
+    pytester.runpytest_subprocess(*args, timeout=300).assert_outcomes(passed=2)
+    store = BaselineStore(pytester.path / ".sme2_baselines")
+    broken = sorted(store.root.iterdir())[0]
+    broken.write_text('{"schema_version": 1, "samples_ms": [1.0,')
+    result = pytester.runpytest_subprocess(*args, timeout=300)
+    result.assert_outcomes(passed=2)
+    assert f"baseline written: {broken}" in result.stdout.str()
+    assert store.read(broken).samples_ms == _samples_of_trace(TOY_TRACE)
+
+
 def test_sigkill_of_a_real_update_baseline_run_keeps_every_baseline_whole(pytester: pytest.Pytester,
                                                                          tmp_path: Path) -> None:
     """Baselines from one recording, then an update from another, SIGKILLed mid-run: old or new, never half."""
