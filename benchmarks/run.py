@@ -308,6 +308,9 @@ def _summary_table(s: dict[str, Any]) -> str:
         value = s.get(key)
         lines.append(f"{label:32s} {fmt.format(value) if value is not None else 'skipped'}")
     lines.append(f"{'load average at end':32s} {s['loadavg']}   total {s['total_s']} s")
+    if s.get("mode") == "quick":
+        lines.append("(--quick: a handful of repetitions per rate — a smoke test of the pipeline, not an "
+                     "estimate; the full run uses 50)")
     return "\n".join(lines)
 
 

@@ -16,8 +16,8 @@ import numpy as np
 
 #: Bootstrap resamples. 2,000 keeps the Monte Carlo error of the 2.5 %/97.5 % bounds a few percent
 #: of the interval's width — far below the run-to-run noise of any device — at a fifth of the cost
-#: of 10,000 (measured in benchmarks/README.md: the same verdict on 98.7 % of 150 real comparisons,
-#: the gate 2.2x faster, ~80 ms less plugin overhead per test).
+#: of 10,000 (measured in benchmarks/README.md: the same verdict on 99.3 % and 98.7 % of 150 real
+#: comparisons in two runs, the gate 2.2x faster, plugin overhead per test 85 -> 35 ms).
 BOOTSTRAP_RESAMPLES = 2_000
 #: Seed for every bootstrap: verdicts must be reproducible from the stored samples.
 BOOTSTRAP_SEED = 20_251_122
