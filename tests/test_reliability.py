@@ -733,8 +733,10 @@ def _samples_of_trace(trace: Path) -> tuple[float, ...]:
     return tuple(round(float(x), 6) for x in read_etdump(trace).e2e_ms_per_run()[1:])
 
 
-def test_xdist_n4_update_baseline_writes_every_baseline_and_reports_once(pytester: pytest.Pytester,
-                                                                         tmp_path: Path) -> None:
+def test_xdist_n4_update_baseline_writes_every_baseline_and_reports_once(pytester: pytest.Pytester, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # When this suite itself runs under xdist, its worker id must not leak into the inner controller.
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     _, args = _replay_project(pytester, tmp_path, 8)
     result = pytester.runpytest_subprocess(*args, "-n", "4", "--sme2-json=r.json", "--sme2-markdown=r.md",
                                            timeout=300)
