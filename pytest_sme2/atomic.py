@@ -14,6 +14,7 @@ import fcntl
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,7 +44,22 @@ def write_atomic(path: str | Path, data: str | bytes, *, what: str = "file") -> 
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise _write_error(p, what, exc) from None
+    _remove_stale_tmp(p.parent)
     return p
+
+
+#: A temp file older than this is debris of a killed writer, never one still being written.
+STALE_TMP_SECONDS = 3600.0
+
+
+def _remove_stale_tmp(directory: Path) -> None:
+    """Delete ``.tmp-sme2-*`` files that a SIGKILLed writer left behind (they would be committed with
+    the baselines otherwise); recent ones may belong to a concurrent writer and are kept."""
+    cutoff = time.time() - STALE_TMP_SECONDS
+    for debris in directory.glob(f"{TMP_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            if debris.is_file() and debris.stat().st_mtime < cutoff:
+                debris.unlink()
 
 
 def _refuse_special(path: Path, what: str) -> None:

@@ -676,6 +676,17 @@ def test_sigkill_during_write_atomic_leaves_a_complete_version(tmp_path: Path) -
     assert len(versions_seen) > 3, "the kills must land at different points of the loop"
 
 
+def test_debris_of_killed_writers_is_removed_once_stale(tmp_path: Path) -> None:
+    stale, fresh = tmp_path / f"{TMP_PREFIX}killed.json", tmp_path / f"{TMP_PREFIX}in-progress.json"
+    for debris in (stale, fresh):
+        debris.write_text('{"half": ')
+    two_hours_ago = time.time() - 7200
+    os.utime(stale, (two_hours_ago, two_hours_ago))
+    write_atomic(tmp_path / "b.json", "{}")
+    assert not stale.exists(), "debris older than an hour is removed on the next write"
+    assert fresh.exists(), "a recent temp file may belong to a concurrent writer"
+
+
 REPLAY_CONFTEST = """
     import os
     from pathlib import Path
