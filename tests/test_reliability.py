@@ -315,7 +315,7 @@ def _namespace_prefix() -> list[str]:
     for prefix in candidates:
         if shutil.which(prefix[0]) is None:
             continue
-        probe = subprocess.run([*prefix, "sh", "-c", "d=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs $d"],
+        probe = subprocess.run([*prefix, "sh", "-c", "d=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs $d && umount $d && rmdir $d"],
                                capture_output=True, timeout=30, check=False)
         if probe.returncode == 0:
             return prefix
