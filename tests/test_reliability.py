@@ -315,8 +315,8 @@ def _namespace_prefix() -> list[str]:
     for prefix in candidates:
         if shutil.which(prefix[0]) is None:
             continue
-        probe = subprocess.run([*prefix, "sh", "-c", "d=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs $d && umount $d && rmdir $d"],
-                               capture_output=True, timeout=30, check=False)
+        script = "d=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs $d && umount $d && rmdir $d"
+        probe = subprocess.run([*prefix, "sh", "-c", script], capture_output=True, timeout=30, check=False)
         if probe.returncode == 0:
             return prefix
     pytest.skip("cannot mount a tmpfs in a private mount namespace here (unshare -m / -rm / sudo -n all refused); "
