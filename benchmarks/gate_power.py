@@ -199,17 +199,17 @@ class Evaluation:
 
 def run_experiment(runner: Any, base: Any, candidate: Any, *, reps: int, evaluations: Sequence[Evaluation],
                    threads: int, out_dir: Path, progress: Callable[[str], None] | None = None,
-                   name: str = "") -> dict[str, list[Outcome]]:
+                   name: str = "", executions: int = EXECUTIONS) -> dict[str, list[Outcome]]:
     """``reps`` independent repetitions (fresh interleaved measurements each), judged by every evaluation."""
     blocks = max(e.design.blocks for e in evaluations)
     out: dict[str, list[Outcome]] = {e.label: [] for e in evaluations}
     for rep in range(reps):
-        arms = interleaved(runner, [("A", base), ("B", candidate), ("C", candidate)], blocks, executions=EXECUTIONS,
+        arms = interleaved(runner, [("A", base), ("B", candidate), ("C", candidate)], blocks, executions=executions,
                            threads=threads, out_dir=out_dir)
         for ev in evaluations:
             out[ev.label].append(judge(arms["A"], arms["B"], arms["C"], design=ev.design, margin=ev.margin,
                                        resamples=ev.resamples))
-        if progress and (rep + 1) % 10 == 0:
+        if progress and (rep + 1) % 25 == 0:
             progress(f"{name}: {rep + 1}/{reps} repetitions")
     return out
 
