@@ -124,7 +124,7 @@ class Analysis:
         return max(self.category_totals_ms, key=lambda c: self.category_totals_ms[c])
 
     def to_dict(self) -> dict[str, Any]:
-        e2e = self.e2e.to_dict()
+        e2e: dict[str, Any] = dict(self.e2e.to_dict())
         e2e["per_run"] = list(self.e2e_per_run_ms)
         return {
             "schema_version": SCHEMA_VERSION,

@@ -38,11 +38,11 @@ def write_atomic(path: str | Path, data: str | bytes, *, what: str = "file") -> 
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, p)
+        Path(tmp).chmod(0o644)
+        Path(tmp).replace(p)
     except OSError as exc:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            Path(tmp).unlink()
         raise _write_error(p, what, exc) from None
     _remove_stale_tmp(p.parent)
     return p

@@ -77,7 +77,9 @@ class Cluster:
         return {"cpus": list(self.cpus), "max_khz": self.max_khz, "capacity": self.capacity}
 
 
-def clusters_from_max_freq(max_khz: Mapping[int, int], capacity: Mapping[int, int] | None = None) -> tuple[Cluster, ...]:
+def clusters_from_max_freq(
+    max_khz: Mapping[int, int], capacity: Mapping[int, int] | None = None
+) -> tuple[Cluster, ...]:
     """Group CPUs by ``cpuinfo_max_freq`` (and ``cpu_capacity`` when known); slowest cluster first.
 
     Capacity joins the key because two core types can share a maximum clock; the kernel's

@@ -304,9 +304,9 @@ def explain(baseline: Samples, candidate: Samples) -> tuple[str, ...]:
     if not rows:
         return ()
     parts = []
-    for cat, d, a, b in rows:
+    for cat, d, before, after in rows:
         share = f", {d / delta_e2e * 100:.0f}% of the change" if delta_e2e and math.isfinite(delta_e2e) else ""
-        parts.append(f"{cat} {a:.3f} -> {b:.3f} ms ({d:+.3f}{share})")
+        parts.append(f"{cat} {before:.3f} -> {after:.3f} ms ({d:+.3f}{share})")
     return ("categories explaining the change: " + "; ".join(parts),)
 
 

@@ -33,11 +33,17 @@ def stderr_progress(message: str) -> None:
 class ExportedLike(Protocol):
     """What profiling needs from an exported model (``export.ExportedModel`` satisfies it)."""
 
-    name: str
-    dtype: str
-    backend: str
-    pte_path: Path
-    input_files: tuple[Path, ...]
+    # Read-only members: the exported model is a frozen dataclass, and profiling never changes it.
+    @property
+    def name(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def pte_path(self) -> Path: ...
+    @property
+    def input_files(self) -> tuple[Path, ...]: ...
 
     def to_dict(self) -> dict[str, Any]: ...
 

@@ -32,7 +32,7 @@ def trimmed_mean(samples: Sequence[float] | np.ndarray, proportion: float = 0.1)
     x = np.sort(_array(samples))
     if x.size == 0:
         return math.nan
-    k = int(math.floor(x.size * proportion))
+    k = math.floor(x.size * proportion)
     core = x[k : x.size - k] if x.size - 2 * k > 0 else x
     return float(core.mean())
 
@@ -106,7 +106,8 @@ class Interval:
 
 def _bootstrap_medians(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
     idx = rng.integers(0, x.size, size=(resamples, x.size))
-    return np.median(x[idx], axis=1)
+    medians: np.ndarray = np.median(x[idx], axis=1)
+    return medians
 
 
 def ratio_of_medians_ci(

@@ -80,7 +80,8 @@ class Timeline:
         """End-to-end latency of each run: the sum of that run's ``Method::execute`` durations."""
         e2e = self.table[self.table["kind"] == KIND_E2E]
         sums = e2e.groupby("run_index", sort=True)["duration_ms"].sum()
-        return sums.reindex(range(self.num_runs), fill_value=0.0).to_numpy(dtype=float)
+        out: np.ndarray = sums.reindex(range(self.num_runs), fill_value=0.0).to_numpy(dtype=float)
+        return out
 
     def run(self, index: int) -> pd.DataFrame:
         return self.table[self.table["run_index"] == index]
@@ -113,14 +114,16 @@ class _Reader:
         size = dtype.itemsize
         self._check(pos, size)
         if size == 1:
-            return self.buf[pos]
+            out: np.ndarray = self.buf[pos]
+            return out
         # Flatbuffers align scalars to their size, so reads are nearly always aligned: then one
         # gather from a typed view of the whole buffer does it, without a byte-index matrix.
         if not (pos & (size - 1)).any():
             view = self._views.get(dtype)
             if view is None:
                 view = self._views[dtype] = np.frombuffer(self.data, dtype=dtype, count=len(self.data) // size)
-            return view[pos // size]
+            gathered: np.ndarray = view[pos // size]
+            return gathered
         idx = pos[:, None] + np.arange(size, dtype=np.int64)
         return np.ascontiguousarray(self.buf[idx]).view(dtype).reshape(-1)
 
