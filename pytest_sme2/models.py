@@ -124,8 +124,10 @@ def discover() -> None:
         ep.load()
     try:
         importlib.import_module("example_models")
-    except ImportError:
-        pass
+    except ModuleNotFoundError as exc:
+        # Not installed is fine (a user's own project); a broken import inside it must not vanish.
+        if exc.name != "example_models":
+            raise
 
 
 def get_model(name: str) -> ModelSpec:
