@@ -19,7 +19,7 @@ from typing import Any
 
 from . import __version__
 from .errors import ConfigError, Sme2Error
-from .options import executable_file, existing_file, nonnegative_int, percent, positive_int
+from .options import executable_file, existing_file, nonnegative_float, nonnegative_int, percent, positive_int
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_RUN_FAILED = 0, 1, 2, 3
 
@@ -27,7 +27,8 @@ EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_RUN_FAILED = 0, 1, 2, 3
 def _add_analyze(sub: Any) -> None:
     p = sub.add_parser("analyze", help="analyze an ETDump trace: E2E statistics, categories, operators")
     p.add_argument("trace", type=Path, help="ETDump file written by a tracer-enabled executor_runner")
-    p.add_argument("--etrecord", type=Path, help="ETRecord exported with the model (optional; names the delegate backend)")
+    p.add_argument("--etrecord", type=Path,
+                   help="ETRecord exported with the model (optional; names the delegate backend)")
     p.add_argument("--xnnlog", type=Path, help="XNNPACK debug log of the same runner build, for kernel hints")
     p.add_argument("--warmup", type=nonnegative_int, default=1,
                    help="leading runs left out of statistics (run 0 is cold; default 1)")
@@ -57,7 +58,8 @@ def _add_profile(sub: Any) -> None:
     p.add_argument("--serial", help="android: adb serial (default $ANDROID_SERIAL, else the only device)")
     p.add_argument("--libcxx", type=existing_file, help="android: libc++_shared.so to push beside the runner")
     p.add_argument("--big-cores", help="android: taskset hex mask, or 'none' (default: the fastest cluster)")
-    p.add_argument("--cooldown", type=float, default=0.0, help="android: seconds to wait between blocks (default 0)")
+    p.add_argument("--cooldown", type=nonnegative_float, default=0.0,
+                   help="android: seconds to wait between blocks (default 0)")
     p.add_argument("--fixed-performance", action="store_true",
                    help="android: fixed performance mode while measuring (Android 11+)")
     p.add_argument("--timeout", type=positive_int, default=600, help="seconds per runner process (default 600)")
@@ -68,8 +70,10 @@ def _add_profile(sub: Any) -> None:
 
 
 def _add_compare(sub: Any) -> None:
-    p = sub.add_parser("compare", help="gate NEW against OLD (analysis, baseline or results JSON); exit 1 on regression")
-    p.add_argument("old", type=existing_file, help="baseline: analysis_summary.json, a baseline file, or --sme2-json results")
+    p = sub.add_parser("compare",
+                       help="gate NEW against OLD (analysis, baseline or results JSON); exit 1 on regression")
+    p.add_argument("old", type=existing_file,
+                   help="baseline: analysis_summary.json, a baseline file, or --sme2-json results")
     p.add_argument("new", type=existing_file, help="candidate, same kinds")
     p.add_argument("--margin", type=percent, default=5.0, help="relative margin, e.g. 5%% (default 5%%)")
     p.add_argument("--strict", action="store_true", help="an inconclusive comparison also fails (exit 1)")
@@ -291,10 +295,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         else:
             files.append(src)
     loaded = [load_results(f) for f in files]
-    if args.combine or len(loaded) > 1:
-        text = render_combined(loaded)
-    else:
-        text = render_markdown(loaded[0], title=args.title)
+    combine = args.combine or len(loaded) > 1
+    text = render_combined(loaded) if combine else render_markdown(loaded[0], title=args.title)
     write_atomic(args.out, text, what="markdown report")
     print(f"Wrote: {args.out}")
     return EXIT_OK

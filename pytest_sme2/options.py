@@ -7,6 +7,7 @@ front ends reject bad single values at parse time with the option's name attache
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 
@@ -43,13 +44,28 @@ def nonnegative_int(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
+def _finite_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; use e.g. 30") from None
+    # nan compares false with everything, so it would slip past the range checks below.
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number; use e.g. 30")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _finite_float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    value = _finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
     return value
 
 
@@ -139,7 +155,7 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("big-cores", "Android: taskset mask to pin the runner to (default: the fastest cluster; "
                "'none' to run unpinned)"),
     OptionSpec("cooldown", "Android: seconds to wait between blocks for the phone to cool (default 0)", 0.0,
-               positive_float),
+               nonnegative_float),
     OptionSpec("fixed-performance", "Android: enable fixed performance mode while measuring (Android 11+)",
                False, ini_type="bool", action="store_true"),
 )

@@ -16,14 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
-from .errors import Sme2Error
+from .errors import ConfigError, Sme2Error
 from .options import OPTION_TABLE, OptionSpec, Sme2Options
 
 RESULT_PROPERTY = "sme2_result"
@@ -290,9 +290,20 @@ class Sme2Session:
             if o.device == "android":
                 extra = {"libcxx": o.libcxx, "big_cores": o.big_cores, "cooldown_s": o.cooldown,
                          "fixed_performance": o.fixed_performance, "worker": _worker_id(self.config)}
-            self._runner = _call(lambda: make_runner(
-                o.device, runner_path=o.runner, runner_off=o.runner_off, serial=o.serial, timeout_s=o.timeout,
-                **extra))
+            try:
+                runner = make_runner(
+                    o.device, runner_path=o.runner, runner_off=o.runner_off, serial=o.serial, timeout_s=o.timeout,
+                    **extra)
+                self._runner = runner
+            except Sme2Error as exc:
+                error = exc
+            else:
+                return self._runner
+            if isinstance(error, ConfigError):
+                # A wrong choice of device or option (several phones and no serial, a mask naming no
+                # CPU) is wrong for every test: one usage error for the session, not a failure per test.
+                pytest.exit(f"pytest-sme2: {error}", returncode=pytest.ExitCode.USAGE_ERROR)
+            _fail_without_chain(str(error))
         return self._runner
 
     def progress(self, message: str) -> None:
@@ -319,7 +330,11 @@ def _call(fn: Callable[[], Any]) -> Any:
         return fn()
     except Sme2Error as exc:
         message = str(exc)
-    # Failing outside the except block keeps pytest from printing the library error as a chained cause.
+    _fail_without_chain(message)
+
+
+def _fail_without_chain(message: str) -> NoReturn:
+    # Called outside the except block, so pytest does not print the library error as a chained cause.
     pytest.fail(message, pytrace=False)
 
 
@@ -675,7 +690,9 @@ def android_device(sme2_session: Sme2Session) -> Any:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     # The call phase carries the record; so does a setup that failed or skipped (an export error, a
     # missing SME2 build), so that the reports list every sme2 test, not only those that ran.
@@ -695,7 +712,7 @@ class Collector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:
             if key == RESULT_PROPERTY:
-                record = json.loads(value)
+                record = json.loads(str(value))
                 record["outcome"] = report.outcome
                 if report.skipped and isinstance(report.longrepr, tuple) and not record.get("note"):
                     record["note"] = str(report.longrepr[2]).removeprefix("Skipped: ")

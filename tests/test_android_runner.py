@@ -286,6 +286,31 @@ def test_example_suite_runs_unchanged_on_the_emulated_phone(
     assert phone.history.taskset_masks and set(phone.history.taskset_masks) == {"80"}
 
 
+def test_several_phones_without_a_choice_is_one_usage_error(
+    make_emulated_phone: MakePhone, tmp_path: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a, b = make_emulated_phone(), make_emulated_phone("nosme_phone")
+    on = make_standin(tmp_path / "on", trace=TOY_TRACE)
+    monkeypatch.delenv("ANDROID_SERIAL", raising=False)
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.parametrize("n", range(3))
+        def test_device(n, android_device):
+            pass
+        """
+    )
+    # --sme2-cooldown 0 is the default spelled out: accepted, not "must be greater than 0".
+    result = pytester.runpytest("--sme2-device=android", f"--sme2-runner={on}", "--sme2-cooldown=0",
+                                "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str()
+    assert out.count("2 Android devices are attached") == 1  # once for the session, not once per test
+    assert a.serial in out and b.serial in out and "--sme2-serial SERIAL" in out
+    assert "Traceback" not in out
+
+
 # ------------------------------------------------------------------------------------- selection
 
 

@@ -106,6 +106,8 @@ def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
         (["--sme2-margin", "150"], "between 0 and 100 percent"),
         (["--sme2-device=phone"], "invalid choice: 'phone'"),
         (["--sme2-runner", "/nonexistent/executor_runner"], "does not exist"),
+        (["--sme2-timeout", "nan"], "'nan' is not a finite number"),
+        (["--sme2-cooldown", "-1"], "'-1' must be 0 or more"),
     ],
 )
 def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args: list[str], expected: str) -> None:

@@ -44,6 +44,10 @@ def make_runner(
     if device == "android":
         from .android import AndroidRunner
 
-        return AndroidRunner(runner_path=runner_path, runner_off=runner_off, serial=serial,
-                             timeout_s=timeout_s, **android_options)  # type: ignore[arg-type]
+        android = AndroidRunner(runner_path=runner_path, runner_off=runner_off, serial=serial,
+                                timeout_s=timeout_s, **android_options)  # type: ignore[arg-type]
+        # Choose the phone now: several phones without --sme2-serial (a ConfigError) or none at all
+        # is found before anything is exported or measured, not by the first test.
+        _ = android.serial
+        return android
     raise ConfigError(f"unknown device {device!r}; allowed: {', '.join(DEVICES)}")
