@@ -147,6 +147,9 @@ class CategoryRules:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"category rules file {path} does not exist; pass an existing JSON file") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"category rules file {path} is not UTF-8 text (a binary file?); pass a JSON "
+                              "file of rules") from None
         except (OSError, json.JSONDecodeError) as exc:
             raise ConfigError(f"category rules file {path} is not valid JSON ({exc}); fix or remove it") from None
         if isinstance(data, Mapping):

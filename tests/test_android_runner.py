@@ -28,7 +28,7 @@ from emulated_device.device import CommandOverride, EmulatedPhone
 from emulated_device.fixtures import AdbServer, MakePhone
 from standin import make_standin
 
-from pytest_sme2.errors import ConfigError, DeviceError, RunnerError
+from pytest_sme2.errors import ConfigError, DeviceError, ExportError, RunnerError
 from pytest_sme2.gate import GateConfig, Status, gate
 from pytest_sme2.profile import profile_exported, profile_on_off
 from pytest_sme2.runners import SME2_OFF, SME2_ON, make_runner
@@ -389,6 +389,15 @@ def test_runner_faults(make_emulated_phone: MakePhone, tmp_path: Path, fault: st
     # No trace is kept for a failed run; only a file that is not a trace stays, beside its log, to look at.
     assert len(list((tmp_path / "out").rglob("*.etdump"))) == (fault == "garbage")
     assert _runs_left(phone) == []
+
+
+def test_foreign_pte_is_refused_before_anything_is_pushed(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone()
+    foreign = tmp_path / "model.pte"
+    foreign.write_bytes(TOY_TRACE.read_bytes()[:4096])  # an ETDump passed where a program belongs
+    with pytest.raises(ExportError, match=str(foreign)):
+        _runner(phone, tmp_path).run(_request(tmp_path, pte=foreign))
+    assert phone.history.pushes == []
 
 
 def test_runner_timeout_on_the_device(make_emulated_phone: MakePhone, tmp_path: Path) -> None:

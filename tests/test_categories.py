@@ -208,6 +208,14 @@ def test_bad_rule_files_name_the_file(tmp_path: Path, kind: str) -> None:
     assert path.read_bytes() == before
 
 
+def test_binary_rule_file_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "rules.json"
+    path.write_bytes(bytes(range(128, 256)))  # not UTF-8: was a UnicodeDecodeError traceback
+    with pytest.raises(ConfigError, match="is not UTF-8 text") as info:
+        CategoryRules.load(path)
+    assert str(path) in str(info.value)
+
+
 def test_missing_rule_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist") as info:
         CategoryRules.load(tmp_path / "absent.json")

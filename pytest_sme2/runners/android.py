@@ -52,6 +52,7 @@ from ..device import (
     parse_thermal_status,
 )
 from ..errors import ConfigError, DeviceError, RunnerError, Sme2Error, tail
+from ..export import load_pte_check
 from .base import SME2_OFF, SME2_ON, RunRequest, RunResult
 from .host import BUILD_HINT, file_sha256, new_run_dir, result_from_trace
 
@@ -703,6 +704,7 @@ class AndroidRunner:
     def run(self, request: RunRequest) -> RunResult:
         """Deploy, run once on the device, pull and read the trace; any failure raises, nothing stale is kept."""
         runner = self.runner_for(request.variant)
+        load_pte_check(request.pte)  # a foreign or cut .pte: say so here, before anything is pushed
         info = self.device_info()
         timeout = min(t for t in (self.timeout_s, request.timeout_s) if t is not None)
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
