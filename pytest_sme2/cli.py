@@ -41,11 +41,18 @@ def _add_analyze(sub: Any) -> None:
 
 
 def _add_profile(sub: Any) -> None:
-    p = sub.add_parser("profile", help="export a registered model (cached), run it, analyze it")
-    p.add_argument("--model", required=True, action="append", dest="models",
-                   help="registered model name (repeatable)")
-    p.add_argument("--dtype", choices=("fp32", "fp16", "int8"), default="fp32")
-    p.add_argument("--backend", choices=("xnnpack", "portable"), default="xnnpack")
+    p = sub.add_parser("profile", help="export a registered model (cached), or take a .pte, run it, analyze it")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--model", action="append", dest="models", help="registered model name (repeatable)")
+    what.add_argument("--pte", type=existing_file,
+                      help="an existing .pte to run as it is (e.g. one recorded with a trace); not exported here")
+    p.add_argument("--inputs", type=existing_file, nargs="+", default=[], metavar="FILE",
+                   help="with --pte: raw input tensor files, one per input, as executor_runner --inputs takes "
+                   "them (default: all ones)")
+    p.add_argument("--dtype", choices=("fp32", "fp16", "int8"),
+                   help="export dtype (default fp32); with --pte only a label")
+    p.add_argument("--backend", choices=("xnnpack", "portable"),
+                   help="export backend (default xnnpack); with --pte only a label")
     p.add_argument("--runs", type=positive_int, default=50, help="measured executions per block (default 50)")
     p.add_argument("--warmup", type=nonnegative_int, default=1, help="warm-up executions per block (default 1)")
     p.add_argument("--blocks", type=positive_int, default=1, help="blocks (runner processes) to pool (default 1)")
@@ -151,7 +158,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from .atomic import write_atomic
     from .export import export_model
     from .models import get_model, load_model_sources
-    from .profile import profile_exported, stderr_progress
+    from .profile import ProgramFile, profile_exported, stderr_progress
     from .report.text import category_table, latency_line, operator_table
     from .runners import make_runner
 
@@ -164,12 +171,17 @@ def cmd_profile(args: argparse.Namespace) -> int:
     elif args.serial or args.libcxx or args.big_cores or args.fixed_performance or args.cooldown:
         raise ConfigError("--serial, --libcxx, --big-cores, --cooldown and --fixed-performance apply to "
                           f"--device android only (device is {device!r})")
+    if args.inputs and args.pte is None:
+        raise ConfigError("--inputs goes with --pte; a registered model (--model) brings its own example inputs")
     runner = make_runner(device, runner_path=args.runner, serial=args.serial, timeout_s=args.timeout, **android)
-    for name in args.models:
-        spec = get_model(name)
-        exported = export_model(spec, dtype=args.dtype, backend=args.backend, cache_dir=args.cache_dir,
-                                progress=stderr_progress)
-        label = f"{name}_{args.dtype}_{args.backend}"
+    targets: list[Any] = []
+    if args.pte is not None:
+        targets.append(ProgramFile(args.pte, tuple(args.inputs), args.dtype or "unknown", args.backend or "unknown"))
+    for name in args.models or ():
+        targets.append(export_model(get_model(name), dtype=args.dtype or "fp32", backend=args.backend or "xnnpack",
+                                    cache_dir=args.cache_dir, progress=stderr_progress))
+    for exported in targets:
+        label = "_".join(part for part in (exported.name, exported.dtype, exported.backend) if part != "unknown")
         out_dir = args.out / label
         profile = profile_exported(
             exported, runner, runs=args.runs, warmup=args.warmup, threads=args.threads, out_dir=out_dir,
@@ -177,7 +189,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         )
         analysis = profile.analysis
         where = f"{runner.name} {profile.device.get('serial', '')}".rstrip()
-        print(f"== {label} on {where} ({profile.build}), {args.threads} thread(s)")
+        print(f"== {label} on {where} ({profile.build}), {args.threads} thread(s); {args.blocks} block(s) of "
+              f"{args.warmup} warm-up + {args.runs} measured executions")
         if profile.invalid_reason:
             print(f"INVALID: {profile.invalid_reason}")
         if profile.note:

@@ -49,6 +49,28 @@ class ExportedLike(Protocol):
 
 
 @dataclass(frozen=True)
+class ProgramFile:
+    """A ``.pte`` made elsewhere (not by :func:`~pytest_sme2.export.export_model`), profiled as it is.
+
+    ``input_files`` are raw tensor files as ``executor_runner --inputs`` takes them (one per input);
+    ``dtype`` and ``backend`` only label the results: nothing here can read them from the program.
+    """
+
+    pte_path: Path
+    input_files: tuple[Path, ...] = ()
+    dtype: str = "unknown"
+    backend: str = "unknown"
+
+    @property
+    def name(self) -> str:
+        return self.pte_path.stem
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype, "backend": self.backend, "pte_path": str(self.pte_path),
+                "input_files": [str(p) for p in self.input_files]}
+
+
+@dataclass(frozen=True)
 class Profile:
     """One model measured on one runner variant: samples, analysis, fingerprint, raw runs."""
 

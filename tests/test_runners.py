@@ -6,6 +6,7 @@ the real runner's own log lines and executorch's Inspector.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -70,6 +71,23 @@ def test_local_runner_median_is_near_the_recorded_executor_runner_median() -> No
           f"recorded executor_runner median {recorded:.4f} ms (ratio {local / recorded:.2f})")
     # Same kernels, different process and wrapper (pybindings adds a few us per call), noisy VM.
     assert 0.3 <= local / recorded <= 4.0
+
+
+def test_cli_profiles_an_existing_pte_with_its_input_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_sme2.cli import main
+
+    code = main(["profile", "--pte", str(TOY_PTE), "--inputs", str(TOY_INPUT), "--runs", "20", "--warmup", "2",
+                 "--blocks", "2", "--out", str(tmp_path)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "== toy_cnn_fp32_xnnpack on local" in out and "2 block(s) of 2 warm-up + 20 measured executions" in out
+    assert "(40 measured)" in out  # pooled blocks: their warm-ups are gone, so none is claimed excluded
+    summary = json.loads((tmp_path / "toy_cnn_fp32_xnnpack" / "analysis_summary.json").read_text())
+    assert summary["runs"]["measured"] == 40
+    assert summary["profile"]["model"]["pte_path"] == str(TOY_PTE)
+    assert [len(r["e2e_ms"]) for r in summary["profile"]["runs"]] == [22, 22]  # both blocks, warm-ups included
+    assert main(["profile", "--model", "toy_cnn", "--inputs", str(TOY_INPUT)]) == 2  # --inputs needs --pte
+    assert "--inputs goes with --pte" in capsys.readouterr().err
 
 
 def test_local_runner_result_says_what_it_measured() -> None:

@@ -24,10 +24,12 @@ def category_table(analysis: Analysis, *, title: str = "Category totals (ms per 
 def latency_line(analysis: Analysis) -> str:
     s = analysis.e2e
     cold = f"cold {s.cold:.3f}, " if s.cold is not None else ""
+    # Pooled blocks have already dropped their own warm-ups (merge() keeps measured runs only).
+    warmup = f", {analysis.warmup} warm-up excluded" if analysis.warmup else ""
     return (
         f"E2E ms: {cold}median {s.median:.3f}, mean {s.mean:.3f}, min {s.min:.3f}, max {s.max:.3f}, "
         f"p90 {s.p90:.3f}, std {s.std:.3f}, CV {s.cv * 100:.1f}% "
-        f"({analysis.runs_measured} measured, {analysis.warmup} warm-up excluded)"
+        f"({analysis.runs_measured} measured{warmup})"
     )
 
 
