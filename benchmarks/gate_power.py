@@ -115,8 +115,9 @@ def interleaved(runner: Any, arms: Sequence[tuple[str, Any]], blocks: int, *, ex
 def samples(blocks: Sequence[Block], design: Design) -> Any:
     from pytest_sme2.gate import Samples
 
-    pooled = np.concatenate([b.used(design) for b in blocks[: design.blocks]])
-    return Samples(tuple(pooled.tolist()))
+    used = [b.used(design) for b in blocks[: design.blocks]]
+    pooled = np.concatenate(used)
+    return Samples(tuple(pooled.tolist()), block_sizes=tuple(len(u) for u in used))
 
 
 def true_ratios(runner: Any, exported: Mapping[str, Any], rounds: int, *, threads: int, out_dir: Path,

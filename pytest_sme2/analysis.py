@@ -105,6 +105,8 @@ class Analysis:
     portable_ms: float = 0.0
     delegated_ms: float = 0.0
     kernel_log: Mapping[str, Any] | None = None
+    #: measured runs per block (runner process) when several were pooled, in order; () = one block
+    block_sizes: tuple[int, ...] = ()
 
     @property
     def runs_measured(self) -> int:
@@ -130,7 +132,9 @@ class Analysis:
             "schema_version": SCHEMA_VERSION,
             "source": self.source,
             "per_operator": self.per_operator,
-            "runs": {"total": self.runs_total, "warmup": self.warmup, "measured": self.runs_measured},
+            "runs": {"total": self.runs_total, "warmup": self.warmup, "measured": self.runs_measured,
+                     # one trace is one block: then the spec's three keys, nothing else
+                     **({"blocks": list(self.block_sizes)} if self.block_sizes else {})},
             "e2e_ms": e2e,
             "category_totals_ms": dict(self.category_totals_ms),
             "category_share": self.category_share,
@@ -169,6 +173,7 @@ class Analysis:
             portable_ms=float(d.get("portable_ms", 0.0)),
             delegated_ms=float(d.get("delegated_ms", 0.0)),
             kernel_log=d.get("kernel_log"),
+            block_sizes=tuple(int(n) for n in d["runs"].get("blocks", ())),
         )
 
 
@@ -369,4 +374,5 @@ def merge(analyses: list[Analysis], *, source: str | None = None) -> Analysis:
         portable_ms=sum(a.portable_ms * w for a, w in zip(analyses, weights, strict=True)) / total_runs,
         delegated_ms=sum(a.delegated_ms * w for a, w in zip(analyses, weights, strict=True)) / total_runs,
         kernel_log=analyses[0].kernel_log,
+        block_sizes=tuple(n for a in analyses for n in (a.block_sizes or (a.runs_measured,))),
     )

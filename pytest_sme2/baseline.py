@@ -57,13 +57,16 @@ class Baseline:
     top_operators: tuple[Mapping[str, Any], ...] = ()
     created: str = ""
     tool_version: str = ""
+    #: measured runs per block (runner process), in order; () for baselines written before blocks were kept
+    block_sizes: tuple[int, ...] = ()
 
     @property
     def fingerprint_id(self) -> str:
         return fingerprint_id(self.fingerprint)
 
     def samples(self) -> Samples:
-        return Samples(self.samples_ms, self.category_per_run_ms if self.per_operator else {})
+        return Samples(self.samples_ms, self.category_per_run_ms if self.per_operator else {},
+                       block_sizes=self.block_sizes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +79,7 @@ class Baseline:
             "per_operator": self.per_operator,
             "stats": dict(self.stats),
             "samples_ms": [round(x, 6) for x in self.samples_ms],
+            "block_sizes": list(self.block_sizes),
             "category_totals_ms": {k: round(v, 6) for k, v in self.category_totals_ms.items()},
             "category_per_run_ms": {k: [round(x, 6) for x in v] for k, v in self.category_per_run_ms.items()},
             "top_operators": [dict(o) for o in self.top_operators],
@@ -114,6 +118,7 @@ class Baseline:
                 top_operators=tuple(dict(o) for o in data.get("top_operators", [])),
                 created=str(data.get("created", "")),
                 tool_version=str(data.get("tool_version", "")),
+                block_sizes=tuple(data.get("block_sizes", ())),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(
@@ -149,6 +154,11 @@ def _check_shape(data: Mapping[str, Any], source: str) -> None:
         if bad:
             raise BaselineError(f"baseline {source}: {name!r} holds {_shown(bad[0])}, not a finite time >= 0 ms; "
                                 f"{fix}")
+    blocks = data.get("block_sizes", [])
+    if not isinstance(blocks, list) or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in blocks) \
+            or (blocks and sum(blocks) != len(data["samples_ms"])):
+        raise BaselineError(f"baseline {source}: 'block_sizes' must be positive whole numbers adding up to the "
+                            f"{len(data['samples_ms'])} samples, found {_shown(blocks)}; {fix}")
 
 
 def _shown(value: Any) -> str:

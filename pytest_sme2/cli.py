@@ -239,7 +239,7 @@ def _samples_by_test(path: Path) -> dict[str, Any]:
                 f"{exc}); re-create it with pytest-sme2 analyze or profile"
             ) from None
         cats = a.category_per_run_ms if a.per_operator else {}
-        return {"": Samples(a.measured_ms, cats)}
+        return {"": Samples(a.measured_ms, cats, block_sizes=a.block_sizes)}
     if "tests" in data:
         from .report.results import SessionResults
 

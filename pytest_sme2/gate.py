@@ -86,6 +86,12 @@ class Samples:
     category_per_run_ms: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     #: "" when valid; otherwise why these samples cannot be trusted (e.g. thermal throttling)
     invalid_reason: str = ""
+    #: runs per block (runner process), in order; () = unknown, the runs are then resampled alone
+    block_sizes: tuple[int, ...] = ()
+
+    def blocks_of(self, values: Sequence[float]) -> tuple[int, ...]:
+        """The block sizes, when ``values`` are per-run values of these runs (E2E or a category)."""
+        return self.block_sizes if sum(self.block_sizes) == len(values) else ()
 
     @property
     def has_categories(self) -> bool:
@@ -99,7 +105,9 @@ class Samples:
             for c in set(self.category_per_run_ms) | set(other.category_per_run_ms)
         }
         reason = self.invalid_reason or other.invalid_reason
-        return Samples(self.e2e_ms + other.e2e_ms, cats, reason)
+        # Two measurements are at least two blocks, even when one of them did not say how it was cut.
+        blocks = (self.block_sizes or (len(self.e2e_ms),)) + (other.block_sizes or (len(other.e2e_ms),))
+        return Samples(self.e2e_ms + other.e2e_ms, cats, reason, blocks)
 
 
 @dataclass(frozen=True)
@@ -200,8 +208,13 @@ def compare_samples(
     config: GateConfig,
     advisory: bool = False,
     p_value: float | None = None,
+    baseline_blocks: Sequence[int] = (),
+    candidate_blocks: Sequence[int] = (),
 ) -> Check:
-    """Judge ``median(candidate) / median(baseline)`` against ``1 ± margin``."""
+    """Judge ``median(candidate) / median(baseline)`` against ``1 ± margin``.
+
+    The interval resamples blocks, then runs, when the arms' block sizes are given.
+    """
     a = np.asarray(baseline, dtype=float)
     b = np.asarray(candidate, dtype=float)
     if a.size == 0 or b.size == 0:
@@ -209,7 +222,8 @@ def compare_samples(
     if np.median(a) <= 0:
         return Check(name, Status.INCONCLUSIVE, "baseline median is 0: below the timer resolution",
                      margin=margin, advisory=True)
-    iv = ratio_of_medians_ci(a, b, confidence=config.confidence, resamples=config.resamples)
+    iv = ratio_of_medians_ci(a, b, confidence=config.confidence, resamples=config.resamples,
+                             baseline_blocks=baseline_blocks, candidate_blocks=candidate_blocks)
     p = mann_whitney_p(a, b) if p_value is None else p_value
     base_med, cand_med = float(np.median(a)), float(np.median(b))
     where = f"median {base_med:.4f} -> {cand_med:.4f} ms, {_fmt_interval(iv)}, margin ±{margin * 100:.1f}%"
@@ -252,7 +266,8 @@ def _category_checks(baseline: Samples, candidate: Samples, config: GateConfig) 
         own = cat in config.category_margins
         margin = config.category_margins[cat] if own else config.margin
         checks.append(compare_samples(f"category:{cat}", a, b, margin=margin, config=config,
-                                      advisory=not own, p_value=p))
+                                      advisory=not own, p_value=p, baseline_blocks=baseline.blocks_of(a),
+                                      candidate_blocks=candidate.blocks_of(b)))
     return checks
 
 
@@ -270,9 +285,10 @@ def _budget_check(name: str, samples: Sequence[float], budget: float, quantile: 
 
 
 def speedup_check(off: Sequence[float], on: Sequence[float], *, min_speedup: float | None,
-                  config: GateConfig) -> Check:
+                  config: GateConfig, off_blocks: Sequence[int] = (), on_blocks: Sequence[int] = ()) -> Check:
     """SME2 speedup median(off)/median(on) with its CI; judged on the lower bound when required."""
-    iv = ratio_of_medians_ci(on, off, confidence=config.confidence, resamples=config.resamples)
+    iv = ratio_of_medians_ci(on, off, confidence=config.confidence, resamples=config.resamples,
+                             baseline_blocks=on_blocks, candidate_blocks=off_blocks)
     where = f"speedup {iv.estimate:.2f}x (95% CI {iv.low:.2f}x .. {iv.high:.2f}x)"
     if min_speedup is None:
         return Check("speedup", Status.PASS, where, interval=iv, advisory=True)
@@ -316,7 +332,9 @@ def gate(baseline: Samples, candidate: Samples, config: GateConfig) -> Verdict:
     if reason:
         check = Check("validity", Status.INVALID, reason)
         return Verdict(Status.INVALID, (check,), strict=config.strict)
-    checks = [compare_samples("e2e", baseline.e2e_ms, candidate.e2e_ms, margin=config.margin, config=config)]
+    checks = [compare_samples("e2e", baseline.e2e_ms, candidate.e2e_ms, margin=config.margin, config=config,
+                              baseline_blocks=baseline.blocks_of(baseline.e2e_ms),
+                              candidate_blocks=candidate.blocks_of(candidate.e2e_ms))]
     checks += _category_checks(baseline, candidate, config)
     if config.p50_ms is not None:
         checks.append(_budget_check("p50_budget", candidate.e2e_ms, config.p50_ms, 50, config))

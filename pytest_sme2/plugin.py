@@ -592,7 +592,9 @@ class Sme2Baseline:
         if isinstance(result, OnOff):
             profile = result.on
             extra_checks.append(speedup_check(result.off.samples_ms, result.on.samples_ms,
-                                              min_speedup=config.min_speedup, config=config))
+                                              min_speedup=config.min_speedup, config=config,
+                                              off_blocks=result.off.analysis.block_sizes,
+                                              on_blocks=result.on.analysis.block_sizes))
             from .report.comparison import compare_on_off
 
             rec.comparison = compare_on_off(result.off.analysis, result.on.analysis).to_dict()
@@ -607,7 +609,7 @@ class Sme2Baseline:
                 category_per_run_ms=dict(profile.analysis.category_per_run_ms) if profile.per_operator else {},
                 per_operator=profile.per_operator, stats=stats,
                 top_operators=tuple(op.to_dict() for op in profile.analysis.operator_details[:10]),
-                created=now_iso(), tool_version=_version(),
+                created=now_iso(), tool_version=_version(), block_sizes=profile.analysis.block_sizes,
             )
             path = _call(lambda: store.save(baseline))
             rec.baseline_written = True

@@ -96,7 +96,7 @@ class Profile:
 
     def samples(self) -> Samples:
         cats = self.analysis.category_per_run_ms if self.analysis.per_operator else {}
-        return Samples(self.samples_ms, cats, self.invalid_reason)
+        return Samples(self.samples_ms, cats, self.invalid_reason, self.analysis.block_sizes)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -397,6 +397,10 @@ def test_merge_of_two_halves_equals_the_whole(path: Path) -> None:
     assert first.runs_measured + second.runs_measured == whole.runs_measured == 29
     merged = merge([first, second])
     assert merged.measured_ms == whole.measured_ms
+    # The blocks are remembered (the gate resamples them), and survive the JSON round trip.
+    assert merged.block_sizes == (12, 17) and whole.block_sizes == ()
+    assert Analysis.from_dict(json.loads(json.dumps(merged.to_dict()))).block_sizes == (12, 17)
+    assert merge([merged, second]).block_sizes == (12, 17, 17)
     assert merged.e2e.cold == whole.e2e.cold
     for stat in ("count", "median", "mean", "min", "max", "p90", "std"):
         assert getattr(merged.e2e, stat) == approx(getattr(whole.e2e, stat)), stat

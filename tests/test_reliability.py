@@ -204,6 +204,8 @@ BAD_BASELINES: dict[str, tuple[Any, str]] = {
     "fingerprint_list": ({"fingerprint": ["arch"]}, "'fingerprint' must be an object, found list"),
     "category_scalar": ({"category_per_run_ms": {"GEMM": 5}}, "\"category_per_run_ms['GEMM']\" must be a non-empty"),
     "top_operators_ints": ({"top_operators": [1]}, "does not match the pytest-sme2 baseline schema (TypeError"),
+    "blocks_not_adding_up": ({"block_sizes": [1, 1]}, "'block_sizes' must be positive whole numbers adding up"),
+    "blocks_zero": ({"block_sizes": [0]}, "'block_sizes' must be positive whole numbers"),
 }
 
 

@@ -121,6 +121,45 @@ def test_bootstrap_coverage_and_power_over_many_seeded_datasets() -> None:
     assert excluded_one / trials >= 0.80
 
 
+def _drifting_blocks(rng: np.random.Generator, blocks: int = 5, runs: int = 30, drift: float = 0.1) -> np.ndarray:
+    """Runs of ``blocks`` runner processes, each at its own machine state (a common factor per block)."""
+    return np.concatenate([rng.normal(1.0, 0.01, runs) * rng.uniform(1 - drift, 1 + drift) for _ in range(blocks)])
+
+
+def test_block_bootstrap_is_honest_about_drift_between_blocks() -> None:
+    """A/A with per-block drift: resampling runs alone 'finds' a difference most of the time; by blocks, rarely."""
+    rng = np.random.default_rng(7)
+    blocks = (30,) * 5
+    runs_only_misses = blocks_misses = 0
+    for _ in range(40):
+        a, b = _drifting_blocks(rng), _drifting_blocks(rng)
+        runs = ratio_of_medians_ci(a, b, resamples=500)
+        by_blocks = ratio_of_medians_ci(a, b, resamples=500, baseline_blocks=blocks, candidate_blocks=blocks)
+        runs_only_misses += not runs.low <= 1.0 <= runs.high
+        blocks_misses += not by_blocks.low <= 1.0 <= by_blocks.high
+    assert runs_only_misses >= 20  # claims ±1 % while the blocks wander ±10 %
+    assert blocks_misses <= 6  # ~5 % expected at 95 % confidence
+
+
+def test_block_bootstrap_without_drift_is_about_as_tight_as_runs_alone() -> None:
+    rng = np.random.default_rng(3)
+    a, b = _drifting_blocks(rng, drift=0.0), _drifting_blocks(rng, drift=0.0) * 1.2
+    runs = ratio_of_medians_ci(a, b)
+    by_blocks = ratio_of_medians_ci(a, b, baseline_blocks=(30,) * 5, candidate_blocks=(30,) * 5)
+    assert runs.low <= 1.2 <= runs.high and by_blocks.low <= 1.2 <= by_blocks.high
+    assert by_blocks.half_width_rel <= 2 * runs.half_width_rel  # two stages, not a different answer
+
+
+def test_block_sizes_must_partition_the_samples() -> None:
+    x = np.arange(1.0, 11.0)
+    with pytest.raises(ValueError, match="do not partition the 10 samples"):
+        ratio_of_medians_ci(x, x, baseline_blocks=(5, 4))
+    with pytest.raises(ValueError, match="do not partition"):
+        ratio_of_medians_ci(x, x, candidate_blocks=(10, 0))
+    unequal = ratio_of_medians_ci(x, x * 2, baseline_blocks=(3, 7), candidate_blocks=(5, 5))
+    assert unequal.estimate == 2.0 and unequal.low <= 2.0 <= unequal.high
+
+
 def test_bootstrap_confidence_level_widens_the_interval() -> None:
     rng = np.random.default_rng(3)
     a, b = rng.lognormal(0, 0.2, 25), rng.lognormal(0, 0.2, 25)

@@ -292,6 +292,11 @@ class OnOffComparison:
         )
 
 
+def _blocks_of(analysis: Analysis, runs: int) -> tuple[int, ...]:
+    """The analysis' block sizes when ``runs`` per-run values are its measured runs."""
+    return analysis.block_sizes if sum(analysis.block_sizes) == runs else ()
+
+
 def _category_shifts(off: Analysis, on: Analysis, config: GateConfig) -> tuple[CategoryShift, ...]:
     off_share, on_share = off.category_share, on.category_share
     rows = []
@@ -301,7 +306,8 @@ def _category_shifts(off: Analysis, on: Analysis, config: GateConfig) -> tuple[C
         ci = None
         # A zero median (sub-µs operators, or a category the model lacks) has no ratio to bootstrap.
         if a.size and b.size and np.median(a) > 0 and np.median(b) > 0:
-            ci = ratio_of_medians_ci(b, a, confidence=config.confidence, resamples=config.resamples)
+            ci = ratio_of_medians_ci(b, a, confidence=config.confidence, resamples=config.resamples,
+                                     baseline_blocks=_blocks_of(on, b.size), candidate_blocks=_blocks_of(off, a.size))
         resolvable = max(off_share.get(cat, 0.0), on_share.get(cat, 0.0)) >= MIN_CATEGORY_SHARE
         rows.append(CategoryShift(
             category=cat, off_ms=float(off.category_totals_ms.get(cat, 0.0)),
@@ -419,7 +425,8 @@ def compare_on_off(
     inconclusive), otherwise it is advisory.
     """
     cfg = config or GateConfig()
-    check = speedup_check(off.measured_ms, on.measured_ms, min_speedup=min_speedup, config=cfg)
+    check = speedup_check(off.measured_ms, on.measured_ms, min_speedup=min_speedup, config=cfg,
+                          off_blocks=off.block_sizes, on_blocks=on.block_sizes)
     per_op = off.per_operator and on.per_operator
     operators, only_off, only_on = _operator_speedups(off, on) if per_op else ((), (), ())
     cmp = OnOffComparison(
