@@ -208,7 +208,7 @@ def export_model(
         meta = _meta(model_name, dtype=dtype, backend=backend, key=key, inputs=saved_inputs, seconds=seconds,
                      has_etrecord=True)
         _write_file(tmp / META_FILE, (json.dumps(meta, indent=2) + "\n").encode(), cache_root)
-        _fsync_dir(tmp)
+        _fsync(tmp)
         _publish(tmp, entry)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
@@ -421,8 +421,8 @@ def _lower_and_save(
         raise ExportError(f"saving the export of {label} failed: {_first_line(exc)}") from None
     for i, t in enumerate(inputs):
         _write_file(out / f"input_{i}.bin", _raw_bytes(t), cache_root)
-    _fsync_file(out / PTE_FILE)
-    _fsync_file(out / ETRECORD_FILE)
+    _fsync(out / PTE_FILE)
+    _fsync(out / ETRECORD_FILE)
     return list(inputs)
 
 
@@ -484,17 +484,11 @@ def _write_file(path: Path, data: bytes, cache_root: Path) -> None:
         raise _cache_error(cache_root, exc) from None
 
 
-def _fsync_file(path: Path) -> None:
-    # Data first, rename second: after a crash the entry is either complete or absent.
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def _fsync(path: Path) -> None:
+    """Flush a file's data or a directory's entries to disk (best effort).
 
-
-def _fsync_dir(path: Path) -> None:
+    Data first, rename second: after a crash a cache entry is either complete or absent.
+    """
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -536,7 +530,7 @@ def _publish(tmp: Path, entry: Path) -> bool:
             shutil.rmtree(tmp, ignore_errors=True)
             return False
         raise _cache_error(entry.parent.parent, exc) from None
-    _fsync_dir(entry.parent)
+    _fsync(entry.parent)
     return True
 
 

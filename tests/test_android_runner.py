@@ -15,9 +15,9 @@ import shutil
 import statistics
 import subprocess
 import sys
+import textwrap
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from emulated_device.device import CommandOverride, EmulatedPhone
-from emulated_device.fixtures import AdbServer, MakePhone
+from emulated_device.fixtures import AdbServer, MakePhone, poll
 from standin import make_standin
 
 from pytest_sme2.errors import ConfigError, DeviceError, ExportError, RunnerError
@@ -42,6 +42,18 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
 TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"
 TOY_INPUT = DATA / "toy_cnn_input_fp32.bin"
+
+# Test-file source: a recorded .pte standing in for the exported_model fixture (used in pytester files).
+RECORDED = textwrap.indent(textwrap.dedent(f"""\
+    from pathlib import Path
+
+    class Recorded:
+        name, dtype, backend = "toy_cnn", "fp32", "xnnpack"
+        pte_path, input_files = Path({str(TOY_PTE)!r}), (Path({str(TOY_INPUT)!r}),)
+
+        def to_dict(self):
+            return {{"name": self.name, "dtype": self.dtype, "backend": self.backend}}
+    """), " " * 8).lstrip()
 TOY_TRACE = DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"
 MOBILE_OFF = DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-off_t1.etdump"
 MOBILE_ON = DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-on_t1.etdump"
@@ -84,17 +96,6 @@ def _runs_left(phone: EmulatedPhone) -> list[Path]:
     return list(runs.iterdir()) if runs.exists() else []
 
 
-def _poll(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
-def _state(server: AdbServer, serial: str) -> str:
-    return next((i.state for i in server.client().list() if i.serial == serial), "absent")
 
 
 @dataclass(frozen=True)
@@ -234,15 +235,7 @@ def test_plugin_skips_sme2_on_without_sme2(
     monkeypatch.setenv("ANDROID_SERIAL", phone.serial)
     pytester.makepyfile(
         f"""
-        from pathlib import Path
-
-        class Recorded:  # a recorded .pte standing in for the exported_model fixture
-            name, dtype, backend = "toy_cnn", "fp32", "xnnpack"
-            pte_path, input_files = Path({str(TOY_PTE)!r}), (Path({str(TOY_INPUT)!r}),)
-
-            def to_dict(self):
-                return {{"name": self.name, "dtype": self.dtype, "backend": self.backend}}
-
+        {RECORDED}
         def test_device(android_device):
             print("FACTS", android_device.serial, android_device.sme2, android_device.big_core_mask)
 
@@ -364,7 +357,7 @@ def test_offline_device(make_emulated_phone: MakePhone, adb_server: AdbServer, t
     phone = make_emulated_phone()
     phone.go_offline()
     try:
-        assert _poll(lambda: _state(adb_server, phone.serial) == "offline")
+        assert poll(lambda: adb_server.state(phone.serial) == "offline")
         with pytest.raises(DeviceError, match=f"Android device {phone.serial} is offline: .*reconnect"):
             _runner(phone, tmp_path).device_info()
     finally:
@@ -448,7 +441,7 @@ def test_device_unplugged_mid_run(make_emulated_phone: MakePhone, tmp_path: Path
     phone = make_emulated_phone(overrides=[CommandOverride("--etdump_path", delay=10)])
 
     def unplug_once_the_runner_started() -> None:
-        if _poll(lambda: any("--etdump_path" in c for c in phone.history.commands), timeout=30):
+        if poll(lambda: any("--etdump_path" in c for c in phone.history.commands), timeout=30):
             time.sleep(0.3)
             phone.go_offline()
 
@@ -589,15 +582,7 @@ def test_xdist_workers_take_one_phone_each(
     on = make_standin(tmp_path / "on", trace=TOY_TRACE)
     pytester.makepyfile(
         f"""
-        from pathlib import Path
-
-        class Recorded:  # a recorded .pte standing in for the exported_model fixture
-            name, dtype, backend = "toy_cnn", "fp32", "xnnpack"
-            pte_path, input_files = Path({str(TOY_PTE)!r}), (Path({str(TOY_INPUT)!r}),)
-
-            def to_dict(self):
-                return {{"name": self.name, "dtype": self.dtype, "backend": self.backend}}
-
+        {RECORDED}
         def test_measure(sme2_runner):
             sme2_runner.profile(Recorded())
         """

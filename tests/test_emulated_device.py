@@ -12,14 +12,12 @@ import os
 import shlex
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import adbutils
 import pytest
 from emulated_device.device import CommandOverride, EmulatedPhone
-from emulated_device.fixtures import AdbServer, MakePhone
+from emulated_device.fixtures import AdbServer, MakePhone, poll
 
 pytestmark = pytest.mark.emulated_device
 
@@ -53,17 +51,6 @@ def _device(server: AdbServer, phone: EmulatedPhone) -> adbutils.AdbDevice:
     return server.client().device(phone.serial)
 
 
-def _poll(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
-def _state(server: AdbServer, serial: str) -> str:
-    return next((info.state for info in server.client().list() if info.serial == serial), "absent")
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -151,10 +138,10 @@ def test_closing_the_stream_kills_the_command(emulated_phone: EmulatedPhone, adb
 
     connection = _device(adb_server, emulated_phone).shell(f"sleep {marker}", stream=True)
     try:
-        assert _poll(running), "the command never started"
+        assert poll(running), "the command never started"
     finally:
         connection.close()
-    assert _poll(lambda: not running()), "the command outlived its closed stream"
+    assert poll(lambda: not running()), "the command outlived its closed stream"
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -343,7 +330,7 @@ def test_battery(emulated_phone: EmulatedPhone, adb_server: AdbServer) -> None:
 
 def test_unauthorized_device(make_emulated_phone: MakePhone, adb_server: AdbServer) -> None:
     phone = make_emulated_phone(unauthorized=True)
-    assert _state(adb_server, phone.serial) == "unauthorized"
+    assert adb_server.state(phone.serial) == "unauthorized"
     with pytest.raises(adbutils.AdbError, match="unauthorized"):
         _device(adb_server, phone).shell("id", timeout=TIMEOUT)
     assert phone.history.services == []
@@ -352,7 +339,7 @@ def test_unauthorized_device(make_emulated_phone: MakePhone, adb_server: AdbServ
 def test_offline_and_back(emulated_phone: EmulatedPhone, adb_server: AdbServer) -> None:
     device = _device(adb_server, emulated_phone)
     emulated_phone.go_offline()
-    assert _poll(lambda: _state(adb_server, emulated_phone.serial) == "offline")
+    assert poll(lambda: adb_server.state(emulated_phone.serial) == "offline")
     with pytest.raises(adbutils.AdbError, match="offline"):
         device.shell("id", timeout=TIMEOUT)
     emulated_phone.come_online()

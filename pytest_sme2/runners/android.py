@@ -53,7 +53,7 @@ from ..device import (
 )
 from ..errors import ConfigError, DeviceError, RunnerError, Sme2Error, tail
 from ..export import load_pte_check
-from .base import SME2_OFF, SME2_ON, RunRequest, RunResult
+from .base import SME2_OFF, SME2_ON, BinaryBuilds, RunRequest, RunResult
 from .host import BUILD_HINT, file_sha256, new_run_dir, result_from_trace
 
 T = TypeVar("T")
@@ -338,7 +338,7 @@ class Deployed:
     pushed: bool
 
 
-class AndroidRunner:
+class AndroidRunner(BinaryBuilds):
     """Run ``.pte`` files with one or two ``executor_runner`` builds on an Android device over adb.
 
     ``runner_path`` is the SME2-on (default) build, ``runner_off`` the SME2-off build. ``libcxx`` is
@@ -454,19 +454,6 @@ class AndroidRunner:
             info = device_info_from_facts(self.serial, facts.stdout)
             self._info = info
         return self._info
-
-    def variants(self) -> tuple[str | None, ...]:
-        return tuple(self.builds)
-
-    def runner_for(self, variant: str | None) -> Path:
-        try:
-            return self.builds[variant]
-        except KeyError:
-            have = ", ".join(repr(v) for v in self.builds)
-            raise ConfigError(
-                f"the android runner has no {variant!r} build; it has: {have}. Pass --sme2-runner (SME2 on) and "
-                "--sme2-runner-off (SME2 off) for an on/off comparison."
-            ) from None
 
     def fingerprint(self) -> Mapping[str, Any]:
         """Device facts that do not drift, the sha256 of every pushed binary, pinning and clock mode."""

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from ..errors import ConfigError
+
 SCHEMA_VERSION = 1
 
 #: Variant names for the two runner builds of an on/off comparison.
@@ -127,3 +129,27 @@ class Runner(Protocol):
     def run(self, request: RunRequest) -> RunResult:
         """Execute ``request``; raise :class:`~pytest_sme2.errors.RunnerError` when it fails."""
         ...
+
+
+class BinaryBuilds:
+    """``variants`` and ``runner_for`` of a runner that runs one ``executor_runner`` binary per variant.
+
+    Subclasses set ``name`` and ``builds`` (variant -> binary path; ``None`` is the single build).
+    """
+
+    name: str
+    builds: Mapping[str | None, Path]
+
+    def variants(self) -> tuple[str | None, ...]:
+        return tuple(self.builds)
+
+    def runner_for(self, variant: str | None) -> Path:
+        """The executor_runner binary of ``variant``."""
+        try:
+            return self.builds[variant]
+        except KeyError:
+            have = ", ".join(repr(v) for v in self.builds)
+            raise ConfigError(
+                f"the {self.name} runner has no {variant!r} build; it has: {have}. Pass --sme2-runner (SME2 on) "
+                "and --sme2-runner-off (SME2 off) for an on/off comparison."
+            ) from None

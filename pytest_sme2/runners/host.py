@@ -32,7 +32,7 @@ from ..device import host_device
 from ..errors import ConfigError, RunnerError, TraceError, tail
 from ..export import load_pte_check
 from ..trace import ETDUMP_IDENTIFIER, read_etdump
-from .base import RunRequest, RunResult
+from .base import BinaryBuilds, RunRequest, RunResult
 
 #: ``Iteration 3 of 30: 0.079408 ms`` as executor_runner logs it (the file:line prefix varies by version).
 ITERATION_LINE = re.compile(r"Iteration (\d+) of (\d+): ([0-9.eE+-]+) ms")
@@ -94,7 +94,7 @@ def _signal_text(returncode: int) -> str:
     return ""
 
 
-class HostRunner:
+class HostRunner(BinaryBuilds):
     """Run ``.pte`` files with one or two ``executor_runner`` binaries on this machine.
 
     ``runner_path`` is the default build (variant ``None``); ``variants`` maps variant names to builds,
@@ -123,20 +123,6 @@ class HostRunner:
         if timeout_s is not None and timeout_s <= 0:
             raise ConfigError(f"timeout_s must be positive (got {timeout_s})")
         self.timeout_s = timeout_s
-
-    def variants(self) -> tuple[str | None, ...]:
-        return tuple(self.builds)
-
-    def runner_for(self, variant: str | None) -> Path:
-        """The executor_runner binary of ``variant``."""
-        try:
-            return self.builds[variant]
-        except KeyError:
-            have = ", ".join(repr(v) for v in self.builds)
-            raise ConfigError(
-                f"the host runner has no {variant!r} build; it has: {have}. Pass --sme2-runner (SME2 on) "
-                "and --sme2-runner-off (SME2 off) for an on/off comparison."
-            ) from None
 
     def fingerprint(self) -> Mapping[str, Any]:
         """Host facts plus the sha256 of every runner binary (a rebuilt runner is a different build)."""

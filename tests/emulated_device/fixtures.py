@@ -11,7 +11,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -54,6 +54,20 @@ class AdbServer:
     def client(self, socket_timeout: float = 30.0) -> adbutils.AdbClient:
         """An adbutils client for this server (pass `port=` explicitly: never rely on 5037)."""
         return adbutils.AdbClient(host="127.0.0.1", port=self.port, socket_timeout=socket_timeout)
+
+    def state(self, serial: str) -> str:
+        """The device's state as this server lists it ("device", "offline", ...), or "absent"."""
+        return next((info.state for info in self.client().list() if info.serial == serial), "absent")
+
+
+def poll(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Wait up to ``timeout`` s for ``predicate`` to hold; its final value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
 
 
 def _free_port() -> int:
