@@ -41,7 +41,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -200,10 +200,11 @@ def export_model(
         progress(f"exporting {label} ...")
     started = time.perf_counter()
     try:
-        saved_inputs = _lower_and_save(
-            module, example_inputs, dtype=dtype, backend=backend, out=tmp, model_name=model_name,
-            cache_root=cache_root,
-        )
+        with _torch_trace_log_muted():
+            saved_inputs = _lower_and_save(
+                module, example_inputs, dtype=dtype, backend=backend, out=tmp, model_name=model_name,
+                cache_root=cache_root,
+            )
         seconds = time.perf_counter() - started
         meta = _meta(model_name, dtype=dtype, backend=backend, key=key, inputs=saved_inputs, seconds=seconds,
                      has_etrecord=True)
@@ -366,6 +367,32 @@ def cache_key(module: Any, inputs: Sequence[Any], *, dtype: str, backend: str) -
 
 
 # --------------------------------------------------------------------------------------- recipes
+
+
+@contextlib.contextmanager
+def _torch_trace_log_muted() -> Iterator[None]:
+    """Detach foreign handlers from torch's structured-trace logger while exporting.
+
+    ``torch.__trace`` is always at DEBUG and never propagates; torch serializes a graph dump for it
+    whenever it has a handler. pytest attaches its log-capture handlers to every non-propagating
+    logger, so under pytest (torch imported before the test) each export computed ~600 such dumps
+    and a failing test's report printed them all. torch's own trace file handler stays, and
+    ``TORCH_TRACE``/``TORCH_DTRACE`` (asking for those dumps) turn this off.
+    """
+    if os.environ.get("TORCH_TRACE") or os.environ.get("TORCH_DTRACE"):
+        yield
+        return
+    import logging
+
+    trace_log = logging.getLogger("torch.__trace")
+    foreign = [h for h in trace_log.handlers if type(h).__name__ != "LazyTraceHandler"]
+    for handler in foreign:
+        trace_log.removeHandler(handler)
+    try:
+        yield
+    finally:
+        for handler in foreign:
+            trace_log.addHandler(handler)
 
 
 def _lower_and_save(

@@ -278,3 +278,25 @@ def test_importing_export_and_runners_does_not_import_torch() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_export_keeps_torch_structured_trace_out_of_captured_logs(tmp_path: Path) -> None:
+    """pytest attaches its capture handlers to non-propagating loggers such as ``torch.__trace``
+    (always DEBUG): an export must neither feed it graph dumps nor leave the handler detached."""
+    import logging
+
+    trace_log = logging.getLogger("torch.__trace")
+    records: list[logging.LogRecord] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Collect()
+    trace_log.addHandler(handler)
+    try:
+        export_model("toy_cnn", backend="portable", cache_dir=tmp_path, progress=None)
+        assert handler in trace_log.handlers  # put back afterwards
+    finally:
+        trace_log.removeHandler(handler)
+    assert records == [], f"{len(records)} torch.__trace records reached a foreign handler during export"
