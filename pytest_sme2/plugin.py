@@ -705,6 +705,18 @@ def pytest_runtest_makereport(
     return report
 
 
+def record_of(report: pytest.TestReport) -> dict[str, Any] | None:
+    """The sme2 record a test report carries, with the report's outcome (and skip reason) filled in."""
+    for key, value in report.user_properties:
+        if key == RESULT_PROPERTY:
+            record: dict[str, Any] = json.loads(str(value))
+            record["outcome"] = report.outcome
+            if report.skipped and isinstance(report.longrepr, tuple) and not record.get("note"):
+                record["note"] = str(report.longrepr[2]).removeprefix("Skipped: ")
+            return record
+    return None
+
+
 class Collector:
     """Gathers every test's record on the controller (xdist workers' included) and reports once."""
 
@@ -712,13 +724,9 @@ class Collector:
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for key, value in report.user_properties:
-            if key == RESULT_PROPERTY:
-                record = json.loads(str(value))
-                record["outcome"] = report.outcome
-                if report.skipped and isinstance(report.longrepr, tuple) and not record.get("note"):
-                    record["note"] = str(report.longrepr[2]).removeprefix("Skipped: ")
-                self.config.stash[RESULTS_KEY].append(record)
+        record = record_of(report)
+        if record is not None:
+            self.config.stash[RESULTS_KEY].append(record)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         _terminal_summary(terminalreporter, config)

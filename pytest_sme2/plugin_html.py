@@ -7,20 +7,17 @@ itself is built by :mod:`pytest_sme2.report.html`; this module only wires it int
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 
 def _result_of(report: Any) -> Any:
-    from .plugin import RESULT_PROPERTY
+    from .plugin import record_of
     from .report.results import TestResult
 
-    for key, value in getattr(report, "user_properties", ()):
-        if key == RESULT_PROPERTY:
-            return TestResult.from_dict(json.loads(value))
-    return None
+    record = record_of(report)
+    return TestResult.from_dict(record) if record is not None else None
 
 
 @pytest.hookimpl(optionalhook=True)

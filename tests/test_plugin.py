@@ -8,7 +8,9 @@ verdict assertions use effects far above the noise: a 9x heavier input, a 2.3x s
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -337,7 +339,7 @@ def test_local_variants_compare_real_configurations_and_skip_sme2(run, pytester:
         def test_android(android_device):
             pass
     """)
-    result = run("-rs", "--sme2-blocks", "1", "--sme2-markdown", "r.md")
+    result = run("-rs", "--sme2-blocks", "1", "--sme2-markdown", "r.md", "--html", "r.html")
     result.assert_outcomes(passed=1, skipped=2)
     out = result.stdout.str()
     assert "the local executorch runtime has no SME2 build switch" in out
@@ -348,6 +350,13 @@ def test_local_variants_compare_real_configurations_and_skip_sme2(run, pytester:
     assert "`test_v.py::test_on_off` | toy_cnn fp32 xnnpack | — | — | — | — | ⏭️ **SKIPPED**" in md
     backends_row = next(line for line in md.splitlines() if line.startswith("| `test_v.py::test_backends`"))
     assert backends_row.endswith("📏 **MEASURED** |")  # measured, with no baseline to judge against
+    # The pytest-html row says the same (its verdict cell once said "measured" for a skipped test).
+    page = (pytester.path / "r.html").read_text()
+    blob = json.loads(html.unescape(re.search(r'data-jsonblob="([^"]*)"', page).group(1)))
+    verdict_cells = {test_id: next(c for c in blob["tests"][test_id][0]["resultsTableRow"] if "sme2-col-verdict" in c)
+                     for test_id in ("test_v.py::test_on_off", "test_v.py::test_backends")}
+    assert ">skipped<" in verdict_cells["test_v.py::test_on_off"]
+    assert ">measured<" in verdict_cells["test_v.py::test_backends"]
 
 
 # ------------------------------------------------------------------------------------------ xdist
