@@ -205,7 +205,9 @@ def test_bad_threshold_marker_fails_that_test(run, pytester: pytest.Pytester, ma
 
 
 def test_missing_baseline_fails_with_the_fix_then_update_writes_it(run, pytester: pytest.Pytester) -> None:
-    _write_size_test(pytester)
+    # 90 %: on this VM toy_cnn's XNNPACK build runs up to ~1.8x slower for seconds at a time
+    # (benchmarks/README.md, "Between sessions"); the A/A step below must not depend on the weather.
+    _write_size_test(pytester, margin=90)
     result = run()
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
@@ -227,7 +229,7 @@ def test_missing_baseline_fails_with_the_fix_then_update_writes_it(run, pytester
     assert data["fingerprint"]["dtype"] == "fp32" and data["fingerprint"]["threads"] == 1
     assert set(data["category_totals_ms"]) == {"Convolution", "GEMM", "Data Movement", "Elementwise", "Other"}
 
-    # A/A: the same model measured again passes the gate (25 % margin, far above this VM's noise).
+    # A/A: the same model measured again is not called a regression.
     result = run("--sme2-json", "results.json")
     result.assert_outcomes(passed=1)
     assert "sme2 performance" in result.stdout.str()
