@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,3 +72,26 @@ def test_clopper_pearson_upper_bound() -> None:
     assert math.isclose(clopper_pearson_upper(0, 50), 1 - 0.05 ** (1 / 50), rel_tol=1e-9)
     assert clopper_pearson_upper(50, 50) == 1.0
     assert 0.02 < clopper_pearson_upper(1, 100) < 0.05  # tables: 0.0466
+
+
+def test_gate_variants_trims_only_blocks_far_above_the_arm() -> None:
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks.gate_variants import trimmed
+    finally:
+        sys.path.remove(str(ROOT))
+    # Blocks of 33 executions (3 warm-ups): four near 0.042 ms, one at 0.060 ms (a disturbed block).
+    levels = [0.0420, 0.0422, 0.0600, 0.0419, 0.0421]
+    blocks = [np.full(33, level) for level in levels]
+    kept = trimmed(blocks, 5)
+    assert [float(b[0]) for b in kept] == [0.0420, 0.0422, 0.0419, 0.0421]
+    # Within max(5 %, 3 MAD) of the median block nothing goes, and only the first k blocks count.
+    assert len(trimmed([np.full(33, v) for v in (1.0, 1.03, 0.98, 1.04, 1.0)], 5)) == 5
+    assert len(trimmed(blocks, 2)) == 2
+
+
+def test_gate_variants_rejects_bad_repetition_counts() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gate_variants.py"), "--reps", "5,0,1"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2
+    assert "--reps takes three positive counts" in proc.stderr
