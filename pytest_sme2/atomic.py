@@ -48,6 +48,24 @@ def write_atomic(path: str | Path, data: str | bytes, *, what: str = "file") -> 
     return p
 
 
+def check_writable_dir(directory: str | Path, *, what: str = "output directory") -> Path:
+    """Create ``directory`` if needed and prove a file can be written there, before any long work.
+
+    Raises the same error a failed write would (what, path, reason, fix), so a run that would only
+    fail when saving its result fails at once instead.
+    """
+    d = Path(directory)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=TMP_PREFIX, dir=d)
+    except OSError as exc:
+        raise _write_error(d, what, exc) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        Path(probe).unlink()
+    return d
+
+
 #: A temp file older than this is debris of a killed writer, never one still being written.
 STALE_TMP_SECONDS = 3600.0
 

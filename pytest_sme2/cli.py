@@ -155,7 +155,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from .atomic import write_atomic
+    from .atomic import check_writable_dir, write_atomic
     from .export import export_model
     from .models import get_model, load_model_sources
     from .profile import ProgramFile, profile_exported, stderr_progress
@@ -173,6 +173,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
                           f"--device android only (device is {device!r})")
     if args.inputs and args.pte is None:
         raise ConfigError("--inputs goes with --pte; a registered model (--model) brings its own example inputs")
+    check_writable_dir(args.out, what="--out directory")  # before minutes of export and measurement
     runner = make_runner(device, runner_path=args.runner, serial=args.serial, timeout_s=args.timeout, **android)
     targets: list[Any] = []
     if args.pte is not None:

@@ -369,3 +369,21 @@ def test_killed_by_signal_is_reported(tmp_path: Path) -> None:
     with pytest.raises(RunnerError, match=r"exited with code -11 \(killed by SIGSEGV\)") as info:
         runner.run(_request(tmp_path))
     assert info.value.returncode == -signal.SIGSEGV
+
+
+def test_cli_profile_refuses_an_unwritable_out_before_measuring(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_sme2.profile
+    from pytest_sme2.cli import main
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("measured although the results could not be saved")
+
+    monkeypatch.setattr(pytest_sme2.profile, "profile_exported", never)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")  # a file where a directory must go stops root too
+    out = blocker / "results"
+    code = main(["profile", "--pte", str(TOY_PTE), "--inputs", str(TOY_INPUT), "--out", str(out)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"cannot write --out directory {out}" in err and "Nothing was changed" in err
