@@ -134,7 +134,8 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "(default 3)", 3, nonnegative_int),
     OptionSpec("blocks", "blocks (runner processes, interleaved for on/off) per measurement (default 5)", 5,
                positive_int),
-    OptionSpec("threads", "CPU threads for the runtime (default 1)", 1, positive_int),
+    OptionSpec("threads", "CPU threads for the runtime (default 1; at most the CPUs of the host or phone)", 1,
+               positive_int),
     OptionSpec("timeout", "seconds allowed per runner process (default 600)", 600.0, positive_float),
     OptionSpec("baseline-dir", "directory of baseline JSON files, relative to the rootdir "
                "(default .sme2_baselines)", ".sme2_baselines"),

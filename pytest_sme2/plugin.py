@@ -125,6 +125,14 @@ def _check_conflicts(opts: Sme2Options) -> None:
         raise pytest.UsageError("--sme2-runner-off needs --sme2-runner (the SME2-on build) as well")
     if opts.libcxx is not None and opts.device != "android":
         raise pytest.UsageError("--sme2-libcxx only applies to --sme2-device=android")
+    if opts.device in ("local", "host"):
+        from .errors import ConfigError
+        from .runners.base import check_threads
+
+        try:
+            check_threads(opts.threads, os.cpu_count() or 0, "this host")
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_configure(config: pytest.Config) -> None:

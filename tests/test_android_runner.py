@@ -393,6 +393,19 @@ def test_foreign_pte_is_refused_before_anything_is_pushed(make_emulated_phone: M
     assert phone.history.pushes == []
 
 
+def test_more_threads_than_the_phone_has_cores_is_refused_before_anything_is_pushed(
+    make_emulated_phone: MakePhone, tmp_path: Path
+) -> None:
+    phone = make_emulated_phone()
+    runner = _runner(phone, tmp_path)
+    cores = runner.device_info().cores
+    assert cores > 0
+    with pytest.raises(ConfigError, match=rf"{cores + 1} threads asked for, but Android device {phone.serial} has "
+                                          rf"{cores} CPUs"):
+        runner.run(_request(tmp_path, threads=cores + 1))
+    assert phone.history.pushes == []
+
+
 def test_runner_timeout_on_the_device(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
     phone = make_emulated_phone()
     started = time.monotonic()

@@ -109,6 +109,7 @@ def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
         (["--sme2-runner", "/nonexistent/executor_runner"], "does not exist"),
         (["--sme2-timeout", "nan"], "'nan' is not a finite number"),
         (["--sme2-cooldown", "-1"], "'-1' must be 0 or more"),
+        (["--sme2-threads", "100000"], "100000 threads asked for, but this host has"),
     ],
 )
 def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args: list[str], expected: str) -> None:

@@ -387,3 +387,17 @@ def test_cli_profile_refuses_an_unwritable_out_before_measuring(tmp_path: Path, 
     assert code == 2
     err = capsys.readouterr().err
     assert f"cannot write --out directory {out}" in err and "Nothing was changed" in err
+
+
+def test_more_threads_than_cpus_is_refused_before_running(capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    from pytest_sme2.cli import main
+    from pytest_sme2.errors import ConfigError
+
+    cores = os.cpu_count() or 1
+    with pytest.raises(ConfigError, match=rf"{cores + 1} threads asked for, but this host has {cores} CPUs"):
+        LocalRunner().run(RunRequest(pte=TOY_PTE, runs=1, warmup=0, threads=cores + 1, inputs=(TOY_INPUT,)))
+    LocalRunner().run(RunRequest(pte=TOY_PTE, runs=1, warmup=0, threads=cores, inputs=(TOY_INPUT,)))  # at the limit
+    assert main(["profile", "--pte", str(TOY_PTE), "--inputs", str(TOY_INPUT), "--threads", "100000"]) == 2
+    assert "Use --sme2-threads (CLI: --threads)" in capsys.readouterr().err

@@ -53,7 +53,7 @@ from ..device import (
 )
 from ..errors import ConfigError, DeviceError, RunnerError, Sme2Error, tail
 from ..export import load_pte_check
-from .base import SME2_OFF, SME2_ON, BinaryBuilds, RunRequest, RunResult
+from .base import SME2_OFF, SME2_ON, BinaryBuilds, RunRequest, RunResult, check_threads
 from .host import BUILD_HINT, file_sha256, new_run_dir, result_from_trace
 
 T = TypeVar("T")
@@ -693,6 +693,7 @@ class AndroidRunner(BinaryBuilds):
         runner = self.runner_for(request.variant)
         load_pte_check(request.pte)  # a foreign or cut .pte: say so here, before anything is pushed
         info = self.device_info()
+        check_threads(request.threads, info.cores, f"Android device {self.serial}")
         timeout = min(t for t in (self.timeout_s, request.timeout_s) if t is not None)
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         files = [runner, *([self.libcxx] if self.libcxx else []), request.pte, *(Path(p) for p in request.inputs or ())]

@@ -131,6 +131,19 @@ class Runner(Protocol):
         ...
 
 
+def check_threads(threads: int, cores: int, where: str) -> None:
+    """Refuse more runtime threads than ``where`` has CPUs (``cores`` 0 = unknown: not checked).
+
+    Threads beyond the cores only wait for each other: the measurement would time the scheduler.
+    """
+    if cores > 0 and threads > cores:
+        raise ConfigError(
+            f"{threads} threads asked for, but {where} has {cores} CPUs: extra threads would only wait for a core, "
+            f"so the latency would time the scheduler, not the model. Use --sme2-threads (CLI: --threads) {cores} "
+            "or fewer."
+        )
+
+
 class BinaryBuilds:
     """``variants`` and ``runner_for`` of a runner that runs one ``executor_runner`` binary per variant.
 

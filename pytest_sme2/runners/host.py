@@ -32,7 +32,7 @@ from ..device import host_device
 from ..errors import ConfigError, RunnerError, TraceError, tail
 from ..export import load_pte_check
 from ..trace import ETDUMP_IDENTIFIER, read_etdump
-from .base import BinaryBuilds, RunRequest, RunResult
+from .base import BinaryBuilds, RunRequest, RunResult, check_threads
 
 #: ``Iteration 3 of 30: 0.079408 ms`` as executor_runner logs it (the file:line prefix varies by version).
 ITERATION_LINE = re.compile(r"Iteration (\d+) of (\d+): ([0-9.eE+-]+) ms")
@@ -169,6 +169,7 @@ class HostRunner(BinaryBuilds):
 
     def run(self, request: RunRequest) -> RunResult:
         """Run ``request`` in a new run directory; see :meth:`run_in`."""
+        check_threads(request.threads, os.cpu_count() or 0, "this host")
         self._check_executable(self.runner_for(request.variant))
         load_pte_check(request.pte)  # a foreign or cut .pte: say so, instead of the runner's load error
         return self.run_in(request, self.new_run_dir(request))

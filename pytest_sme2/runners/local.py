@@ -13,6 +13,7 @@ visible share. :func:`timer_overhead_ns` measures the clock's own cost for compa
 from __future__ import annotations
 
 import gc
+import os
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,7 @@ from typing import Any
 
 from ..errors import ConfigError, RunnerError
 from ..export import load_pte_check
-from .base import RunRequest, RunResult
+from .base import RunRequest, RunResult, check_threads
 from .host import host_facts
 
 PER_OPERATOR_NOTE = (
@@ -123,6 +124,7 @@ class LocalRunner:
         Inputs are ``tensors`` when given, else the raw files of ``request.inputs`` (shapes and
         dtypes from the program), else all ones, like executor_runner without ``--inputs``.
         """
+        check_threads(request.threads, os.cpu_count() or 0, "this host")
         if request.variant is not None:
             raise ConfigError(
                 f"the local runner has one build (the installed executorch wheel), so it cannot run the "
