@@ -173,13 +173,14 @@ def cmd_profile(args: argparse.Namespace) -> int:
                           f"--device android only (device is {device!r})")
     if args.inputs and args.pte is None:
         raise ConfigError("--inputs goes with --pte; a registered model (--model) brings its own example inputs")
-    check_writable_dir(args.out, what="--out directory")  # before minutes of export and measurement
+    specs = [get_model(name) for name in args.models or ()]  # an unknown name fails here, before anything
     runner = make_runner(device, runner_path=args.runner, serial=args.serial, timeout_s=args.timeout, **android)
+    check_writable_dir(args.out, what="--out directory")  # before minutes of export and measurement
     targets: list[Any] = []
     if args.pte is not None:
         targets.append(ProgramFile(args.pte, tuple(args.inputs), args.dtype or "unknown", args.backend or "unknown"))
-    for name in args.models or ():
-        targets.append(export_model(get_model(name), dtype=args.dtype or "fp32", backend=args.backend or "xnnpack",
+    for spec in specs:
+        targets.append(export_model(spec, dtype=args.dtype or "fp32", backend=args.backend or "xnnpack",
                                     cache_dir=args.cache_dir, progress=stderr_progress))
     for exported in targets:
         label = "_".join(part for part in (exported.name, exported.dtype, exported.backend) if part != "unknown")
