@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ from standin import make_standin
 from pytest_sme2.atomic import TMP_PREFIX, write_atomic
 from pytest_sme2.baseline import Baseline, BaselineStore, safe_name
 from pytest_sme2.cli import main
-from pytest_sme2.errors import BaselineError, RunnerError
+from pytest_sme2.errors import BaselineError, ConfigError, RunnerError
 from pytest_sme2.runners.base import RunRequest
 from pytest_sme2.runners.host import HostRunner
 
@@ -574,6 +576,12 @@ def test_host_runner_commands_are_argument_lists_safe_from_shell_metacharacters(
     assert shlex.split(shown.removeprefix("  command: ")) == info.value.command
     assert info.value.returncode == 134
     assert not [p for p in tmp_path.rglob("PWNED*") if p.name.startswith("PWNED")]
+    # executor_runner splits --inputs on commas: such a path is refused, never split into two files.
+    comma_input = tmp_path / "in,put.bin"
+    shutil.copyfile(TOY_INPUT, comma_input)
+    with pytest.raises(ConfigError, match=rf"input file path {re.escape(str(comma_input))} contains a comma, .*"
+                                          "move or rename the file"):
+        HostRunner(runner_path).run(replace(request, inputs=(comma_input,)))
 
 
 @pytest.mark.parametrize(("content", "expected"), [

@@ -53,7 +53,7 @@ from ..device import (
 )
 from ..errors import ConfigError, DeviceError, RunnerError, Sme2Error, tail
 from ..export import load_pte_check
-from .base import SME2_OFF, SME2_ON, BinaryBuilds, RunRequest, RunResult, check_threads
+from .base import SME2_OFF, SME2_ON, BinaryBuilds, RunRequest, RunResult, check_threads, inputs_argv
 from .host import BUILD_HINT, file_sha256, new_run_dir, result_from_trace
 
 T = TypeVar("T")
@@ -650,15 +650,7 @@ class AndroidRunner(BinaryBuilds):
             f"--num_executions={request.executions}",
             f"--cpu_threads={request.threads}",
         ]
-        if request.inputs:
-            remotes = [deployed[Path(p)].remote for p in request.inputs]
-            with_comma = [p for p in remotes if "," in p]
-            if with_comma:
-                raise ConfigError(
-                    f"input file {with_comma[0]} contains a comma, which executor_runner --inputs uses as its "
-                    "separator; rename the file"
-                )
-            argv += ["--inputs", ",".join(remotes)]
+        argv += inputs_argv([deployed[Path(p)].remote for p in request.inputs or ()], fix="rename the file")
         # stdin from /dev/null: adbutils' shell v2 never closes stdin, so a runner reading it would hang.
         return (f"cd {_q(remote_run)} && export LD_LIBRARY_PATH={_q(':'.join(dict.fromkeys(lib_dirs)))} && "
                 f"exec {_join(argv)} </dev/null")

@@ -9,7 +9,7 @@ recorded one, and facts about the build that produced them). Local runtime, host
 from __future__ import annotations
 
 import platform
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -129,6 +129,20 @@ class Runner(Protocol):
     def run(self, request: RunRequest) -> RunResult:
         """Execute ``request``; raise :class:`~pytest_sme2.errors.RunnerError` when it fails."""
         ...
+
+
+def inputs_argv(paths: Sequence[str], *, fix: str) -> list[str]:
+    """``["--inputs", "a,b"]`` for executor_runner (``[]`` without inputs); ``fix`` ends the error.
+
+    executor_runner splits ``--inputs`` on commas, so a path containing one is refused, not split.
+    """
+    with_comma = [p for p in paths if "," in p]
+    if with_comma:
+        raise ConfigError(
+            f"input file path {with_comma[0]} contains a comma, which executor_runner --inputs uses as its "
+            f"separator; {fix}"
+        )
+    return ["--inputs", ",".join(paths)] if paths else []
 
 
 def check_threads(threads: int, cores: int, where: str) -> None:

@@ -32,7 +32,7 @@ from ..device import host_device
 from ..errors import ConfigError, RunnerError, TraceError, tail
 from ..export import load_pte_check
 from ..trace import ETDUMP_IDENTIFIER, read_etdump
-from .base import BinaryBuilds, RunRequest, RunResult, check_threads
+from .base import BinaryBuilds, RunRequest, RunResult, check_threads, inputs_argv
 
 #: ``Iteration 3 of 30: 0.079408 ms`` as executor_runner logs it (the file:line prefix varies by version).
 ITERATION_LINE = re.compile(r"Iteration (\d+) of (\d+): ([0-9.eE+-]+) ms")
@@ -152,15 +152,7 @@ class HostRunner(BinaryBuilds):
             f"--num_executions={request.executions}",
             f"--cpu_threads={request.threads}",
         ]
-        if request.inputs:
-            paths = [str(Path(p).absolute()) for p in request.inputs]
-            with_comma = [p for p in paths if "," in p]
-            if with_comma:
-                raise ConfigError(
-                    f"input file path {with_comma[0]} contains a comma, which executor_runner --inputs "
-                    "uses as its separator; move or rename the file"
-                )
-            cmd += ["--inputs", ",".join(paths)]
+        cmd += inputs_argv([str(Path(p).absolute()) for p in request.inputs or ()], fix="move or rename the file")
         return cmd
 
     def new_run_dir(self, request: RunRequest) -> Path:
