@@ -14,6 +14,7 @@ import signal
 import statistics
 import subprocess
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,7 @@ def test_local_runner_result_says_what_it_measured() -> None:
     assert result.trace_path is None and result.per_operator is False
     assert "without the event tracer" in result.per_operator_note
     assert "--sme2-device=host" in result.per_operator_note
-    assert result.build.startswith("executorch 1.4.1 pybindings (portable_lib)")
+    assert result.build.startswith(f"executorch {version('executorch')} pybindings (portable_lib)")
     assert result.metadata["inputs"] == "files" and result.metadata["method"] == "forward"
     assert result.metadata["load_ms"] < 1000, "load time must not include the runtime's first import"
 
@@ -165,7 +166,7 @@ def test_local_fingerprint_is_stable_and_excludes_threads() -> None:
     first, second = LocalRunner().fingerprint(), LocalRunner().fingerprint()
     assert first == second
     assert not any("thread" in key for key in first)
-    assert first["executorch_version"] == "1.4.1" and first["arch"] and first["cores"] == os.cpu_count()
+    assert first["executorch_version"] == version("executorch") and first["arch"] and first["cores"] == os.cpu_count()
 
 
 # ------------------------------------------------------------------------------------------ host
