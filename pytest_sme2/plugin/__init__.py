@@ -1,0 +1,75 @@
+"""The pytest adapter of pytest-sme2: the hooks, in the order pytest calls them, each delegating to a room.
+
+Everything that measures or judges lives in the library (``export``, ``runners``, ``profile``, ``gate``,
+``baseline``, ``report``); this package only translates between pytest and it:
+
+- ``options``  — ``--sme2-*`` flags and ``sme2_*`` ini keys -> one frozen ``Sme2Options``; conflicts;
+- ``markers``  — ``sme2_model`` / ``sme2_threshold``: registration, parsing, validation;
+- ``session``  — per-session state (the runner, built once) and the library-call wrapper;
+- ``fixtures`` — ``exported_model``, ``sme2_runner``, ``sme2_baseline``, ``android_device``;
+- ``measure``  — what ``sme2_runner`` does (variants, profiling);
+- ``judge``    — what ``sme2_baseline`` does (baseline lookup, the gate's verdict applied to the test);
+- ``records``  — each test's record and its trip to the controller (xdist-safe), shared with ``html``;
+- ``terminal`` — the ``sme2 performance`` terminal section;
+- ``reports``  — the JSON / markdown / GitHub step summary files, written once by the controller;
+- ``html``     — pytest-html columns and row sections, registered only when pytest-html writes a report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from . import markers, options, records, reports, terminal
+from .fixtures import android_device, exported_model, sme2_baseline, sme2_options, sme2_runner, sme2_session
+
+__all__ = ["android_device", "exported_model", "sme2_baseline", "sme2_options", "sme2_runner", "sme2_session"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.addoption(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    markers.register(config)
+    config.stash[records.OPTIONS_KEY] = options.build_options(config)
+    config.stash[records.RESULTS_KEY] = []
+    config.pluginmanager.register(Collector(config), "sme2_collector")
+    # pytest-html is "active" when it writes a report; being installed is not enough.
+    if config.pluginmanager.hasplugin("html") and getattr(config.option, "htmlpath", None):
+        from . import html
+
+        config.pluginmanager.register(html, "sme2_html")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    markers.check_marker_fixtures(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    records.attach(item, report)
+    return report
+
+
+class Collector:
+    """Gathers every test's record on the controller (xdist workers' included) and reports once."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        record = records.record_of(report)
+        if record is not None:
+            self.config.stash[records.RESULTS_KEY].append(record)
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        terminal.write_summary(terminalreporter, config)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        reports.session_finish(session)

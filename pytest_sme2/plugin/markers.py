@@ -1,0 +1,151 @@
+"""The ``sme2_model`` and ``sme2_threshold`` markers: registration, parsing and validation.
+
+Bad marker use fails that test with a message naming the keyword and what is allowed
+(``pytest.fail(..., pytrace=False)``), never an assertion or a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+MODEL_KWARGS = ("dtype", "backend", "inputs")
+THRESHOLD_KWARGS = ("latency_pct", "p50_ms", "p90_ms", "categories", "min_speedup")
+DTYPES = ("fp32", "fp16", "int8")
+BACKENDS = ("xnnpack", "portable")
+
+
+def register(config: pytest.Config) -> None:
+    """Declare the markers (``pytest --markers`` lists them; ``--strict-markers`` accepts them)."""
+    config.addinivalue_line(
+        "markers",
+        "sme2_model(name, *, dtype='fp32', backend='xnnpack', inputs=None): the model this performance "
+        "test exports and runs (a registered name or a callable returning an nn.Module)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "sme2_threshold(*, latency_pct=None, p50_ms=None, p90_ms=None, categories=None, min_speedup=None): "
+        "regression margin vs baseline (percent), absolute budgets (ms), per-category margins "
+        "({'GEMM': 10}), minimum SME2 speedup",
+    )
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """What ``@pytest.mark.sme2_model`` asked for."""
+
+    model: str | Callable[[], Any]
+    dtype: str = "fp32"
+    backend: str = "xnnpack"
+    inputs: tuple[Any, ...] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.model if isinstance(self.model, str) else getattr(self.model, "__name__", "model")
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """What ``@pytest.mark.sme2_threshold`` asked for (percentages as given)."""
+
+    latency_pct: float | None = None
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    categories: Mapping[str, float] = field(default_factory=dict)
+    min_speedup: float | None = None
+
+
+def _marker_error(item: pytest.Item, message: str) -> None:
+    pytest.fail(f"{item.nodeid}: {message}", pytrace=False)
+
+
+def parse_model_marker(item: pytest.Item) -> ModelRequest:
+    marker = item.get_closest_marker("sme2_model")
+    if marker is None:
+        _marker_error(item, "uses exported_model but has no @pytest.mark.sme2_model(name, dtype=..., "
+                      "backend=...) marker; add one naming a registered model")
+        raise AssertionError  # unreachable: pytest.fail raises
+    unknown = sorted(set(marker.kwargs) - set(MODEL_KWARGS))
+    if unknown:
+        _marker_error(item, f"sme2_model got unknown keyword(s) {', '.join(unknown)}; "
+                      f"allowed: {', '.join(MODEL_KWARGS)}")
+    if len(marker.args) != 1 or not (isinstance(marker.args[0], str) or callable(marker.args[0])):
+        _marker_error(item, "sme2_model takes exactly one positional argument: a registered model name or a "
+                      f"callable returning an nn.Module (got {marker.args!r})")
+    dtype = marker.kwargs.get("dtype", "fp32")
+    backend = marker.kwargs.get("backend", "xnnpack")
+    if dtype not in DTYPES:
+        _marker_error(item, f"sme2_model dtype={dtype!r} is not supported; allowed: {', '.join(DTYPES)}")
+    if backend not in BACKENDS:
+        _marker_error(item, f"sme2_model backend={backend!r} is not supported; allowed: {', '.join(BACKENDS)}")
+    inputs = marker.kwargs.get("inputs")
+    if inputs is not None:
+        if not isinstance(inputs, (tuple, list)):
+            inputs = (inputs,)
+        inputs = tuple(inputs)
+    return ModelRequest(marker.args[0], dtype, backend, inputs)
+
+
+def _number(item: pytest.Item, key: str, value: Any, *, upper: float | None = None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+        # "not value > 0" also catches NaN, which compares false with everything and would disable the check.
+        _marker_error(item, f"sme2_threshold {key}={value!r} must be a positive number (finite: not nan or inf)")
+    if upper is not None and value >= upper:
+        _marker_error(item, f"sme2_threshold {key}={value!r} must be below {upper}")
+    return float(value)
+
+
+def parse_threshold_marker(item: pytest.Item) -> Threshold:
+    marker = item.get_closest_marker("sme2_threshold")
+    if marker is None:
+        return Threshold()
+    from ..categories import CATEGORIES
+
+    if marker.args:
+        _marker_error(item, f"sme2_threshold takes keyword arguments only ({', '.join(THRESHOLD_KWARGS)}); "
+                      f"got positional {marker.args!r}")
+    unknown = sorted(set(marker.kwargs) - set(THRESHOLD_KWARGS))
+    if unknown:
+        _marker_error(item, f"sme2_threshold got unknown keyword(s) {', '.join(unknown)}; "
+                      f"allowed: {', '.join(THRESHOLD_KWARGS)}")
+    kw = marker.kwargs
+    cats = kw.get("categories") or {}
+    if not isinstance(cats, Mapping):
+        _marker_error(item, "sme2_threshold categories must be a dict like {'GEMM': 10, 'Data Movement': 15}")
+    bad = sorted(set(cats) - set(CATEGORIES))
+    if bad:
+        _marker_error(item, f"sme2_threshold categories has unknown categor(y/ies) {', '.join(map(repr, bad))}; "
+                      f"allowed: {', '.join(CATEGORIES)}")
+    margins = {str(k): _number(item, f"categories[{k!r}]", v, upper=100) for k, v in cats.items()}
+    return Threshold(
+        latency_pct=_number(item, "latency_pct", kw.get("latency_pct"), upper=100),
+        p50_ms=_number(item, "p50_ms", kw.get("p50_ms")),
+        p90_ms=_number(item, "p90_ms", kw.get("p90_ms")),
+        categories={k: v for k, v in margins.items() if v is not None},
+        min_speedup=_number(item, "min_speedup", kw.get("min_speedup")),
+    )
+
+
+#: marker -> the fixture that reads it
+_MARKER_FIXTURES = {"sme2_model": "exported_model", "sme2_threshold": "sme2_baseline"}
+
+
+def check_marker_fixtures(item: pytest.Item) -> None:
+    """A marker written on a test that does not use the fixture reading it would do nothing: say so.
+
+    Only the test's own markers (decorator or ``pytest.param(marks=...)``) are checked; a module- or
+    class-wide ``pytestmark`` may cover helper tests that do not measure anything.
+    """
+    names = getattr(item, "fixturenames", ())
+    for marker in getattr(item, "own_markers", ()):
+        fixture = _MARKER_FIXTURES.get(marker.name)
+        if fixture is not None and fixture not in names:
+            _marker_error(item, f"has @pytest.mark.{marker.name} but does not use the {fixture} fixture, which "
+                          f"is what reads it, so the marker would do nothing; add {fixture} to the test's "
+                          "arguments or remove the marker")
+

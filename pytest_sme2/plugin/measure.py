@@ -1,0 +1,168 @@
+"""The ``sme2_runner`` fixture's object: exports variants and measures exported models on the device.
+
+Variant policy lives here: ``variant="portable"``/``"xnnpack"`` compare backends on the local runtime;
+``"sme2_on"``/``"sme2_off"`` need two runner builds, and are skipped with the reason where they cannot be
+measured (the local runtime, a missing build, a device without SME2) — never faked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from ..errors import Sme2Error
+from .markers import ModelRequest
+from .records import record
+from .session import Sme2Session, call
+
+MODEL_REQUEST_KEY = pytest.StashKey[ModelRequest]()
+LOCAL_VARIANTS = ("xnnpack", "portable")
+
+
+def _model_spec(request: ModelRequest) -> Any:
+    from ..models import ModelSpec, get_model
+
+    if isinstance(request.model, str):
+        return get_model(request.model)
+    factory = request.model
+
+    def build() -> tuple[Any, tuple[Any, ...]]:
+        module = factory()
+        if isinstance(module, tuple):
+            return module  # already (module, inputs)
+        inputs = getattr(module, "example_inputs", None)
+        if inputs is None and request.inputs is None:
+            raise Sme2Error(f"model callable {request.name} returned a module without example inputs; "
+                            "pass inputs=(tensor, ...) to sme2_model")
+        return module, tuple(inputs or ())
+
+    return ModelSpec(request.name, build, f"{getattr(factory, '__module__', '?')}.{request.name}")
+
+
+def export(session: Sme2Session, request: ModelRequest, backend: str | None = None) -> Any:
+    from ..export import export_model
+
+    spec = _model_spec(request)
+    return export_model(spec, dtype=request.dtype, backend=backend or request.backend, inputs=request.inputs,
+                        cache_dir=session.options.cache_dir, progress=session.progress)
+
+
+
+@dataclass(frozen=True)
+class OnOff:
+    """An interleaved SME2 off/on measurement of one model."""
+
+    off: Any
+    on: Any
+
+    @property
+    def speedup(self) -> float:
+        import numpy as np
+
+        return float(np.median(self.off.samples_ms) / np.median(self.on.samples_ms))
+
+
+class Sme2Runner:
+    """The ``sme2_runner`` fixture: measures exported models on the selected device."""
+
+    def __init__(self, session: Sme2Session, item: pytest.Item) -> None:
+        self._session = session
+        self._item = item
+        self.remeasure: Callable[[], Any] | None = None
+
+    @property
+    def device(self) -> str:
+        return self._session.options.device
+
+    @property
+    def runner(self) -> Any:
+        return self._session.runner
+
+    def _skip_without_sme2_builds(self, variant: str) -> None:
+        o = self._session.options
+        if o.device == "local":
+            pytest.skip(f"variant {variant!r} needs two executor_runner builds (SME2 on/off); the local executorch "
+                        "runtime has no SME2 build switch. Run with --sme2-device=host or android and "
+                        "--sme2-runner/--sme2-runner-off")
+        if variant not in self.runner.variants():
+            pytest.skip(f"variant {variant!r} is not available: pass --sme2-runner-off with the SME2-off build")
+        info = getattr(self.runner, "device_info", None)
+        device = info() if callable(info) else None
+        if variant == "sme2_on" and device is not None and device.sme2 is False:
+            pytest.skip(f"device {device.name or device.serial} has no SME2 (no 'sme2' in its CPU features): "
+                        "an SME2-on measurement there would not measure SME2")
+
+    def profile(self, exported: Any, *, variant: str | None = None, runs: int | None = None) -> Any:
+        """Measure ``exported`` (``--sme2-blocks`` blocks of ``--sme2-runs``); returns a Profile."""
+        from ..profile import profile_exported
+
+        o = self._session.options
+        check_exported(exported, "profile")
+        if variant not in _VARIANTS:
+            pytest.fail(f"sme2_runner.profile(variant={variant!r}): unknown variant; allowed: None (the default "
+                        f"build), {', '.join(repr(v) for v in _VARIANTS if v)}", pytrace=False)
+        target = exported
+        run_variant = variant
+        if variant in LOCAL_VARIANTS:
+            if o.device != "local":
+                pytest.skip(f"variant {variant!r} compares backends on the local runtime only")
+            req = self._item.stash.get(MODEL_REQUEST_KEY, None)
+            if req is None:
+                pytest.fail("variant= needs the exported_model fixture of this test", pytrace=False)
+            if variant != exported.backend:
+                target = call(lambda: export(self._session, req, backend=variant))
+            run_variant = None
+        elif variant is not None:
+            self._skip_without_sme2_builds(variant)
+
+        def measure() -> Any:
+            return call(lambda: profile_exported(
+                target, self.runner, runs=o.runs if runs is None else runs, warmup=o.warmup, threads=o.threads,
+                out_dir=self._session.out_dir / _safe(self._item.nodeid), variant=run_variant,
+                blocks=o.blocks, timeout_s=o.timeout, progress=None))
+
+        result = measure()
+        self.remeasure = measure
+        record(self._item).profile = result.to_dict()
+        return result
+
+    def profile_on_off(self, exported: Any, *, runs: int | None = None, blocks: int | None = None) -> OnOff:
+        """Measure the SME2-off and SME2-on builds in interleaved blocks (ABBA)."""
+        from ..profile import profile_on_off
+
+        o = self._session.options
+        check_exported(exported, "profile_on_off")
+        self._skip_without_sme2_builds("sme2_on")
+        self._skip_without_sme2_builds("sme2_off")
+
+        def measure() -> OnOff:
+            off, on = call(lambda: profile_on_off(
+                exported, self.runner, runs=o.runs if runs is None else runs, warmup=o.warmup, threads=o.threads,
+                out_dir=self._session.out_dir / _safe(self._item.nodeid), blocks=o.blocks if blocks is None else blocks,
+                timeout_s=o.timeout, progress=self._session.progress))
+            return OnOff(off, on)
+
+        pair = measure()
+        self.remeasure = lambda: measure().on
+        rec = record(self._item)
+        rec.profile, rec.profile_off = pair.on.to_dict(), pair.off.to_dict()
+        return pair
+
+
+_VARIANTS = (None, *LOCAL_VARIANTS, "sme2_on", "sme2_off")
+
+
+def check_exported(exported: Any, method: str) -> None:
+    if not hasattr(exported, "pte_path"):
+        pytest.fail(f"sme2_runner.{method}() takes the exported_model fixture (an ExportedModel); got "
+                    f"{type(exported).__name__} {exported!r:.60}", pytrace=False)
+
+
+def _safe(nodeid: str) -> str:
+    from ..baseline import safe_name
+
+    return safe_name(nodeid)
+

@@ -1,0 +1,113 @@
+"""``--sme2-*`` options and ``sme2_*`` ini keys -> one frozen :class:`Sme2Options`; conflicts are usage errors.
+
+The option table itself (names, types, help) lives in :mod:`pytest_sme2.options`, which the CLI shares;
+this module registers it with pytest and resolves command line over ini over default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..options import OPTION_TABLE, OptionSpec, Sme2Options
+
+
+def addoption(parser: pytest.Parser) -> None:
+    """Register every ``--sme2-*`` flag with its ``sme2_*`` ini key (defaults are resolved in build_options)."""
+    group = parser.getgroup("sme2", "pytest-sme2: performance regression testing of ExecuTorch models")
+    for spec in OPTION_TABLE:
+        kwargs: dict[str, Any] = {"dest": spec.dest, "help": spec.help, "default": None}
+        if spec.action:
+            kwargs["action"] = spec.action
+        else:
+            if spec.type is not None:
+                kwargs["type"] = spec.type
+            if spec.choices:
+                kwargs["choices"] = spec.choices
+            kwargs["metavar"] = spec.name.split("-")[-1].upper()
+        group.addoption(spec.flag, **kwargs)
+        parser.addini(spec.dest, help=f"{spec.help} [ini of {spec.flag}]", type=spec.ini_type,  # type: ignore[arg-type]
+                      default=_ini_default(spec))
+
+
+def _ini_default(spec: OptionSpec) -> Any:
+    if spec.ini_type == "bool":
+        return False
+    if spec.ini_type == "linelist":
+        return []
+    return None
+
+
+def _from_ini(config: pytest.Config, spec: OptionSpec) -> Any:
+    raw = config.getini(spec.dest)
+    if spec.ini_type in ("bool", "linelist"):
+        return raw
+    if raw in (None, ""):
+        return spec.default
+    convert = spec.type
+    if spec.choices and raw not in spec.choices:
+        raise pytest.UsageError(f"ini {spec.dest} = {raw!r}: allowed values are {', '.join(spec.choices)}")
+    if callable(convert):
+        try:
+            return convert(raw)
+        except argparse.ArgumentTypeError as exc:
+            raise pytest.UsageError(f"ini {spec.dest} = {raw!r}: {exc}") from None
+    return raw
+
+
+def build_options(config: pytest.Config) -> Sme2Options:
+    """Resolve every ``--sme2-*`` option (command line, then ini, then default) and check conflicts."""
+    values: dict[str, Any] = {}
+    for spec in OPTION_TABLE:
+        value = config.getoption(spec.dest)
+        if value is None or value is False:
+            value = _from_ini(config, spec)
+        if value is None:
+            value = spec.default
+        values[spec.dest.removeprefix("sme2_")] = value
+    root = config.rootpath
+    values["baseline_dir"] = root / str(values["baseline_dir"])
+    values["cache_dir"] = root / str(values["cache_dir"])
+    for key in ("runner", "runner_off", "libcxx", "json", "markdown", "out_dir"):
+        if values[key] is not None:
+            values[key] = Path(values[key])
+    values["models"] = tuple(values["models"] or ())
+    values["update_baseline"] = bool(values["update_baseline"])
+    opts = Sme2Options(**values)
+    _check_conflicts(opts)
+    return opts
+
+
+def _check_conflicts(opts: Sme2Options) -> None:
+    if opts.serial and opts.device != "android":
+        raise pytest.UsageError(
+            f"--sme2-serial {opts.serial} only applies to --sme2-device=android (device is {opts.device!r}); "
+            "add --sme2-device=android or drop --sme2-serial"
+        )
+    if opts.device == "local" and (opts.runner or opts.runner_off):
+        raise pytest.UsageError(
+            "--sme2-runner/--sme2-runner-off are executor_runner builds for --sme2-device=host or android; "
+            "the local device uses the executorch Python runtime. Add --sme2-device=host (or android)."
+        )
+    if opts.device in ("host", "android") and opts.runner is None:
+        raise pytest.UsageError(
+            f"--sme2-device={opts.device} needs --sme2-runner PATH: an executor_runner built with "
+            "-DEXECUTORCH_BUILD_DEVTOOLS=ON -DEXECUTORCH_ENABLE_EVENT_TRACER=ON (see the README)"
+        )
+    if opts.runner_off is not None and opts.runner is None:
+        raise pytest.UsageError("--sme2-runner-off needs --sme2-runner (the SME2-on build) as well")
+    if opts.libcxx is not None and opts.device != "android":
+        raise pytest.UsageError("--sme2-libcxx only applies to --sme2-device=android")
+    if opts.device in ("local", "host"):
+        from ..errors import ConfigError
+        from ..runners.base import check_threads
+
+        try:
+            check_threads(opts.threads, os.cpu_count() or 0, "this host")
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+

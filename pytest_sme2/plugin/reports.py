@@ -1,0 +1,64 @@
+"""Result files written once per session by the controller: --sme2-json, --sme2-markdown, GitHub step summary."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..errors import Sme2Error
+from ..options import Sme2Options
+from .records import OPTIONS_KEY, RESULTS_KEY
+from .session import worker_id
+
+
+def session_finish(session: pytest.Session) -> None:
+    config = session.config
+    if worker_id(config) is not None:
+        return  # workers never write shared reports; the controller has every record
+    records = config.stash.get(RESULTS_KEY, [])
+    opts = config.stash.get(OPTIONS_KEY, None)
+    if opts is None:
+        return
+    try:
+        _write_reports(config, opts, records)
+    except Sme2Error as exc:
+        # A report that cannot be written is an error of the run, shown once, without a traceback.
+        reporter = config.pluginmanager.getplugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"pytest-sme2: {exc}", red=True)
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+    if any((r.get("verdict") or {}).get("status") == "regression" for r in records) and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def results_from_records(records: list[dict[str, Any]], opts: Sme2Options) -> Any:
+    """The session's records as a :class:`~pytest_sme2.report.results.SessionResults`."""
+    import platform
+    import sys
+
+    from ..report.results import SessionResults, TestResult
+
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.__dict__.items()}
+    environment = {"python": sys.version.split()[0], "platform": platform.platform(), "host": platform.node()}
+    return SessionResults(tests=tuple(TestResult.from_dict(r) for r in records), environment=environment,
+                          config=config)
+
+
+def _write_reports(config: pytest.Config, opts: Sme2Options, records: list[dict[str, Any]]) -> None:
+    if not (opts.json or opts.markdown or os.environ.get("GITHUB_STEP_SUMMARY")):
+        return
+    from ..report.results import append_step_summary, write_results
+
+    results = results_from_records(records, opts)
+    if opts.json:
+        write_results(opts.json, results)
+    if opts.markdown:
+        from ..atomic import write_atomic
+        from ..report.markdown import render_markdown
+
+        write_atomic(opts.markdown, render_markdown(results), what="markdown report")
+    if records:
+        append_step_summary(results)

@@ -1,0 +1,85 @@
+"""Per-session state shared by the fixtures: options, the device runner (built once), the run directory.
+
+Also the one way plugin code calls the library: :func:`call` turns a library error into a test failure
+with the error's message (no traceback from deep inside executorch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+
+from ..errors import ConfigError, Sme2Error
+from ..options import Sme2Options
+
+
+class Sme2Session:
+    """Per-session state: options, the device runner (built on first use), the output dir."""
+
+    def __init__(self, config: pytest.Config, options: Sme2Options, out_dir: Path) -> None:
+        self.config = config
+        self.options = options
+        self.out_dir = out_dir
+        self._runner: Any = None
+
+    @property
+    def runner(self) -> Any:
+        if self._runner is None:
+            from ..runners import make_runner
+
+            o = self.options
+            extra: dict[str, Any] = {}
+            if o.device == "android":
+                extra = {"libcxx": o.libcxx, "big_cores": o.big_cores, "cooldown_s": o.cooldown,
+                         "fixed_performance": o.fixed_performance, "worker": worker_id(self.config)}
+            try:
+                runner = make_runner(
+                    o.device, runner_path=o.runner, runner_off=o.runner_off, serial=o.serial, timeout_s=o.timeout,
+                    **extra)
+                self._runner = runner
+            except Sme2Error as exc:
+                error = exc
+            else:
+                return self._runner
+            if isinstance(error, ConfigError):
+                # A wrong choice of device or option (several phones and no serial, a mask naming no
+                # CPU) is wrong for every test: one usage error for the session, not a failure per test.
+                pytest.exit(f"pytest-sme2: {error}", returncode=pytest.ExitCode.USAGE_ERROR)
+            fail_without_chain(str(error))
+        return self._runner
+
+    def progress(self, message: str) -> None:
+        """Show a progress line live (outside capture) for work that takes seconds."""
+        capman = self.config.pluginmanager.getplugin("capturemanager")
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        if reporter is None or worker_id(self.config) is not None:
+            return
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                reporter.write_line(f"[sme2] {message}")
+        else:  # pragma: no cover - capture is always registered in practice
+            reporter.write_line(f"[sme2] {message}")
+
+
+def worker_id(config: pytest.Config) -> str | None:
+    """The xdist worker id (``gw0``...), or None on the controller / without xdist."""
+    worker = getattr(config, "workerinput", None)
+    return None if worker is None else str(worker.get("workerid"))
+
+
+def call(fn: Callable[[], Any]) -> Any:
+    """Run library code; its errors fail the test with their message, not a traceback."""
+    try:
+        return fn()
+    except Sme2Error as exc:
+        message = str(exc)
+    fail_without_chain(message)
+
+
+def fail_without_chain(message: str) -> NoReturn:
+    # Called outside the except block, so pytest does not print the library error as a chained cause.
+    pytest.fail(message, pytrace=False)
+
