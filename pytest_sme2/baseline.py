@@ -1,12 +1,17 @@
-"""Baselines: one JSON file per test id and device fingerprint, written atomically.
+"""Baselines: one JSON file per test and device identity, written atomically.
 
-A baseline keeps the raw measured samples (so the gate can re-run its statistics), the category
-totals and per-run category values, the fingerprint that decides comparability, and a schema
-version. Files are indented and key-sorted: human-readable, diff-friendly, meant to be committed.
+A baseline belongs to a test on a device: its file is keyed on the test id and the *identity* (the
+device identity — CPU vendor/family/model/stepping or Arm clusters, ISA features, cores — plus the
+test's threads, dtype, backend and runner variant). It records what it measured — the *artifact*
+(:class:`~pytest_sme2.artifacts.Artifact`: the ``.pte``, its inputs, the runtime or runner build) — and
+the raw measured samples in blocks (so the gate can re-run its statistics), the per-run category times
+of the traced runs, and a schema version. Files are indented and key-sorted: human-readable,
+diff-friendly, meant to be committed.
 
-File names: ``<safe test id>--<hash of the exact test id>@<fingerprint id>.json``. The safe part
-keeps only ``[A-Za-z0-9._-]`` (no path separators, no ``..``), the hash keeps two ids that sanitize
-to the same text apart, and the fingerprint id keeps devices apart.
+File names: ``<safe test id>--<hash of the exact test id>@<identity id>.json``. The safe part keeps only
+``[A-Za-z0-9._-]``, the hash keeps two ids that sanitize to the same text apart, and the identity id
+keeps devices apart. Schema 1 files (written before the device identity existed) are recognised and
+reported as such, never compared.
 """
 
 from __future__ import annotations
@@ -21,18 +26,26 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .artifacts import Artifact
 from .atomic import write_atomic
 from .errors import BaselineError
 from .gate import Samples
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Schema versions written before baselines carried the device identity and the artifact.
+LEGACY_VERSIONS = (1,)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_FIX = "delete it and re-create it with --sme2-update-baseline"
 
 
-def fingerprint_id(fingerprint: Mapping[str, Any]) -> str:
-    """A short stable id of a fingerprint (sha256 of its canonical JSON)."""
-    canonical = json.dumps(dict(fingerprint), sort_keys=True, separators=(",", ":"), default=str)
+def identity_id(identity: Mapping[str, Any]) -> str:
+    """A short stable id of an identity (sha256 of its canonical JSON)."""
+    canonical = json.dumps(dict(identity), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+#: kept for callers of the first release
+fingerprint_id = identity_id
 
 
 def safe_name(test_id: str) -> str:
@@ -45,28 +58,37 @@ def safe_name(test_id: str) -> str:
 
 @dataclass(frozen=True)
 class Baseline:
-    """A stored reference measurement for one test on one device fingerprint."""
+    """A stored reference measurement for one test on one device identity."""
 
     test_id: str
-    fingerprint: Mapping[str, Any]
+    identity: Mapping[str, Any]
     samples_ms: tuple[float, ...]
-    category_totals_ms: Mapping[str, float] = field(default_factory=dict)
+    block_sizes: tuple[int, ...]
+    artifact: Artifact | None = None
     category_per_run_ms: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    category_block_sizes: tuple[int, ...] = ()
+    category_totals_ms: Mapping[str, float] = field(default_factory=dict)
     per_operator: bool = False
+    #: where the E2E samples came from (untraced runs, traced runs, a timing-only build)
+    latency_source: str = ""
     stats: Mapping[str, Any] = field(default_factory=dict)
     top_operators: tuple[Mapping[str, Any], ...] = ()
     created: str = ""
     tool_version: str = ""
-    #: measured runs per block (runner process), in order; () for baselines written before blocks were kept
-    block_sizes: tuple[int, ...] = ()
 
     @property
-    def fingerprint_id(self) -> str:
-        return fingerprint_id(self.fingerprint)
+    def identity_id(self) -> str:
+        return identity_id(self.identity)
+
+    @property
+    def fingerprint(self) -> Mapping[str, Any]:
+        """The identity (the name reports of the first release used)."""
+        return self.identity
 
     def samples(self) -> Samples:
-        return Samples(self.samples_ms, self.category_per_run_ms if self.per_operator else {},
-                       block_sizes=self.block_sizes)
+        cats = self.category_per_run_ms if self.per_operator else {}
+        return Samples(self.samples_ms, self.block_sizes, cats, self.category_block_sizes if cats else (),
+                       label=f"baseline recorded {self.created or '(unknown date)'}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,30 +96,33 @@ class Baseline:
             "test_id": self.test_id,
             "created": self.created,
             "tool_version": self.tool_version,
-            "fingerprint_id": self.fingerprint_id,
-            "fingerprint": dict(self.fingerprint),
+            "identity_id": self.identity_id,
+            "identity": dict(self.identity),
+            "artifact": self.artifact.to_dict() if self.artifact else None,
             "per_operator": self.per_operator,
+            "latency_source": self.latency_source,
             "stats": dict(self.stats),
             "samples_ms": [round(x, 6) for x in self.samples_ms],
             "block_sizes": list(self.block_sizes),
             "category_totals_ms": {k: round(v, 6) for k, v in self.category_totals_ms.items()},
             "category_per_run_ms": {k: [round(x, 6) for x in v] for k, v in self.category_per_run_ms.items()},
+            "category_block_sizes": list(self.category_block_sizes),
             "top_operators": [dict(o) for o in self.top_operators],
         }
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "<baseline>") -> Baseline:
         if not isinstance(data, Mapping):
-            raise BaselineError(f"baseline {source} is not a JSON object; delete it and re-create it "
-                                "with --sme2-update-baseline")
+            raise BaselineError(f"baseline {source} is not a JSON object; {_FIX}")
         version = data.get("schema_version")
         if not isinstance(version, int) or isinstance(version, bool):
             raise BaselineError(f"baseline {source} has no integer schema_version: it is not a pytest-sme2 "
-                                "baseline. Delete it and re-create it with --sme2-update-baseline")
+                                f"baseline. {_FIX[0].upper()}{_FIX[1:]}")
+        if version in LEGACY_VERSIONS:
+            raise LegacyBaselineError(source)
         if version < 1:
             raise BaselineError(f"baseline {source} has schema_version {version}; versions start at 1, so it "
-                                "is not a pytest-sme2 baseline. Delete it and re-create it with "
-                                "--sme2-update-baseline")
+                                f"is not a pytest-sme2 baseline. {_FIX[0].upper()}{_FIX[1:]}")
         if version > SCHEMA_VERSION:
             raise BaselineError(
                 f"baseline {source} has schema_version {version}, newer than this pytest-sme2 reads "
@@ -105,26 +130,43 @@ class Baseline:
             )
         _check_shape(data, source)
         try:
+            art = data.get("artifact")
             return cls(
                 test_id=str(data["test_id"]),
-                fingerprint=dict(data["fingerprint"]),
+                identity=dict(data["identity"]),
                 samples_ms=tuple(float(x) for x in data["samples_ms"]),
-                category_totals_ms={str(k): float(v) for k, v in data.get("category_totals_ms", {}).items()},
+                block_sizes=tuple(int(n) for n in data["block_sizes"]),
+                artifact=Artifact.from_dict(art) if art else None,
                 category_per_run_ms={
                     str(k): tuple(float(x) for x in v) for k, v in data.get("category_per_run_ms", {}).items()
                 },
+                category_block_sizes=tuple(int(n) for n in data.get("category_block_sizes", ())),
+                category_totals_ms={str(k): float(v) for k, v in data.get("category_totals_ms", {}).items()},
                 per_operator=bool(data.get("per_operator", False)),
+                latency_source=str(data.get("latency_source", "")),
                 stats=dict(data.get("stats", {})),
                 top_operators=tuple(dict(o) for o in data.get("top_operators", [])),
                 created=str(data.get("created", "")),
                 tool_version=str(data.get("tool_version", "")),
-                block_sizes=tuple(data.get("block_sizes", ())),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(
                 f"baseline {source} does not match the pytest-sme2 baseline schema ({type(exc).__name__}: {exc}); "
-                "delete it and re-create it with --sme2-update-baseline"
+                f"{_FIX}"
             ) from None
+
+
+class LegacyBaselineError(BaselineError):
+    """A baseline written by the first release: no device identity, no artifact — never compared."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        super().__init__(
+            f"baseline {source} was written by an earlier pytest-sme2 (schema 1) without the device identity "
+            "(CPU family/model/stepping, ISA features) and without the artifact it measured, so it cannot be "
+            "matched to a device and is not compared; delete it (the next run records a new one in its place, or "
+            "--sme2-update-baseline writes it now)"
+        )
 
 
 def _check_shape(data: Mapping[str, Any], source: str) -> None:
@@ -133,32 +175,31 @@ def _check_shape(data: Mapping[str, Any], source: str) -> None:
     Without this an empty, NaN or negative ``samples_ms`` parsed fine and the gate reported
     "invalid", "inconclusive (+nan%)" or even "pass" against a meaningless baseline.
     """
-    fix = "delete it and re-create it with --sme2-update-baseline"
-    for key in ("test_id", "fingerprint", "samples_ms"):
+    for key in ("test_id", "identity", "samples_ms", "block_sizes"):
         if key not in data:
             raise BaselineError(f"baseline {source} has no {key!r} field, so it does not match the pytest-sme2 "
-                                f"baseline schema; {fix}")
-    if not isinstance(data["fingerprint"], Mapping):
-        raise BaselineError(f"baseline {source}: 'fingerprint' must be an object, found "
-                            f"{type(data['fingerprint']).__name__}; {fix}")
-    checks = [("samples_ms", data["samples_ms"])]
+                                f"baseline schema; {_FIX}")
+    if not isinstance(data["identity"], Mapping):
+        raise BaselineError(f"baseline {source}: 'identity' must be an object, found "
+                            f"{type(data['identity']).__name__}; {_FIX}")
+    checks = [("samples_ms", data["samples_ms"], "block_sizes")]
     per_run = data.get("category_per_run_ms", {})
     if isinstance(per_run, Mapping):
-        checks += [(f"category_per_run_ms[{k!r}]", v) for k, v in per_run.items()]
-    for name, values in checks:
+        checks += [(f"category_per_run_ms[{k!r}]", v, "category_block_sizes") for k, v in per_run.items()]
+    for name, values, blocks_key in checks:
         if not isinstance(values, list) or not values:
             raise BaselineError(f"baseline {source}: {name!r} must be a non-empty list of times in ms, found "
-                                f"{_shown(values)}; {fix}")
+                                f"{_shown(values)}; {_FIX}")
         bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float))
                or not math.isfinite(v) or v < 0]
         if bad:
             raise BaselineError(f"baseline {source}: {name!r} holds {_shown(bad[0])}, not a finite time >= 0 ms; "
-                                f"{fix}")
-    blocks = data.get("block_sizes", [])
-    if not isinstance(blocks, list) or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in blocks) \
-            or (blocks and sum(blocks) != len(data["samples_ms"])):
-        raise BaselineError(f"baseline {source}: 'block_sizes' must be positive whole numbers adding up to the "
-                            f"{len(data['samples_ms'])} samples, found {_shown(blocks)}; {fix}")
+                                f"{_FIX}")
+        blocks = data.get(blocks_key, [])
+        if not isinstance(blocks, list) or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in blocks) \
+                or (blocks and sum(blocks) != len(values)) or (blocks_key == "block_sizes" and not blocks):
+            raise BaselineError(f"baseline {source}: {blocks_key!r} must be positive whole numbers adding up to the "
+                                f"{len(values)} values of {name!r}, found {_shown(blocks)}; {_FIX}")
 
 
 def _shown(value: Any) -> str:
@@ -172,11 +213,14 @@ def now_iso() -> str:
 
 @dataclass(frozen=True)
 class Lookup:
-    """The result of looking a baseline up: the match, or the baselines for other fingerprints."""
+    """The result of looking a baseline up: the match, or what else exists for the test."""
 
     path: Path
     baseline: Baseline | None
+    #: baselines of the same test for other identities (other devices, threads, ...)
     others: tuple[tuple[Path, Baseline], ...] = ()
+    #: schema-1 files of the same test (no identity: never compared)
+    legacy: tuple[Path, ...] = ()
 
 
 class BaselineStore:
@@ -185,8 +229,8 @@ class BaselineStore:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
 
-    def path_for(self, test_id: str, fingerprint: Mapping[str, Any]) -> Path:
-        return self.root / f"{safe_name(test_id)}@{fingerprint_id(fingerprint)}.json"
+    def path_for(self, test_id: str, identity: Mapping[str, Any]) -> Path:
+        return self.root / f"{safe_name(test_id)}@{identity_id(identity)}.json"
 
     def read(self, path: Path) -> Baseline:
         try:
@@ -207,27 +251,43 @@ class BaselineStore:
             ) from None
         return Baseline.from_dict(data, source=str(path))
 
-    def lookup(self, test_id: str, fingerprint: Mapping[str, Any]) -> Lookup:
-        path = self.path_for(test_id, fingerprint)
+    def lookup(self, test_id: str, identity: Mapping[str, Any]) -> Lookup:
+        path = self.path_for(test_id, identity)
         if path.is_file():
             return Lookup(path, self.read(path))
-        others = []
+        others, legacy = [], []
         if self.root.is_dir():
             for other in sorted(self.root.glob(f"{safe_name(test_id)}@*.json")):
                 try:
                     others.append((other, self.read(other)))
+                except LegacyBaselineError:
+                    legacy.append(other)
                 except BaselineError:
                     continue
-        return Lookup(path, None, tuple(others))
+        return Lookup(path, None, tuple(others), tuple(legacy))
 
     def save(self, baseline: Baseline) -> Path:
-        path = self.path_for(baseline.test_id, baseline.fingerprint)
-        text = json.dumps(baseline.to_dict(), indent=1, sort_keys=True) + "\n"
-        write_atomic(path, text, what="baseline")
+        """Write ``baseline`` atomically — only if it reads back as the same baseline.
+
+        A baseline the next run would refuse (a negative category time, a block list that does not add
+        up) is refused here, with the reason, instead of being written.
+        """
+        path = self.path_for(baseline.test_id, baseline.identity)
+        data = baseline.to_dict()
+        try:
+            Baseline.from_dict(json.loads(json.dumps(data)), source=str(path))
+        except BaselineError as exc:
+            raise BaselineError(f"not writing the baseline for {baseline.test_id}: it would not read back ({exc})") \
+                from None
+        write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n", what="baseline")
         return path
 
 
-def fingerprint_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """Human-readable differences between two fingerprints: ``key: A != B``."""
+def identity_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences between two identities: ``key: A != B``."""
     keys = sorted(set(a) | set(b))
     return [f"{k}: {a.get(k)!r} != {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
+
+
+#: kept for callers of the first release
+fingerprint_diff = identity_diff

@@ -241,7 +241,7 @@ def _samples_by_test(path: Path) -> dict[str, Any]:
                 f"{exc}); re-create it with pytest-sme2 analyze or profile"
             ) from None
         cats = a.category_per_run_ms if a.per_operator else {}
-        return {"": Samples(a.measured_ms, cats, block_sizes=a.block_sizes)}
+        return {"": Samples(a.measured_ms, a.block_sizes, cats, a.block_sizes if cats else ())}
     if "tests" in data:
         from .report.results import SessionResults
 

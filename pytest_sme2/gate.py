@@ -1,23 +1,32 @@
 """The regression gate: samples in, verdict out. Pure functions, no pytest, no I/O.
 
-Verdicts are ``pass``, ``regression``, ``improvement``, ``inconclusive`` and ``invalid``
-(see ``docs``/README and ``../notes/statistics.md`` for the method):
+Verdicts are ``pass``, ``regression``, ``improvement``, ``inconclusive``, ``invalid`` and ``drift``
+(the method and its references: README "Baselines and the gate", ``benchmarks/README.md``):
 
-- the effect is the ratio of medians, candidate / baseline, with a percentile-bootstrap 95 % CI;
-- regression: the whole CI lies above ``1 + margin`` *and* a Mann-Whitney U test agrees (p < alpha);
-- improvement: the whole CI lies below ``1 - margin`` (a pass that hints at refreshing the baseline);
-- pass: the CI's upper bound lies below ``1 + margin``;
-- otherwise inconclusive. A regression is confirmed by one fresh measurement before it counts;
-  an inconclusive result is re-measured once with the samples pooled.
-- "could not measure" (thermal throttling, no samples) is ``invalid``, never ``regression``.
+- The effect is ``median(candidate runs) / median(reference runs)``; its 95 % interval comes from the
+  *blocks* (one program load or runner process each), which are the independent units of evidence: runs
+  of one block share the machine's state of that moment.
+- Decisions are one-sided against the margin ``m`` (non-inferiority, as in TOST):
+  regression when the whole interval lies above ``+m``; improvement when it lies below ``-m``; pass when
+  its upper end is at or below ``+m`` ("not slower by more than the margin" — a faster-but-uncertain
+  result passes); otherwise inconclusive.
+- What the reference is decides what a slowdown means (:class:`Comparison`):
+  ``session`` — the baseline's own artifact re-measured in this session, interleaved with the candidate:
+  drift hits both arms, the margin is the margin; ``stored`` — a changed artifact against the stored
+  samples of an earlier session (its reference artifact was not available): the margin is widened by the
+  configured drift allowance; ``unchanged`` — the same artifact as the baseline's: nothing under test
+  changed, so a slower median is the machine drifting: reported as ``drift``, never a failure.
+- "Could not measure" (a busy machine, thermal throttling, no samples) is ``invalid``, never a regression.
+- A regression is confirmed by one fresh measurement before it counts; an inconclusive result is
+  re-judged on the pooled blocks of both measurements (:func:`decide`).
 
-Category checks use the per-run category totals, with Benjamini-Hochberg across categories; they are
-advisory (they explain, they do not fail) unless the category has its own threshold.
+Per-category checks compare the per-run category times of the traced runs; a category with its own
+threshold gates (Bonferroni across the gated categories), the others are advisory. A category whose
+baseline is below the trace's resolution is judged on its absolute change in ms.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -25,19 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from .categories import CATEGORIES
-from .stats import (
-    BOOTSTRAP_RESAMPLES,
-    Interval,
-    benjamini_hochberg,
-    mann_whitney_p,
-    median_ci,
-    min_mann_whitney_p,
-    ratio_of_medians_ci,
-)
+from .categories import CATEGORIES, OTHER
+from .stats import Interval, block_medians, shift_interval
 
-SCHEMA_VERSION = 1
-#: Categories below this share of baseline E2E are too small to judge (1 us resolution of XNNPACK).
+SCHEMA_VERSION = 2
+#: Categories below this share of the reference E2E median are below XNNPACK's 1 µs resolution for
+#: small models; a gated category is judged as if it were this large (so 0 ms -> 0.03 ms is visible).
 MIN_CATEGORY_SHARE = 0.02
 
 
@@ -47,67 +49,102 @@ class Status(str, Enum):
     IMPROVEMENT = "improvement"
     INCONCLUSIVE = "inconclusive"
     INVALID = "invalid"
+    #: an unchanged artifact ran slower or faster than its baseline: the machine, not the model
+    DRIFT = "drift"
 
     def __str__(self) -> str:
         return self.value
 
 
+class Comparison(str, Enum):
+    """What the candidate is compared with (see the module docstring)."""
+
+    SESSION = "session"
+    STORED = "stored"
+    UNCHANGED = "unchanged"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def description(self) -> str:
+        return {
+            Comparison.SESSION: "the baseline's artifact re-measured in this session, interleaved",
+            Comparison.STORED: "the stored baseline samples (the baseline's artifact is not available here)",
+            Comparison.UNCHANGED: "the stored baseline samples of the same artifact (only the machine can differ)",
+        }[self]
+
+
 @dataclass(frozen=True)
 class GateConfig:
-    """How strict the gate is. ``margin`` is relative (0.05 = 5 %)."""
+    """How strict the gate is. Margins are relative (0.05 = 5 %)."""
 
     margin: float = 0.05
     confidence: float = 0.95
-    alpha: float = 0.01
-    resamples: int = BOOTSTRAP_RESAMPLES
-    #: inconclusive fails the test in strict mode
+    #: invalid and inconclusive verdicts fail the test in strict mode
     strict: bool = False
     #: per-category margins (relative); a category listed here is gated, not advisory
     category_margins: Mapping[str, float] = field(default_factory=dict)
     p50_ms: float | None = None
     p90_ms: float | None = None
-    #: minimum SME2 speedup median(off)/median(on), judged on the CI's lower bound
+    #: minimum SME2 speedup median(off)/median(on), judged on the interval's lower end
     min_speedup: float | None = None
+    #: how much the machine may drift between sessions: added to the margin of ``stored`` comparisons
+    drift_allowance: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "margin": self.margin, "confidence": self.confidence, "alpha": self.alpha,
-            "resamples": self.resamples, "strict": self.strict,
-            "category_margins": dict(self.category_margins), "p50_ms": self.p50_ms,
-            "p90_ms": self.p90_ms, "min_speedup": self.min_speedup,
+            "margin": self.margin, "confidence": self.confidence, "strict": self.strict,
+            "category_margins": dict(self.category_margins), "p50_ms": self.p50_ms, "p90_ms": self.p90_ms,
+            "min_speedup": self.min_speedup, "drift_allowance": self.drift_allowance,
         }
 
 
 @dataclass(frozen=True)
 class Samples:
-    """What the gate compares for one arm: measured E2E samples and, optionally, per-run categories."""
+    """What the gate compares for one arm: E2E per run in blocks, and per-run category times of traced runs."""
 
     e2e_ms: tuple[float, ...]
-    category_per_run_ms: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
-    #: "" when valid; otherwise why these samples cannot be trusted (e.g. thermal throttling)
-    invalid_reason: str = ""
-    #: runs per block (runner process), in order; () = unknown, the runs are then resampled alone
+    #: runs per block (program load / runner process), in order; () = one block
     block_sizes: tuple[int, ...] = ()
+    category_per_run_ms: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    #: runs per block of the traced runs the categories come from (they may be other runs than e2e_ms)
+    category_block_sizes: tuple[int, ...] = ()
+    #: "" when valid; otherwise why these samples cannot be trusted (a busy machine, thermal throttling)
+    invalid_reason: str = ""
+    #: which measurement these are: "first measurement", "pooled over 2 measurements", ...
+    label: str = "first measurement"
 
-    def blocks_of(self, values: Sequence[float]) -> tuple[int, ...]:
-        """The block sizes, when ``values`` are per-run values of these runs (E2E or a category)."""
-        return self.block_sizes if sum(self.block_sizes) == len(values) else ()
+    @property
+    def blocks(self) -> tuple[int, ...]:
+        return self.block_sizes or ((len(self.e2e_ms),) if self.e2e_ms else ())
+
+    @property
+    def median_ms(self) -> float:
+        return float(np.median(self.e2e_ms)) if self.e2e_ms else float("nan")
 
     @property
     def has_categories(self) -> bool:
         return bool(self.category_per_run_ms) and any(
-            any(v) for c, v in self.category_per_run_ms.items() if c != "Other"
+            any(v) for c, v in self.category_per_run_ms.items() if c != OTHER
         )
 
+    def category_blocks(self, category: str) -> tuple[int, ...]:
+        values = self.category_per_run_ms.get(category, ())
+        sizes = self.category_block_sizes
+        return sizes if sum(sizes) == len(values) else ((len(values),) if values else ())
+
     def pooled(self, other: Samples) -> Samples:
-        cats = {
-            c: tuple(self.category_per_run_ms.get(c, ())) + tuple(other.category_per_run_ms.get(c, ()))
-            for c in set(self.category_per_run_ms) | set(other.category_per_run_ms)
-        }
-        reason = self.invalid_reason or other.invalid_reason
-        # Two measurements are at least two blocks, even when one of them did not say how it was cut.
-        blocks = (self.block_sizes or (len(self.e2e_ms),)) + (other.block_sizes or (len(other.e2e_ms),))
-        return Samples(self.e2e_ms + other.e2e_ms, cats, reason, blocks)
+        cats = {c: tuple(self.category_per_run_ms.get(c, ())) + tuple(other.category_per_run_ms.get(c, ()))
+                for c in set(self.category_per_run_ms) & set(other.category_per_run_ms)}
+        cat_blocks = (self.category_block_sizes or ((len(next(iter(self.category_per_run_ms.values()), ())),)))
+        cat_blocks = cat_blocks + (other.category_block_sizes
+                                   or ((len(next(iter(other.category_per_run_ms.values()), ())),)))
+        return Samples(
+            self.e2e_ms + other.e2e_ms, self.blocks + other.blocks, cats,
+            tuple(n for n in cat_blocks if n) if cats else (),
+            self.invalid_reason or other.invalid_reason, "pooled over 2 measurements",
+        )
 
 
 @dataclass(frozen=True)
@@ -126,9 +163,10 @@ class Check:
 
     @property
     def delta_pct(self) -> float | None:
-        if self.interval is None:
+        """Change of the median in percent (candidate vs baseline), when this check compares two arms."""
+        if self.baseline is None or self.candidate is None or not self.baseline:
             return None
-        return (self.interval.estimate - 1) * 100
+        return (self.candidate / self.baseline - 1) * 100
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -150,33 +188,49 @@ class Check:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome for one test: an overall status, the checks behind it, and what explains it."""
+    """The outcome for one test: an overall status, the checks behind it, and what explains it.
+
+    ``samples`` names the candidate samples every number of this verdict comes from (the first
+    measurement, a confirming one, or both pooled); ``median_ms`` is their median — the one current
+    median of the result, shown everywhere.
+    """
 
     status: Status
     checks: tuple[Check, ...]
     explanation: tuple[str, ...] = ()
     attempts: int = 1
     strict: bool = False
+    comparison: Comparison | None = None
+    samples: str = "first measurement"
+    median_ms: float | None = None
+    reference_median_ms: float | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
-        """Does this verdict fail the test? Regressions always; inconclusive in strict mode."""
-        return self.status is Status.REGRESSION or (self.strict and self.status is Status.INCONCLUSIVE)
+        """Does this verdict fail the test? A regression always; invalid and inconclusive in strict mode."""
+        if self.status is Status.REGRESSION:
+            return True
+        return self.strict and self.status in (Status.INVALID, Status.INCONCLUSIVE)
 
     @property
     def e2e(self) -> Check | None:
         return next((c for c in self.checks if c.name == "e2e"), None)
 
+    @property
+    def speedup(self) -> Check | None:
+        return next((c for c in self.checks if c.name in ("speedup", "min_speedup")), None)
+
     def summary(self) -> str:
         """A multi-line message: what regressed, by how much, the interval, and the explanation."""
-        lines = []
+        lines = list(self.notes)
         for c in self.checks:
             if c.advisory and c.status in (Status.PASS, Status.INCONCLUSIVE):
                 continue
             lines.append(f"[{c.status.value}] {c.name}: {c.message}")
         lines.extend(self.explanation)
         if self.attempts > 1:
-            lines.append(f"(measured {self.attempts} times: a regression must be confirmed by a fresh measurement)")
+            lines.append(f"(measured {self.attempts} times: numbers above are from the {self.samples})")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -184,169 +238,232 @@ class Verdict:
             "schema_version": SCHEMA_VERSION, "status": self.status.value,
             "checks": [c.to_dict() for c in self.checks], "explanation": list(self.explanation),
             "attempts": self.attempts, "strict": self.strict,
+            "comparison": self.comparison.value if self.comparison else None, "samples": self.samples,
+            "median_ms": self.median_ms, "reference_median_ms": self.reference_median_ms, "notes": list(self.notes),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
+        comparison = d.get("comparison")
         return cls(
             status=Status(d["status"]), checks=tuple(Check.from_dict(c) for c in d["checks"]),
             explanation=tuple(d.get("explanation", ())), attempts=int(d.get("attempts", 1)),
-            strict=bool(d.get("strict", False)),
+            strict=bool(d.get("strict", False)), comparison=Comparison(comparison) if comparison else None,
+            samples=str(d.get("samples", "first measurement")), median_ms=d.get("median_ms"),
+            reference_median_ms=d.get("reference_median_ms"), notes=tuple(d.get("notes", ())),
         )
 
 
-def _fmt_interval(iv: Interval) -> str:
-    return f"{(iv.estimate - 1) * 100:+.1f}% (95% CI {(iv.low - 1) * 100:+.1f}% .. {(iv.high - 1) * 100:+.1f}%)"
+# ------------------------------------------------------------------------------------------ checks
 
 
-def compare_samples(
-    name: str,
-    baseline: Sequence[float],
-    candidate: Sequence[float],
-    *,
-    margin: float,
-    config: GateConfig,
-    advisory: bool = False,
-    p_value: float | None = None,
-    baseline_blocks: Sequence[int] = (),
-    candidate_blocks: Sequence[int] = (),
-) -> Check:
-    """Judge ``median(candidate) / median(baseline)`` against ``1 ± margin``.
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
 
-    The interval resamples blocks, then runs, when the arms' block sizes are given.
-    """
-    a = np.asarray(baseline, dtype=float)
-    b = np.asarray(candidate, dtype=float)
-    if a.size == 0 or b.size == 0:
-        return Check(name, Status.INVALID, "no samples to compare", margin=margin, advisory=advisory)
-    if np.median(a) <= 0:
-        return Check(name, Status.INCONCLUSIVE, "baseline median is 0: below the timer resolution",
-                     margin=margin, advisory=True)
-    iv = ratio_of_medians_ci(a, b, confidence=config.confidence, resamples=config.resamples,
-                             baseline_blocks=baseline_blocks, candidate_blocks=candidate_blocks)
-    p = mann_whitney_p(a, b) if p_value is None else p_value
-    base_med, cand_med = float(np.median(a)), float(np.median(b))
-    where = f"median {base_med:.4f} -> {cand_med:.4f} ms, {_fmt_interval(iv)}, margin ±{margin * 100:.1f}%"
-    reachable = min_mann_whitney_p(a.size, b.size) < config.alpha
-    if iv.low > 1 + margin:
-        if p < config.alpha:
-            status, msg = Status.REGRESSION, f"slower: {where}, Mann-Whitney p={p:.2g}"
+
+def _ratio_text(iv: Interval) -> str:
+    return f"{_pct(iv.estimate - 1)} (95% CI {_pct(iv.low - 1)} .. {_pct(iv.high - 1)})"
+
+
+def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comparison: Comparison) -> Check:
+    """The end-to-end check: ratio of medians with its block interval, judged by ``comparison``'s rule."""
+    if not reference.e2e_ms or not candidate.e2e_ms:
+        return Check("e2e", Status.INVALID, "no samples to compare")
+    ref_med, cand_med = reference.median_ms, candidate.median_ms
+    if ref_med <= 0:
+        return Check("e2e", Status.INVALID, "the reference median is 0 ms: below the timer's resolution")
+    shift = shift_interval(reference.e2e_ms, candidate.e2e_ms, reference.blocks, candidate.blocks,
+                           confidence=config.confidence, log=True)
+    margin = config.margin + (config.drift_allowance if comparison is Comparison.STORED else 0.0)
+    head = f"median {ref_med:.4f} -> {cand_med:.4f} ms"
+    if shift.interval is None:
+        return Check("e2e", Status.INCONCLUSIVE,
+                     f"{head} ({_pct(cand_med / ref_med - 1)}); {shift.reason}", margin=margin,
+                     baseline=ref_med, candidate=cand_med)
+    iv = Interval(cand_med / ref_med, shift.interval.low, shift.interval.high, shift.interval.confidence)
+    where = f"{head}, {_ratio_text(iv)}"
+    margin_text = f"margin +{margin * 100:.1f}%"
+    if comparison is Comparison.STORED and config.drift_allowance:
+        margin_text += (f" ({config.margin * 100:.0f}% + {config.drift_allowance * 100:.0f}% allowed drift "
+                        "between sessions)")
+    if comparison is Comparison.UNCHANGED:
+        if iv.low > 1 + margin or iv.high < 1 - margin:
+            way = "slower" if iv.low > 1 else "faster"
+            status, msg = Status.DRIFT, (f"the unchanged artifact ran {way} than its baseline: {where}, beyond "
+                                         f"{margin_text}. Nothing under test changed: this is the machine, "
+                                         "not gated")
         else:
-            why = "too few samples for the rank test" if not reachable else f"rank test disagrees (p={p:.2g})"
-            status, msg = Status.INCONCLUSIVE, f"looks slower but {why}: {where}"
+            status, msg = Status.PASS, f"unchanged artifact, within {margin_text}: {where}"
+    elif iv.low > 1 + margin:
+        status, msg = Status.REGRESSION, f"slower: {where}, beyond {margin_text} (rank test p={shift.p_value:.2g})"
     elif iv.high < 1 - margin:
-        status, msg = Status.IMPROVEMENT, f"faster: {where}; consider refreshing the baseline"
-    elif iv.high < 1 + margin:
-        status, msg = Status.PASS, f"within margin: {where}"
+        status, msg = (Status.IMPROVEMENT,
+                       f"faster: {where}, beyond -{margin * 100:.1f}%; consider refreshing the baseline")
+    elif iv.high <= 1 + margin:
+        status, msg = Status.PASS, f"not slower by more than the margin ({margin_text}): {where}"
     else:
         status, msg = Status.INCONCLUSIVE, (
-            f"interval straddles the margin: {where}; the device is too noisy for this margin "
-            "(more runs, a larger margin, or a quieter device)"
+            f"the interval reaches past the margin ({margin_text}): {where}; the measurement is not precise "
+            "enough for this margin (more blocks, a larger margin, or a quieter device)"
         )
-    return Check(name, status, msg, interval=iv, margin=margin, p_value=p, baseline=base_med,
-                 candidate=cand_med, advisory=advisory)
+    if shift.caveat:
+        msg += f" [{shift.caveat}]"
+    return Check("e2e", status, msg, interval=iv, margin=margin, p_value=shift.p_value, baseline=ref_med,
+                 candidate=cand_med)
 
 
-def _category_checks(baseline: Samples, candidate: Samples, config: GateConfig) -> list[Check]:
-    if not (baseline.has_categories and candidate.has_categories):
-        return []
-    base_e2e = float(np.median(baseline.e2e_ms))
-    eligible = []
-    for cat in CATEGORIES:
-        a = baseline.category_per_run_ms.get(cat, ())
-        b = candidate.category_per_run_ms.get(cat, ())
-        if not a or not b:
-            continue
-        if float(np.median(a)) < MIN_CATEGORY_SHARE * base_e2e and cat not in config.category_margins:
-            continue
-        eligible.append((cat, a, b))
-    adjusted = benjamini_hochberg([mann_whitney_p(a, b) for _, a, b in eligible])
+def _category_check(cat: str, reference: Samples, candidate: Samples, *, margin: float, confidence: float,
+                    gated: bool, comparison: Comparison) -> Check:
+    a = reference.category_per_run_ms[cat]
+    b = candidate.category_per_run_ms[cat]
+    a_med = float(np.median(block_medians(a, reference.category_blocks(cat))))
+    b_med = float(np.median(block_medians(b, candidate.category_blocks(cat))))
+    floor = MIN_CATEGORY_SHARE * reference.median_ms
+    allowance = margin * max(a_med, floor)
+    name = f"category:{cat}"
+    shift = shift_interval(a, b, reference.category_blocks(cat), candidate.category_blocks(cat),
+                           confidence=confidence, log=False)
+    head = f"{a_med:.4f} -> {b_med:.4f} ms"
+    basis = (f"{margin * 100:.0f}% of {a_med:.4f} ms" if a_med >= floor else
+             f"{margin * 100:.0f}% of {floor:.4f} ms: the baseline is below {MIN_CATEGORY_SHARE:.0%} of E2E, so the "
+             "change is judged in ms")
+    if shift.interval is None:
+        return Check(name, Status.INCONCLUSIVE, f"{head}; {shift.reason}", margin=margin, baseline=a_med,
+                     candidate=b_med, advisory=not gated)
+    iv = shift.interval
+    where = (f"{head}, change {iv.estimate:+.4f} ms (95% CI {iv.low:+.4f} .. {iv.high:+.4f}), "
+             f"allowed +{allowance:.4f} ms ({basis})")
+    if comparison is Comparison.UNCHANGED:
+        status = Status.DRIFT if (iv.low > allowance or iv.high < -allowance) else Status.PASS
+        msg = f"unchanged artifact: {where}"
+    elif iv.low > allowance:
+        status, msg = Status.REGRESSION, f"slower: {where}"
+    elif iv.high < -allowance:
+        status, msg = Status.IMPROVEMENT, f"faster: {where}"
+    elif iv.high <= allowance:
+        status, msg = Status.PASS, f"within: {where}"
+    else:
+        status, msg = Status.INCONCLUSIVE, f"the interval reaches past the allowance: {where}"
+    if shift.caveat:
+        msg += f" [{shift.caveat}]"
+    rel = Interval(b_med / a_med if a_med > 0 else float("nan"), iv.low, iv.high, iv.confidence)
+    return Check(name, status, msg, interval=rel if a_med > 0 else None, margin=margin, p_value=shift.p_value,
+                 baseline=a_med, candidate=b_med, advisory=not gated)
+
+
+def category_checks(reference: Samples, candidate: Samples, config: GateConfig, comparison: Comparison) -> list[Check]:
+    """Per-category checks; a threshold that cannot be checked (no per-operator trace) says so."""
+    gated = [c for c in CATEGORIES if c in config.category_margins]
+    if not (reference.has_categories and candidate.has_categories):
+        if not gated:
+            return []
+        which = "the baseline" if not reference.has_categories else "this measurement"
+        return [Check(f"category:{c}", Status.INCONCLUSIVE,
+                      f"cannot check the {c} threshold: {which} has no per-operator trace (a runtime or "
+                      "runner without the event tracer records end-to-end time only)",
+                      margin=config.category_margins[c])
+                for c in gated]
     checks = []
-    for (cat, a, b), p in zip(eligible, adjusted, strict=True):
+    # Bonferroni across the categories that gate: a few hard gates, each must hold.
+    gated_conf = 1 - (1 - config.confidence) / max(1, len(gated))
+    for cat in CATEGORIES:
+        if cat not in reference.category_per_run_ms or cat not in candidate.category_per_run_ms:
+            continue
         own = cat in config.category_margins
-        margin = config.category_margins[cat] if own else config.margin
-        checks.append(compare_samples(f"category:{cat}", a, b, margin=margin, config=config,
-                                      advisory=not own, p_value=p, baseline_blocks=baseline.blocks_of(a),
-                                      candidate_blocks=candidate.blocks_of(b)))
+        a_med = float(np.median(reference.category_per_run_ms[cat]))
+        if not own and a_med < MIN_CATEGORY_SHARE * reference.median_ms:
+            continue  # too small to say anything about, and nobody asked
+        checks.append(_category_check(
+            cat, reference, candidate, margin=config.category_margins[cat] if own else config.margin,
+            confidence=gated_conf if own else config.confidence, gated=own and comparison is not Comparison.UNCHANGED,
+            comparison=comparison))
     return checks
 
 
-def _budget_check(name: str, samples: Sequence[float], budget: float, quantile: float,
-                  config: GateConfig) -> Check:
-    iv = median_ci(samples, quantile=quantile, confidence=config.confidence, resamples=config.resamples)
-    where = f"p{quantile:.0f} {iv.estimate:.4f} ms (95% CI {iv.low:.4f} .. {iv.high:.4f}) vs budget {budget:.4f} ms"
-    if iv.low > budget:
-        status = Status.REGRESSION
-    elif iv.high <= budget:
-        status = Status.PASS
-    else:
-        status = Status.INCONCLUSIVE
-    return Check(name, status, where, interval=iv, candidate=iv.estimate, baseline=budget)
+def budget_check(name: str, candidate: Samples, budget: float, quantile: float, config: GateConfig) -> Check:
+    """An absolute latency budget (p50 or p90 in ms) on the candidate's runs, with the blocks' interval."""
+    values = np.asarray(candidate.e2e_ms, dtype=float)
+    estimate = float(np.percentile(values, quantile))
+    per_block = [float(np.percentile(values[s:e], quantile)) for s, e in _bounds(candidate.blocks)]
+    shift = shift_interval([budget], per_block, (1,), (1,) * len(per_block), confidence=config.confidence,
+                           log=False, one_sample=True)
+    if shift.interval is None:
+        where = f"p{quantile:.0f} {estimate:.4f} ms vs budget {budget:.4f} ms; {shift.reason}"
+        status = Status.REGRESSION if min(per_block) > budget else (
+            Status.PASS if max(per_block) <= budget else Status.INCONCLUSIVE)
+        return Check(name, status, where, candidate=estimate, baseline=budget)
+    low, high = budget + shift.interval.low, budget + shift.interval.high
+    where = f"p{quantile:.0f} {estimate:.4f} ms (95% CI {low:.4f} .. {high:.4f}) vs budget {budget:.4f} ms"
+    status = Status.REGRESSION if low > budget else (Status.PASS if high <= budget else Status.INCONCLUSIVE)
+    return Check(name, status, where, interval=Interval(estimate, low, high, config.confidence), candidate=estimate,
+                 baseline=budget)
 
 
-def speedup_check(off: Sequence[float], on: Sequence[float], *, min_speedup: float | None,
-                  config: GateConfig, off_blocks: Sequence[int] = (), on_blocks: Sequence[int] = ()) -> Check:
-    """SME2 speedup median(off)/median(on) with its CI; judged on the lower bound when required."""
-    iv = ratio_of_medians_ci(on, off, confidence=config.confidence, resamples=config.resamples,
-                             baseline_blocks=on_blocks, candidate_blocks=off_blocks)
+def _bounds(blocks: Sequence[int]) -> list[tuple[int, int]]:
+    ends = np.cumsum(blocks).tolist()
+    return list(zip([0, *ends[:-1]], ends, strict=True))
+
+
+def speedup_check(off: Samples, on: Samples, config: GateConfig) -> Check:
+    """SME2 speedup median(off)/median(on) with its block interval; gated on the lower end when required."""
+    name = "min_speedup" if config.min_speedup is not None else "speedup"
+    if not off.e2e_ms or not on.e2e_ms:
+        return Check(name, Status.INVALID, "no samples to compare", advisory=config.min_speedup is None)
+    shift = shift_interval(on.e2e_ms, off.e2e_ms, on.blocks, off.blocks, confidence=config.confidence, log=True)
+    estimate = off.median_ms / on.median_ms
+    if shift.interval is None:
+        return Check(name, Status.INCONCLUSIVE, f"speedup {estimate:.2f}x; {shift.reason}",
+                     advisory=config.min_speedup is None, baseline=off.median_ms, candidate=on.median_ms)
+    iv = Interval(estimate, shift.interval.low, shift.interval.high, shift.interval.confidence)
     where = f"speedup {iv.estimate:.2f}x (95% CI {iv.low:.2f}x .. {iv.high:.2f}x)"
-    if min_speedup is None:
-        return Check("speedup", Status.PASS, where, interval=iv, advisory=True)
-    where += f", required >= {min_speedup:.2f}x"
-    if iv.low >= min_speedup:
+    if shift.caveat:
+        where += f" [{shift.caveat}]"
+    if config.min_speedup is None:
+        return Check(name, Status.PASS, where, interval=iv, advisory=True, p_value=shift.p_value,
+                     baseline=off.median_ms, candidate=on.median_ms)
+    where += f", required >= {config.min_speedup:.2f}x"
+    if iv.low >= config.min_speedup:
         status = Status.PASS
-    elif iv.high < min_speedup:
+    elif iv.high < config.min_speedup:
         status = Status.REGRESSION
     else:
         status = Status.INCONCLUSIVE
-    return Check("min_speedup", status, where, interval=iv, margin=min_speedup)
+    return Check(name, status, where, interval=iv, margin=config.min_speedup, p_value=shift.p_value,
+                 baseline=off.median_ms, candidate=on.median_ms)
 
 
-def explain(baseline: Samples, candidate: Samples) -> tuple[str, ...]:
-    """Which categories account for the change in median E2E (ms and share of the change)."""
-    if not (baseline.has_categories and candidate.has_categories):
-        return ("operator categories: unavailable (no per-operator trace in one of the runs; "
-                "the local runtime has no event tracer — use --sme2-device=host/android with a "
-                "tracer-enabled executor_runner to see them)",)
-    # Means, not medians: category means add up to the mean E2E exactly, so the parts sum to 100 %.
-    delta_e2e = float(np.mean(candidate.e2e_ms) - np.mean(baseline.e2e_ms))
+def explain(reference: Samples, candidate: Samples) -> tuple[str, ...]:
+    """Which categories account for the change in median E2E (block medians, ms and share of the change)."""
+    if not (reference.has_categories and candidate.has_categories):
+        return ()
+    delta_e2e = candidate.median_ms - reference.median_ms
     rows = []
     for cat in CATEGORIES:
-        a = baseline.category_per_run_ms.get(cat, ())
+        a = reference.category_per_run_ms.get(cat, ())
         b = candidate.category_per_run_ms.get(cat, ())
         if a and b:
-            rows.append((cat, float(np.mean(b) - np.mean(a)), float(np.mean(a)), float(np.mean(b))))
+            before = float(np.median(block_medians(a, reference.category_blocks(cat))))
+            after = float(np.median(block_medians(b, candidate.category_blocks(cat))))
+            rows.append((cat, after - before, before, after))
     rows.sort(key=lambda r: -abs(r[1]))
-    if not rows:
-        return ()
     parts = []
     for cat, d, before, after in rows:
-        share = f", {d / delta_e2e * 100:.0f}% of the change" if delta_e2e and math.isfinite(delta_e2e) else ""
+        share = f", {d / delta_e2e * 100:.0f}% of the E2E change" if abs(delta_e2e) > 1e-12 else ""
         parts.append(f"{cat} {before:.3f} -> {after:.3f} ms ({d:+.3f}{share})")
-    return ("categories explaining the change: " + "; ".join(parts),)
+    return ("categories explaining the change (medians of the traced runs): " + "; ".join(parts),) if parts else ()
 
 
-def gate(baseline: Samples, candidate: Samples, config: GateConfig) -> Verdict:
-    """One comparison of candidate vs baseline, with every check the config asks for."""
-    reason = candidate.invalid_reason or baseline.invalid_reason
-    if reason:
-        check = Check("validity", Status.INVALID, reason)
-        return Verdict(Status.INVALID, (check,), strict=config.strict)
-    checks = [compare_samples("e2e", baseline.e2e_ms, candidate.e2e_ms, margin=config.margin, config=config,
-                              baseline_blocks=baseline.blocks_of(baseline.e2e_ms),
-                              candidate_blocks=candidate.blocks_of(candidate.e2e_ms))]
-    checks += _category_checks(baseline, candidate, config)
-    if config.p50_ms is not None:
-        checks.append(_budget_check("p50_budget", candidate.e2e_ms, config.p50_ms, 50, config))
-    if config.p90_ms is not None:
-        checks.append(_budget_check("p90_budget", candidate.e2e_ms, config.p90_ms, 90, config))
-    return Verdict(_overall(checks), tuple(checks), explain(baseline, candidate), strict=config.strict)
+# ------------------------------------------------------------------------------------------ verdicts
 
 
-def _overall(checks: Sequence[Check]) -> Status:
-    gating = [c for c in checks if not c.advisory]
-    statuses = {c.status for c in gating}
-    for s in (Status.INVALID, Status.REGRESSION, Status.INCONCLUSIVE):
+def overall(checks: Sequence[Check]) -> Status:
+    """The verdict's status from its checks: the worst gating check wins; advisory checks never decide.
+
+    Order: regression (a real, confirmed slowdown is never hidden), invalid, inconclusive, drift,
+    improvement (of E2E), pass.
+    """
+    statuses = {c.status for c in checks if not c.advisory}
+    for s in (Status.REGRESSION, Status.INVALID, Status.INCONCLUSIVE, Status.DRIFT):
         if s in statuses:
             return s
     e2e = next((c for c in checks if c.name == "e2e"), None)
@@ -355,32 +472,74 @@ def _overall(checks: Sequence[Check]) -> Status:
     return Status.PASS
 
 
-def gate_confirmed(
-    baseline: Samples,
-    measure: Callable[[], Samples],
+def gate(reference: Samples | None, candidate: Samples, config: GateConfig, *,
+         comparison: Comparison = Comparison.SESSION, off: Samples | None = None,
+         notes: Sequence[str] = ()) -> Verdict:
+    """Every check the config asks for, on one measurement.
+
+    ``reference`` None = nothing to compare with (a first run): only the absolute checks (budgets, the
+    SME2 speedup of an on/off pair, whose ``off`` arm is given) are judged.
+    """
+    reason = candidate.invalid_reason or (reference.invalid_reason if reference else "") or (
+        off.invalid_reason if off else "")
+    common = {"strict": config.strict, "comparison": comparison if reference is not None else None,
+              "samples": candidate.label, "median_ms": candidate.median_ms if candidate.e2e_ms else None,
+              "reference_median_ms": reference.median_ms if reference is not None and reference.e2e_ms else None,
+              "notes": tuple(notes)}
+    if reason:
+        return Verdict(Status.INVALID, (Check("validity", Status.INVALID, reason),), **common)  # type: ignore[arg-type]
+    checks: list[Check] = []
+    explanation: tuple[str, ...] = ()
+    if reference is not None:
+        checks.append(compare_e2e(reference, candidate, config, comparison))
+        checks += category_checks(reference, candidate, config, comparison)
+        explanation = explain(reference, candidate)
+    if config.p50_ms is not None:
+        checks.append(budget_check("p50_budget", candidate, config.p50_ms, 50, config))
+    if config.p90_ms is not None:
+        checks.append(budget_check("p90_budget", candidate, config.p90_ms, 90, config))
+    if off is not None:
+        checks.append(speedup_check(off, candidate, config))
+    return Verdict(overall(checks), tuple(checks), explanation, **common)  # type: ignore[arg-type]
+
+
+Measure = Callable[[], tuple["Samples | None", Samples, "Samples | None"]]
+
+
+def decide(
+    first: tuple[Samples | None, Samples, Samples | None],
+    measure: Measure | None,
     config: GateConfig,
     *,
-    first: Samples | None = None,
-    confirm: bool = True,
-) -> tuple[Verdict, Samples]:
-    """Gate, and re-measure once when the first verdict is a regression or inconclusive.
+    comparison: Comparison = Comparison.SESSION,
+    notes: Sequence[str] = (),
+) -> Verdict:
+    """Gate ``first`` = (reference, candidate, off); re-measure once when the verdict is not settled.
 
-    A regression stands only if an independent second measurement is also a regression (if they
-    disagree the result is inconclusive). An inconclusive first result is re-judged on the pooled
-    samples of both measurements. Returns the final verdict and the candidate samples it used.
+    ``measure`` returns a fresh (reference, candidate, off) triple — the reference is re-measured too in
+    a same-session comparison, the stored one is returned unchanged otherwise. A regression stands only
+    if the fresh measurement is a regression too (if they disagree the result is inconclusive); an
+    inconclusive first result is re-judged on the pooled blocks of both. Unchanged artifacts and
+    invalid measurements are not re-measured here (the measurement itself re-runs disturbed blocks).
     """
-    cand = first if first is not None else measure()
-    verdict = gate(baseline, cand, config)
-    if not confirm or verdict.status not in (Status.REGRESSION, Status.INCONCLUSIVE):
-        return verdict, cand
-    second = measure()
+    ref, cand, off = first
+    verdict = gate(ref, cand, config, comparison=comparison, off=off, notes=notes)
+    if (measure is None or comparison is Comparison.UNCHANGED
+            or verdict.status not in (Status.REGRESSION, Status.INCONCLUSIVE)):
+        return verdict
+    ref2, cand2, fresh_off = measure()
+    off2 = fresh_off if fresh_off is not None else off
     if verdict.status is Status.REGRESSION:
-        again = gate(baseline, second, config)
+        again = gate(ref2, replace(cand2, label="confirming measurement"), config, comparison=comparison,
+                     off=off2, notes=notes)
         if again.status is Status.REGRESSION:
-            return replace(again, attempts=2), second
-        note = (f"first measurement said regression, the confirming one said {again.status.value}: "
+            return replace(again, attempts=2)
+        note = (f"the first measurement said regression, the confirming one said {again.status.value}: "
                 "not confirmed")
         checks = (*again.checks, Check("confirmation", Status.INCONCLUSIVE, note))
-        return Verdict(Status.INCONCLUSIVE, checks, again.explanation, attempts=2, strict=config.strict), second
-    pooled = cand.pooled(second)
-    return replace(gate(baseline, pooled, config), attempts=2), pooled
+        status = Status.INVALID if again.status is Status.INVALID else Status.INCONCLUSIVE
+        return replace(again, status=status, checks=checks, attempts=2)
+    pooled_ref = ref.pooled(ref2) if (ref is not None and ref2 is not None and ref2 is not ref) else ref
+    pooled_off = off.pooled(fresh_off) if (off is not None and fresh_off is not None) else off
+    return replace(gate(pooled_ref, cand.pooled(cand2), config, comparison=comparison, off=pooled_off, notes=notes),
+                   attempts=2)

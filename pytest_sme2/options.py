@@ -24,6 +24,18 @@ def percent(text: str) -> float:
     return value
 
 
+def nonnegative_percent(text: str) -> float:
+    """``0``, ``60`` or ``60%`` -> percent, 0 <= x <= 1000."""
+    raw = str(text).strip().removesuffix("%").strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; use e.g. 60 or 60%") from None
+    if not (math.isfinite(value) and 0 <= value <= 1000):
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range; use a percentage from 0 to 1000")
+    return value
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -141,10 +153,18 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "(default .sme2_baselines)", ".sme2_baselines"),
     OptionSpec("update-baseline", "write (or overwrite) the baseline of every sme2 test instead of comparing",
                False, ini_type="bool", action="store_true"),
+    OptionSpec("require-baseline", "a test without a baseline for this device fails (with the command that "
+               "creates it) instead of recording one; implied by --sme2-strict", False, ini_type="bool",
+               action="store_true"),
+    OptionSpec("artifact-dir", "where the programs, inputs and runner builds of recorded baselines are kept, so a "
+               "changed artifact is compared with the baseline's in the same session; relative to the rootdir "
+               "(default .sme2_artifacts; cache it in CI, do not commit it)", ".sme2_artifacts"),
+    OptionSpec("drift-allowance", "percent the machine may drift between sessions: added to the margin when a "
+               "changed artifact can only be compared with stored samples (default 0)", 0.0, nonnegative_percent),
     OptionSpec("margin", "default relative regression margin in percent, for tests without "
                "sme2_threshold(latency_pct=...) (default 5)", 5.0, percent),
-    OptionSpec("strict", "inconclusive verdicts fail the test (default: reported, not failed)", False,
-               ini_type="bool", action="store_true"),
+    OptionSpec("strict", "invalid and inconclusive verdicts, and tests without a baseline, fail the test "
+               "(default: reported, not failed)", False, ini_type="bool", action="store_true"),
     OptionSpec("no-confirm", "do not re-measure once before reporting a regression/inconclusive", False,
                ini_type="bool", action="store_true"),
     OptionSpec("json", "write all sme2 results (schema-versioned JSON) to this file"),
@@ -153,6 +173,8 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("out-dir", "where runs write traces and logs (default: a pytest temp dir)"),
     OptionSpec("models", "module or .py file registering extra models (repeatable; ini: one per line)",
                ini_type="linelist", action="append"),
+    OptionSpec("rules", "JSON file of operator category rules extending the built-in ones (see README)",
+               type=existing_file),
     OptionSpec("big-cores", "Android: taskset mask to pin the runner to (default: the fastest cluster; "
                "'none' to run unpinned)"),
     OptionSpec("cooldown", "Android: seconds to wait between blocks for the phone to cool (default 0)", 0.0,
@@ -178,6 +200,9 @@ class Sme2Options:
     timeout: float = 600.0
     baseline_dir: Path = Path(".sme2_baselines")
     update_baseline: bool = False
+    require_baseline: bool = False
+    artifact_dir: Path = Path(".sme2_artifacts")
+    drift_allowance: float = 0.0
     margin: float = 5.0
     strict: bool = False
     no_confirm: bool = False
@@ -186,6 +211,7 @@ class Sme2Options:
     cache_dir: Path = Path(".sme2_cache")
     out_dir: Path | None = None
     models: tuple[str, ...] = ()
+    rules: Path | None = None
     big_cores: str | None = None
     cooldown: float = 0.0
     fixed_performance: bool = False

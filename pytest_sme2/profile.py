@@ -1,27 +1,58 @@
 """Export -> run -> analyze: the one call both front ends (CLI and plugin) use.
 
-A :class:`Profile` is what ``sme2_runner.profile(exported_model)`` returns: the pooled measured
-E2E samples, the analysis (per-operator when the runner recorded a trace), the device and runner
-fingerprint, and the raw run results. :func:`profile_on_off` measures the two runner builds of an
-SME2 on/off comparison in interleaved blocks (ABBA...), so drift hits both arms alike.
+A :class:`Measurement` says what to run and how (program, inputs, runner variant or build, runs, warm-up,
+blocks, threads, and where the latency comes from); :func:`measure` runs it on a runner in blocks and
+returns a :class:`Profile`: the gate's E2E samples in blocks, the per-operator analysis of the traced
+runs, the device identity, the :class:`~pytest_sme2.artifacts.Artifact` measured, and the raw run
+results. A Profile carries its Measurement, so it can always be measured again (:func:`remeasure`) —
+checking one profile never touches another.
+
+Two measurements compared in one session run in interleaved blocks (:func:`measure_pair`, ABBA...), so
+drift hits both arms alike: SME2 off vs on (two runner builds), and a changed artifact vs the baseline's
+own artifact (the gate's same-session reference).
+
+**Latency and breakdown come from the runs whose tracing cost is known** (the seeds' two-run principle):
+with ``latency="untraced"`` every block runs the program untraced for the gate's E2E samples and traced
+for the breakdown (the event tracer costs ~0.5-1 µs per recorded operator, see the README); with
+``latency="traced"`` the traced runs give both (a runner that has only a traced build), and the profile
+says that its latency includes the tracer's cost.
+
+**A busy machine is not a slower model.** Every run reports how much of its wall time the measuring
+thread (or runner process) was preempted, and the host's load and steal time. A block over the limits
+below is measured again, up to ``blocks`` more times; if the machine stays busy the profile is invalid
+with that evidence, which the gate reports as ``invalid``, never ``regression``.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from .analysis import Analysis, analyze, analyze_e2e, merge
+from .artifacts import Artifact, file_sha256
+from .categories import CategoryRules
 from .errors import ConfigError
 from .gate import Samples
 from .kernels import KernelLog
 from .runners.base import SME2_OFF, SME2_ON, Runner, RunRequest, RunResult
 from .trace import read_etdump
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: E2E samples from untraced runs, breakdown from traced runs of the same blocks.
+LATENCY_UNTRACED = "untraced"
+#: E2E samples and breakdown from the same traced runs (the latency includes the tracer's cost).
+LATENCY_TRACED = "traced"
+LATENCY_MODES = (LATENCY_UNTRACED, LATENCY_TRACED)
+
+#: A block whose measuring thread/process was preempted for more than this share of its wall time
+#: ran on a busy machine (quiet: <1 %; two CPU burners on two cores: ~46 %, see the README).
+PREEMPTED_LIMIT = 0.10
+#: ... or whose host lost more than this share of CPU time to steal (other tenants of the VM host).
+STEAL_LIMIT = 0.10
 
 Progress = Callable[[str], None]
 
@@ -71,8 +102,82 @@ class ProgramFile:
 
 
 @dataclass(frozen=True)
+class Measurement:
+    """What to run and how: enough to measure a profile again, in this session or another."""
+
+    pte: Path
+    inputs: tuple[Path, ...] = ()
+    #: a name for the files of this measurement (``<model>_<dtype>_<backend>``)
+    label: str = ""
+    #: model facts for reports (name, dtype, backend, pte_path, cache_key, ...)
+    model: Mapping[str, Any] = field(default_factory=dict)
+    variant: str | None = None
+    #: a runner binary to run instead of the variant's (a stored reference build); None = the variant's
+    build: Path | None = None
+    runs: int = 30
+    warmup: int = 3
+    blocks: int = 5
+    threads: int = 1
+    timeout_s: float = 600.0
+    out_dir: Path = Path("sme2_out")
+    latency: str = LATENCY_TRACED
+
+    def __post_init__(self) -> None:
+        if self.runs < 1:
+            raise ConfigError(f"runs must be at least 1 (got {self.runs}); set --sme2-runs / --runs to a positive "
+                              "number")
+        if self.warmup < 0:
+            raise ConfigError(f"warmup must be 0 or more (got {self.warmup}); set --sme2-warmup / --warmup")
+        if self.blocks < 1:
+            raise ConfigError(f"blocks must be at least 1 (got {self.blocks}); set --sme2-blocks / --blocks")
+        if self.latency not in LATENCY_MODES:
+            raise ConfigError(f"latency must be one of {', '.join(LATENCY_MODES)} (got {self.latency!r})")
+
+    @classmethod
+    def of(cls, exported: ExportedLike, **kwargs: Any) -> Measurement:
+        """The measurement of an exported model (or a :class:`ProgramFile`)."""
+        model = {k: v for k, v in exported.to_dict().items() if k in
+                 ("name", "dtype", "backend", "pte_path", "cache_key", "executorch_version", "input_shapes")}
+        label = kwargs.pop("label", None) or f"{exported.name}_{exported.dtype}_{exported.backend}"
+        return cls(pte=exported.pte_path, inputs=tuple(exported.input_files), label=label, model=model, **kwargs)
+
+    def request(self, mode: str) -> RunRequest:
+        return RunRequest(pte=self.pte, runs=self.runs, warmup=self.warmup, threads=self.threads,
+                          out_dir=self.out_dir, inputs=self.inputs or None, variant=self.variant,
+                          timeout_s=self.timeout_s, label=self.label, mode=mode, build=self.build)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The runs of one block: an untraced timing run then a traced one, or one traced run."""
+        return ("timing", "trace") if self.latency == LATENCY_UNTRACED else ("trace",)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pte": str(self.pte), "inputs": [str(p) for p in self.inputs], "label": self.label,
+            "model": dict(self.model), "variant": self.variant, "build": str(self.build) if self.build else None,
+            "runs": self.runs, "warmup": self.warmup, "blocks": self.blocks, "threads": self.threads,
+            "timeout_s": self.timeout_s, "out_dir": str(self.out_dir), "latency": self.latency,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Measurement:
+        return cls(
+            pte=Path(d["pte"]), inputs=tuple(Path(p) for p in d.get("inputs", ())), label=str(d.get("label", "")),
+            model=dict(d.get("model", {})), variant=d.get("variant"),
+            build=Path(d["build"]) if d.get("build") else None, runs=int(d["runs"]), warmup=int(d["warmup"]),
+            blocks=int(d["blocks"]), threads=int(d["threads"]), timeout_s=float(d.get("timeout_s", 600.0)),
+            out_dir=Path(d.get("out_dir", "sme2_out")), latency=str(d.get("latency", LATENCY_TRACED)),
+        )
+
+
+@dataclass(frozen=True)
 class Profile:
-    """One model measured on one runner variant: samples, analysis, fingerprint, raw runs."""
+    """One program measured on one runner build: latency samples, analysis, identity, artifact, raw runs.
+
+    ``latency_ms`` (in ``latency_blocks``) are the gate's E2E samples; ``analysis`` is the breakdown of
+    the traced runs (its own E2E statistics are those of the traced runs). ``latency_source`` says which
+    runs the latency came from.
+    """
 
     model: Mapping[str, Any]
     variant: str | None
@@ -85,18 +190,34 @@ class Profile:
     device: Mapping[str, Any] = field(default_factory=dict)
     invalid_reason: str = ""
     note: str = ""
+    latency_ms: tuple[float, ...] = ()
+    latency_blocks: tuple[int, ...] = ()
+    latency_source: str = ""
+    artifact: Artifact | None = None
+    measurement: Measurement | None = None
+    #: what the disturbance check did (re-measured blocks and why), "" when nothing happened
+    disturbance: str = ""
 
     @property
     def samples_ms(self) -> tuple[float, ...]:
-        return self.analysis.measured_ms
+        return self.latency_ms or self.analysis.measured_ms
+
+    @property
+    def block_sizes(self) -> tuple[int, ...]:
+        return self.latency_blocks if self.latency_ms else self.analysis.block_sizes
 
     @property
     def per_operator(self) -> bool:
         return self.analysis.per_operator
 
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        return self.fingerprint
+
     def samples(self) -> Samples:
         cats = self.analysis.category_per_run_ms if self.analysis.per_operator else {}
-        return Samples(self.samples_ms, cats, self.invalid_reason, self.analysis.block_sizes)
+        cat_blocks = (self.analysis.block_sizes or (self.analysis.runs_measured,)) if cats else ()
+        return Samples(self.samples_ms, self.block_sizes, cats, cat_blocks, self.invalid_reason)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,77 +231,204 @@ class Profile:
             "device": dict(self.device),
             "invalid_reason": self.invalid_reason,
             "note": self.note,
+            "latency_ms": list(self.latency_ms),
+            "latency_blocks": list(self.latency_blocks),
+            "latency_source": self.latency_source,
+            "artifact": self.artifact.to_dict() if self.artifact else None,
+            "measurement": self.measurement.to_dict() if self.measurement else None,
+            "disturbance": self.disturbance,
             "analysis": self.analysis.to_dict(),
             "runs": [r.to_dict() for r in self.runs],
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Profile:
+        art, meas = d.get("artifact"), d.get("measurement")
         return cls(
             model=dict(d.get("model", {})), variant=d.get("variant"), runner=str(d["runner"]),
             build=str(d.get("build", "")), threads=int(d.get("threads", 1)),
             fingerprint=dict(d.get("fingerprint", {})), analysis=Analysis.from_dict(d["analysis"]),
             runs=tuple(RunResult.from_dict(r) for r in d.get("runs", [])), device=dict(d.get("device", {})),
             invalid_reason=str(d.get("invalid_reason", "")), note=str(d.get("note", "")),
+            latency_ms=tuple(float(x) for x in d.get("latency_ms", ())),
+            latency_blocks=tuple(int(n) for n in d.get("latency_blocks", ())),
+            latency_source=str(d.get("latency_source", "")),
+            artifact=Artifact.from_dict(art) if art else None,
+            measurement=Measurement.from_dict(meas) if meas else None,
+            disturbance=str(d.get("disturbance", "")),
         )
 
 
-def analyze_run(result: RunResult, *, warmup: int, kernel_log: KernelLog | None = None) -> Analysis:
+# ------------------------------------------------------------------------------------------ identity
+
+
+def identity_of(runner: Runner, measurement: Measurement) -> dict[str, Any]:
+    """What a baseline is keyed on: the device identity, plus the test's threads, dtype, backend, variant."""
+    identity = dict(runner.identity())
+    identity.update({"dtype": measurement.model.get("dtype", "unknown"),
+                     "backend": measurement.model.get("backend", "unknown"), "threads": measurement.threads})
+    if measurement.variant is not None:
+        identity["variant"] = measurement.variant
+    return identity
+
+
+def artifact_of(runner: Runner, measurement: Measurement) -> Artifact:
+    """The program, inputs and build ``measurement`` runs."""
+    build = dict(runner.build_identity(measurement.variant))
+    if measurement.build is not None:
+        build.update({"sha256": file_sha256(measurement.build), "path": str(measurement.build)})
+    return Artifact.of(measurement.pte, measurement.inputs, build)
+
+
+# ------------------------------------------------------------------------------------------ measuring
+
+
+def analyze_run(result: RunResult, *, warmup: int, kernel_log: KernelLog | None = None,
+                rules: CategoryRules | None = None) -> Analysis:
     """Analyze one run: from its trace when it has one, else from its E2E samples alone."""
     if result.trace_path is not None:
-        return analyze(read_etdump(result.trace_path), warmup=warmup, kernel_log=kernel_log)
+        return analyze(read_etdump(result.trace_path, rules=rules) if rules else read_etdump(result.trace_path),
+                       warmup=warmup, kernel_log=kernel_log)
     return analyze_e2e(result.e2e_ms, warmup=warmup, source=f"{result.runner} runtime ({result.build})")
 
 
-def _validate(runs: int, warmup: int, blocks: int) -> None:
-    if runs < 1:
-        raise ConfigError(f"runs must be at least 1 (got {runs}); set --sme2-runs / --runs to a positive number")
-    if warmup < 0:
-        raise ConfigError(f"warmup must be 0 or more (got {warmup}); set --sme2-warmup / --warmup")
-    if blocks < 1:
-        raise ConfigError(f"blocks must be at least 1 (got {blocks})")
+def disturbance_of(result: RunResult) -> str:
+    """Why ``result`` ran on a busy machine, with the evidence; "" when it did not (or nothing was recorded)."""
+    load = result.load
+    if load is None:
+        return ""
+    reasons = []
+    preempted = load.preempted_share
+    if preempted is not None and preempted > PREEMPTED_LIMIT:
+        reasons.append(f"preempted {preempted:.0%} of wall time")
+    if load.steal_share is not None and load.steal_share > STEAL_LIMIT:
+        reasons.append(f"{load.steal_share:.0%} of CPU time stolen by the VM host")
+    if not reasons:
+        return ""
+    if load.loadavg_1m is not None:
+        reasons.append(f"load {load.loadavg_1m:.1f} on {load.cpus} CPUs")
+    return "; ".join(reasons)
 
 
-def _fingerprint(runner: Runner, exported: ExportedLike, threads: int, variant: str | None) -> dict[str, Any]:
-    fp = dict(runner.fingerprint())
-    fp.update({"dtype": exported.dtype, "backend": exported.backend, "threads": threads})
-    if variant is not None:
-        fp["variant"] = variant
-    return fp
+Block = list[RunResult]
 
 
-def _profile_from_blocks(
-    exported: ExportedLike, runner: Runner, results: list[RunResult], *, warmup: int, threads: int,
-    variant: str | None, kernel_log: KernelLog | None,
-) -> Profile:
-    analyses = [analyze_run(r, warmup=warmup, kernel_log=kernel_log) for r in results]
-    analysis = merge(analyses, source=exported.pte_path.name) if len(analyses) > 1 else analyses[0]
-    invalid = "; ".join(str(r.metadata["invalid_reason"]) for r in results if r.metadata.get("invalid_reason"))
-    notes = dict.fromkeys(r.per_operator_note for r in results if r.per_operator_note)
-    device = results[0].metadata.get("device", {}) if results else {}
+def _run_block(runner: Runner, measurement: Measurement) -> Block:
+    return [runner.run(measurement.request(mode)) for mode in measurement.modes]
+
+
+def _block_disturbance(block: Block) -> str:
+    return next((d for d in (disturbance_of(r) for r in block) if d), "")
+
+
+def _measure_blocks(
+    runner: Runner, arms: Sequence[Measurement], *, blocks: int, progress: Progress | None, what: str,
+) -> tuple[list[list[Block]], str, str]:
+    """Run ``blocks`` clean blocks of every arm, interleaved (ABBA...) when there are two.
+
+    A block (of every arm: the arms' blocks are re-run together, so interleaving stays balanced) that ran
+    on a busy machine is measured again, up to ``blocks`` more times. Returns the blocks per arm, a note
+    on what was re-measured, and the invalid reason when the machine stayed busy.
+    """
+    per_arm: list[list[Block]] = [[] for _ in arms]
+    disturbed_seen: list[str] = []
+    budget = blocks
+    b = 0
+    while len(per_arm[0]) < blocks:
+        order = list(range(len(arms))) if b % 2 == 0 else list(reversed(range(len(arms))))
+        if progress:
+            progress(f"{what}: block {len(per_arm[0]) + 1}/{blocks}")
+        got = {i: _run_block(runner, arms[i]) for i in order}
+        b += 1
+        evidence = [d for d in (_block_disturbance(got[i]) for i in order) if d]
+        if evidence and budget > 0:
+            budget -= 1
+            disturbed_seen.append(evidence[0])
+            if progress:
+                progress(f"{what}: block disturbed ({evidence[0]}), measuring it again")
+            continue
+        for i in order:
+            per_arm[i].append(got[i])
+        if evidence:
+            disturbed_seen.append(evidence[0])
+            reason = (f"the machine stayed busy: {len(disturbed_seen)} blocks disturbed, {blocks} re-measured "
+                      f"(last: {evidence[0]}); the numbers are not the model's. Measure on a quiet machine")
+            # Fill the remaining blocks so the data is complete, but the verdict is invalid.
+            while len(per_arm[0]) < blocks:
+                for i in order:
+                    per_arm[i].append(_run_block(runner, arms[i]))
+            return per_arm, _note(disturbed_seen), reason
+    return per_arm, _note(disturbed_seen), ""
+
+
+def _note(disturbed: list[str]) -> str:
+    if not disturbed:
+        return ""
+    return f"re-measured {len(disturbed)} block(s) disturbed by other load (e.g. {disturbed[0]})"
+
+
+def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, kernel_log: KernelLog | None,
+             rules: CategoryRules | None, disturbance: str, invalid: str) -> Profile:
+    traced = [r for block in blocks for r in block if r.metadata.get("mode", "trace") != "timing"]
+    timing = [r for block in blocks for r in block if r.metadata.get("mode", "trace") == "timing"]
+    analyses = [analyze_run(r, warmup=measurement.warmup, kernel_log=kernel_log, rules=rules) for r in traced]
+    analysis = merge(analyses, source=measurement.pte.name) if len(analyses) > 1 else analyses[0]
+    reasons = [str(r.metadata["invalid_reason"]) for block in blocks for r in block if r.metadata.get("invalid_reason")]
+    if invalid:
+        reasons.append(invalid)
+    notes = dict.fromkeys(r.per_operator_note for r in traced if r.per_operator_note)
+    first = blocks[0][0]
+    device = first.metadata.get("device", {})
+    if timing:
+        latency = tuple(x for r in timing for x in r.measured_ms)
+        latency_blocks = tuple(len(r.measured_ms) for r in timing)
+        source = f"untraced runs ({first.build}); the breakdown is from traced runs of the same blocks"
+    else:
+        latency, latency_blocks = (), ()
+        source = ("traced runs: the latency includes the event tracer's cost (~0.5-1 µs per recorded operator)"
+                  if analysis.per_operator else "runs without a per-operator trace")
     return Profile(
-        model={k: v for k, v in exported.to_dict().items() if k in
-               ("name", "dtype", "backend", "pte_path", "cache_key", "executorch_version", "input_shapes")},
-        variant=variant,
-        runner=runner.name,
-        build=results[0].build if results else "",
-        threads=threads,
-        fingerprint=_fingerprint(runner, exported, threads, variant),
-        analysis=analysis,
-        runs=tuple(results),
-        device=device if isinstance(device, Mapping) else {},
-        invalid_reason=invalid,
-        note=" ".join(notes),
+        model=dict(measurement.model), variant=measurement.variant, runner=runner.name, build=first.build,
+        threads=measurement.threads, fingerprint=identity_of(runner, measurement), analysis=analysis,
+        runs=tuple(r for block in blocks for r in block), device=device if isinstance(device, Mapping) else {},
+        invalid_reason="; ".join(dict.fromkeys(reasons)), note=" ".join(notes), latency_ms=latency,
+        latency_blocks=latency_blocks, latency_source=source, artifact=artifact_of(runner, measurement),
+        measurement=measurement, disturbance=disturbance,
     )
 
 
-def _request(exported: ExportedLike, *, runs: int, warmup: int, threads: int, out_dir: Path,
-             variant: str | None, timeout_s: float, label: str | None) -> RunRequest:
-    return RunRequest(
-        pte=exported.pte_path, runs=runs, warmup=warmup, threads=threads, out_dir=out_dir,
-        inputs=tuple(exported.input_files) or None, variant=variant, timeout_s=timeout_s,
-        label=label or f"{exported.name}_{exported.dtype}_{exported.backend}",
-    )
+def measure(runner: Runner, measurement: Measurement, *, kernel_log: KernelLog | None = None,
+            rules: CategoryRules | None = None, progress: Progress | None = None) -> Profile:
+    """Run ``measurement`` in its blocks on ``runner`` and analyze it."""
+    (blocks,), note, invalid = _measure_blocks(runner, [measurement], blocks=measurement.blocks, progress=progress,
+                                               what=measurement.label)
+    return _profile(runner, measurement, blocks, kernel_log=kernel_log, rules=rules, disturbance=note,
+                    invalid=invalid)
+
+
+def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs: Sequence[KernelLog | None] = (),
+                 rules: CategoryRules | None = None, progress: Progress | None = None,
+                 what: str = "") -> tuple[Profile, Profile]:
+    """Measure ``a`` and ``b`` in interleaved blocks (A,B / B,A / ...); returns their profiles."""
+    if a.blocks != b.blocks:
+        raise ConfigError(f"an interleaved comparison needs the same number of blocks per arm ({a.blocks} != "
+                          f"{b.blocks})")
+    (blocks_a, blocks_b), note, invalid = _measure_blocks(runner, [a, b], blocks=a.blocks, progress=progress,
+                                                          what=what or f"{a.label} vs {b.label}")
+    logs = [*list(kernel_logs), None, None]
+    return (_profile(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid),
+            _profile(runner, b, blocks_b, kernel_log=logs[1], rules=rules, disturbance=note, invalid=invalid))
+
+
+def remeasure(runner: Runner, profile: Profile, *, rules: CategoryRules | None = None,
+              progress: Progress | None = None) -> Profile:
+    """Measure ``profile`` again, exactly as it was measured (its own program, build and settings)."""
+    if profile.measurement is None:
+        raise ConfigError("this profile does not say how it was measured (it was read from an old results file)")
+    return measure(runner, profile.measurement, rules=rules, progress=progress)
+
+
+# ------------------------------------------------------------------------------------------ front-end calls
 
 
 def profile_exported(
@@ -196,19 +444,14 @@ def profile_exported(
     timeout_s: float = 600.0,
     kernel_log: KernelLog | None = None,
     label: str | None = None,
+    latency: str = LATENCY_TRACED,
+    rules: CategoryRules | None = None,
     progress: Progress | None = None,
 ) -> Profile:
     """Run ``exported`` on ``runner`` in ``blocks`` blocks of ``warmup + runs`` executions, then analyze."""
-    _validate(runs, warmup, blocks)
-    request = _request(exported, runs=runs, warmup=warmup, threads=threads, out_dir=out_dir,
-                       variant=variant, timeout_s=timeout_s, label=label)
-    results = []
-    for b in range(blocks):
-        if progress and blocks > 1:
-            progress(f"{request.stem}: block {b + 1}/{blocks} on {runner.name}")
-        results.append(runner.run(request))
-    return _profile_from_blocks(exported, runner, results, warmup=warmup, threads=threads, variant=variant,
-                                kernel_log=kernel_log)
+    m = Measurement.of(exported, runs=runs, warmup=warmup, threads=threads, out_dir=out_dir, variant=variant,
+                       blocks=blocks, timeout_s=timeout_s, label=label, latency=latency)
+    return measure(runner, m, kernel_log=kernel_log, rules=rules, progress=progress)
 
 
 def profile_on_off(
@@ -223,13 +466,11 @@ def profile_on_off(
     timeout_s: float = 600.0,
     kernel_logs: Mapping[str, KernelLog] | None = None,
     label: str | None = None,
+    latency: str = LATENCY_TRACED,
+    rules: CategoryRules | None = None,
     progress: Progress | None = None,
 ) -> tuple[Profile, Profile]:
-    """Measure the SME2-off and SME2-on builds in interleaved blocks; returns ``(off, on)``.
-
-    Block order alternates OFF,ON / ON,OFF (ABBA) so linear drift and thermal build-up cancel.
-    """
-    _validate(runs, warmup, blocks)
+    """Measure the SME2-off and SME2-on builds in interleaved blocks; returns ``(off, on)``."""
     available = runner.variants()
     missing = [v for v in (SME2_ON, SME2_OFF) if v not in available]
     if missing:
@@ -237,19 +478,9 @@ def profile_on_off(
             f"the {runner.name} runner has no {' / '.join(missing)} build: an SME2 on/off comparison needs two "
             "executor_runner builds (--sme2-runner for SME2 on, --sme2-runner-off for SME2 off)"
         )
-    results: dict[str, list[RunResult]] = {SME2_OFF: [], SME2_ON: []}
-    for b in range(blocks):
-        order = (SME2_OFF, SME2_ON) if b % 2 == 0 else (SME2_ON, SME2_OFF)
-        for variant in order:
-            if progress:
-                progress(f"{exported.name}: block {b + 1}/{blocks}, {variant}")
-            request = _request(exported, runs=runs, warmup=warmup, threads=threads, out_dir=out_dir,
-                               variant=variant, timeout_s=timeout_s, label=label)
-            results[variant].append(runner.run(request))
+    base = Measurement.of(exported, runs=runs, warmup=warmup, threads=threads, out_dir=out_dir, blocks=blocks,
+                          timeout_s=timeout_s, label=label, latency=latency)
     logs = kernel_logs or {}
-    off, on = (
-        _profile_from_blocks(exported, runner, results[v], warmup=warmup, threads=threads, variant=v,
-                             kernel_log=logs.get(v))
-        for v in (SME2_OFF, SME2_ON)
-    )
-    return off, on
+    return measure_pair(runner, replace(base, variant=SME2_OFF), replace(base, variant=SME2_ON),
+                        kernel_logs=(logs.get(SME2_OFF), logs.get(SME2_ON)), rules=rules, progress=progress,
+                        what=f"{exported.name} SME2 off/on")

@@ -188,7 +188,8 @@ def test_export_failing_inside_executorch_names_model_recipe_and_the_operator(tm
 
 
 def _baseline(samples: tuple[float, ...] = (1.0, 1.1, 1.2), test_id: str = "t.py::test_a") -> Baseline:
-    return Baseline(test_id=test_id, fingerprint={"arch": "x", "threads": 1}, samples_ms=samples)
+    return Baseline(test_id=test_id, identity={"arch": "x", "threads": 1}, samples_ms=samples,
+                    block_sizes=(len(samples),))
 
 
 BAD_BASELINES: dict[str, tuple[Any, str]] = {
@@ -197,14 +198,20 @@ BAD_BASELINES: dict[str, tuple[Any, str]] = {
     "string_version": ({"schema_version": "1"}, "has no integer schema_version"),
     "bool_version": ({"schema_version": True}, "has no integer schema_version"),
     "version_0": ({"schema_version": 0}, "has schema_version 0; versions start at 1"),
-    "newer": ({"schema_version": 2}, "has schema_version 2, newer than this pytest-sme2 reads (1); upgrade"),
-    "no_samples": ({"schema_version": 1, "test_id": "t", "fingerprint": {}}, "has no 'samples_ms' field"),
+    "newer": ({"schema_version": 3}, "has schema_version 3, newer than this pytest-sme2 reads (2); upgrade"),
+    "legacy": ({"schema_version": 1, "test_id": "t", "fingerprint": {}, "samples_ms": [1.0]},
+               "was written by an earlier pytest-sme2 (schema 1) without the device identity"),
+    "no_samples": ({"schema_version": 2, "test_id": "t", "identity": {}, "block_sizes": [1]},
+                   "has no 'samples_ms' field"),
+    "no_blocks": ({"block_sizes": []}, "'block_sizes' must be positive whole numbers adding up"),
     "empty_samples": ({"samples_ms": []}, "'samples_ms' must be a non-empty list of times in ms, found []"),
     "nan_samples": ({"samples_ms": [1.0, float("nan")]}, "'samples_ms' holds nan, not a finite time >= 0 ms"),
     "negative_samples": ({"samples_ms": [1.0, -2.0]}, "'samples_ms' holds -2.0, not a finite time"),
     "string_samples": ({"samples_ms": "1,2,3"}, "'samples_ms' must be a non-empty list"),
-    "fingerprint_list": ({"fingerprint": ["arch"]}, "'fingerprint' must be an object, found list"),
+    "identity_list": ({"identity": ["arch"]}, "'identity' must be an object, found list"),
     "category_scalar": ({"category_per_run_ms": {"GEMM": 5}}, "\"category_per_run_ms['GEMM']\" must be a non-empty"),
+    "category_blocks": ({"category_per_run_ms": {"GEMM": [1.0, 2.0]}, "category_block_sizes": [1]},
+                        "'category_block_sizes' must be positive whole numbers adding up to the 2 values"),
     "top_operators_ints": ({"top_operators": [1]}, "does not match the pytest-sme2 baseline schema (TypeError"),
     "blocks_not_adding_up": ({"block_sizes": [1, 1]}, "'block_sizes' must be positive whole numbers adding up"),
     "blocks_zero": ({"block_sizes": [0]}, "'block_sizes' must be positive whole numbers"),
@@ -234,6 +241,15 @@ def test_bad_baseline_files_are_baseline_errors_and_left_untouched(case: str, tm
     assert code == 2 and str(path) in err
     if isinstance(data, dict) and "samples_ms" in data:
         assert expected in err
+
+
+def test_a_baseline_that_would_not_read_back_is_not_written(tmp_path: Path) -> None:
+    """A negative category time (a trace whose nested events were summed twice) is refused before writing."""
+    bad = Baseline(test_id="t.py::test_a", identity={"arch": "x"}, samples_ms=(1.0, 1.1), block_sizes=(2,),
+                   category_per_run_ms={"Other": (-0.5, 0.2)}, category_block_sizes=(2,), per_operator=True)
+    with pytest.raises(BaselineError, match=r"not writing the baseline for t\.py::test_a: it would not read back"):
+        BaselineStore(tmp_path).save(bad)
+    assert not list(tmp_path.iterdir())
 
 
 def test_non_utf8_and_cut_baselines(tmp_path: Path) -> None:
@@ -378,8 +394,9 @@ _REPORT_BODY = """
 
     root = Path(sys.argv[1])
     results_file = write_results(root / "results.json", SessionResults(tests=()))
-    old = Baseline(test_id="t.py::test_a", fingerprint={"a": 1}, samples_ms=(1.0, 2.0))
-    new = Baseline(test_id="t.py::test_a", fingerprint={"a": 1}, samples_ms=tuple(float(i) for i in range(5000)))
+    old = Baseline(test_id="t.py::test_a", identity={"a": 1}, samples_ms=(1.0, 2.0), block_sizes=(2,))
+    new = Baseline(test_id="t.py::test_a", identity={"a": 1}, samples_ms=tuple(float(i) for i in range(5000)),
+                   block_sizes=(5000,))
     result = {}
     for case, options in (("read_only", "size=1m"), ("full", "size=64k")):
         d = tmpfs(root / case, options)
@@ -660,8 +677,7 @@ def test_cli_runner_option_is_checked_before_anything_runs(tmp_path: Path, capsy
 _WRITER = textwrap.dedent("""
     import json, sys
     from pytest_sme2.atomic import write_atomic
-    target, size = sys.argv[1], int(sys.argv[2])
-    i = 0
+    target, size, i = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     print("ready", flush=True)
     while True:
         i += 1
@@ -675,8 +691,11 @@ def test_sigkill_during_write_atomic_leaves_a_complete_version(tmp_path: Path) -
     rng = random.Random(11)
     versions_seen = set()
     for _ in range(12):
-        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(target), str(4 << 20)], stdout=subprocess.PIPE,
-                                env={**os.environ, "PYTHONPATH": str(REPO)})
+        # Each writer continues the numbering, so a loaded machine (few writes per writer) still shows the
+        # kills landing at different points.
+        start = str(max(versions_seen, default=0))
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(target), str(4 << 20), start],
+                                stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
         time.sleep(rng.uniform(0.01, 0.4))
         proc.send_signal(signal.SIGKILL)

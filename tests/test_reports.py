@@ -86,9 +86,10 @@ def regression_result() -> TestResult:
     base = recorded_profile(f"{MN}_simd-on_t1", None)
     cur = recorded_profile(f"{MN}_simd-off_t1", None)
     a = base.analysis
-    built = Baseline(test_id="tests/test_perf.py::test_latency[mobilenet]", fingerprint=base.fingerprint,
-                     samples_ms=a.measured_ms, category_totals_ms=a.category_totals_ms,
-                     category_per_run_ms=a.category_per_run_ms, per_operator=True,
+    built = Baseline(test_id="tests/test_perf.py::test_latency[mobilenet]", identity=base.fingerprint,
+                     samples_ms=a.measured_ms, block_sizes=(len(a.measured_ms),),
+                     category_totals_ms=a.category_totals_ms, category_per_run_ms=a.category_per_run_ms,
+                     category_block_sizes=(len(a.measured_ms),), per_operator=True,
                      created="2026-11-20T10:00:00+00:00", tool_version="0.1.0")
     # As the plugin sees it: read back from its file (baseline files keep 6 decimals).
     baseline = Baseline.from_dict(json.loads(json.dumps(built.to_dict())))
@@ -490,8 +491,8 @@ def test_results_round_trip(session: SessionResults, tmp_path: Path) -> None:
     cmp = session.tests[0].comparison
     assert cmp is not None and OnOffComparison.from_dict(json.loads(json.dumps(cmp.to_dict()))) == cmp
     assert json.loads(path.read_text())["counts"] == {
-        "regression": 1, "failed": 0, "invalid": 0, "inconclusive": 0, "improvement": 0, "pass": 1,
-        "baseline-written": 0, "measured": 1, "skipped": 0}
+        "regression": 1, "failed": 0, "invalid": 0, "inconclusive": 0, "drift": 0, "improvement": 0, "pass": 1,
+        "recorded": 0, "baseline-written": 0, "measured": 1, "skipped": 0}
 
 
 @pytest.mark.parametrize(
@@ -569,8 +570,9 @@ def test_row_cells_and_summary_block(session: SessionResults, regression: TestRe
     assert "×" in row_cells(tt)["speedup"] and ">—<" in row_cells(tt)["delta"]
     block = summary_block(session)
     counts = dict(re.findall(r'sme2-count-([\w-]+)" data-count="(\d+)"', block))
-    assert counts == {"regression": "1", "failed": "0", "invalid": "0", "inconclusive": "0", "improvement": "0",
-                      "pass": "1", "baseline-written": "0", "measured": "1", "skipped": "0"}
+    assert counts == {"regression": "1", "failed": "0", "invalid": "0", "inconclusive": "0", "drift": "0",
+                      "improvement": "0", "pass": "1", "recorded": "0", "baseline-written": "0", "measured": "1",
+                      "skipped": "0"}
     assert regression.test_id in block
 
 

@@ -8,7 +8,7 @@ Everything that measures or judges lives in the library (``export``, ``runners``
 - ``session``  — per-session state (the runner, built once) and the library-call wrapper;
 - ``fixtures`` — ``exported_model``, ``sme2_runner``, ``sme2_baseline``, ``android_device``;
 - ``measure``  — what ``sme2_runner`` does (variants, profiling);
-- ``judge``    — what ``sme2_baseline`` does (baseline lookup, the gate's verdict applied to the test);
+- ``check``    — what ``sme2_baseline`` does (the library judges; this applies the verdict to the test);
 - ``records``  — each test's record and its trip to the controller (xdist-safe), shared with ``html``;
 - ``terminal`` — the ``sme2 performance`` terminal section;
 - ``reports``  — the JSON / markdown / GitHub step summary files, written once by the controller;

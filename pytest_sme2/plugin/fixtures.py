@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ..options import Sme2Options
-from .judge import Sme2Baseline
+from .check import Sme2Baseline
 from .markers import parse_model_marker
 from .measure import MODEL_REQUEST_KEY, Sme2Runner, export
 from .records import OPTIONS_KEY, record

@@ -7,7 +7,6 @@ measured (the local runtime, a missing build, a device without SME2) — never f
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,25 +52,22 @@ def export(session: Sme2Session, request: ModelRequest, backend: str | None = No
 
 @dataclass(frozen=True)
 class OnOff:
-    """An interleaved SME2 off/on measurement of one model."""
+    """An interleaved SME2 off/on measurement of one model (its speedup is judged by the gate, once)."""
 
     off: Any
     on: Any
 
-    @property
-    def speedup(self) -> float:
-        import numpy as np
-
-        return float(np.median(self.off.samples_ms) / np.median(self.on.samples_ms))
-
 
 class Sme2Runner:
-    """The ``sme2_runner`` fixture: measures exported models on the selected device."""
+    """The ``sme2_runner`` fixture: measures exported models on the selected device.
+
+    Every profile it returns carries its own :class:`~pytest_sme2.profile.Measurement`, so checking one
+    profile re-measures that profile — never whichever was measured last.
+    """
 
     def __init__(self, session: Sme2Session, item: pytest.Item) -> None:
         self._session = session
         self._item = item
-        self.remeasure: Callable[[], Any] | None = None
 
     @property
     def device(self) -> str:
@@ -95,11 +91,22 @@ class Sme2Runner:
             pytest.skip(f"device {device.name or device.serial} has no SME2 (no 'sme2' in its CPU features): "
                         "an SME2-on measurement there would not measure SME2")
 
-    def profile(self, exported: Any, *, variant: str | None = None, runs: int | None = None) -> Any:
-        """Measure ``exported`` (``--sme2-blocks`` blocks of ``--sme2-runs``); returns a Profile."""
-        from ..profile import profile_exported
+    def measurement(self, exported: Any, *, variant: str | None = None, runs: int | None = None,
+                    blocks: int | None = None) -> Any:
+        """How this session measures ``exported`` (runs, warm-up, blocks, threads, latency source)."""
+        from ..profile import Measurement
 
         o = self._session.options
+        return call(lambda: Measurement.of(
+            exported, runs=o.runs if runs is None else runs, warmup=o.warmup, threads=o.threads,
+            out_dir=self._session.out_dir / _safe(self._item.nodeid), variant=variant,
+            blocks=o.blocks if blocks is None else blocks, timeout_s=o.timeout,
+            latency=self._session.latency))
+
+    def profile(self, exported: Any, *, variant: str | None = None, runs: int | None = None) -> Any:
+        """Measure ``exported`` (``--sme2-blocks`` blocks of ``--sme2-runs``); returns a Profile."""
+        from ..profile import measure
+
         check_exported(exported, "profile")
         if variant not in _VARIANTS:
             pytest.fail(f"sme2_runner.profile(variant={variant!r}): unknown variant; allowed: None (the default "
@@ -107,7 +114,7 @@ class Sme2Runner:
         target = exported
         run_variant = variant
         if variant in LOCAL_VARIANTS:
-            if o.device != "local":
+            if self.device != "local":
                 pytest.skip(f"variant {variant!r} compares backends on the local runtime only")
             req = self._item.stash.get(MODEL_REQUEST_KEY, None)
             if req is None:
@@ -117,39 +124,26 @@ class Sme2Runner:
             run_variant = None
         elif variant is not None:
             self._skip_without_sme2_builds(variant)
-
-        def measure() -> Any:
-            return call(lambda: profile_exported(
-                target, self.runner, runs=o.runs if runs is None else runs, warmup=o.warmup, threads=o.threads,
-                out_dir=self._session.out_dir / _safe(self._item.nodeid), variant=run_variant,
-                blocks=o.blocks, timeout_s=o.timeout, progress=None))
-
-        result = measure()
-        self.remeasure = measure
+        m = self.measurement(target, variant=run_variant, runs=runs)
+        result = call(lambda: measure(self.runner, m, rules=self._session.rules, progress=self._session.progress))
         record(self._item).profile = result.to_dict()
         return result
 
     def profile_on_off(self, exported: Any, *, runs: int | None = None, blocks: int | None = None) -> OnOff:
         """Measure the SME2-off and SME2-on builds in interleaved blocks (ABBA)."""
-        from ..profile import profile_on_off
+        from ..profile import measure_pair
+        from ..runners.base import SME2_OFF, SME2_ON
 
-        o = self._session.options
         check_exported(exported, "profile_on_off")
-        self._skip_without_sme2_builds("sme2_on")
-        self._skip_without_sme2_builds("sme2_off")
-
-        def measure() -> OnOff:
-            off, on = call(lambda: profile_on_off(
-                exported, self.runner, runs=o.runs if runs is None else runs, warmup=o.warmup, threads=o.threads,
-                out_dir=self._session.out_dir / _safe(self._item.nodeid), blocks=o.blocks if blocks is None else blocks,
-                timeout_s=o.timeout, progress=self._session.progress))
-            return OnOff(off, on)
-
-        pair = measure()
-        self.remeasure = lambda: measure().on
+        self._skip_without_sme2_builds(SME2_ON)
+        self._skip_without_sme2_builds(SME2_OFF)
+        off_m = self.measurement(exported, variant=SME2_OFF, runs=runs, blocks=blocks)
+        on_m = self.measurement(exported, variant=SME2_ON, runs=runs, blocks=blocks)
+        off, on = call(lambda: measure_pair(self.runner, off_m, on_m, rules=self._session.rules,
+                                            progress=self._session.progress, what=f"{exported.name} SME2 off/on"))
         rec = record(self._item)
-        rec.profile, rec.profile_off = pair.on.to_dict(), pair.off.to_dict()
-        return pair
+        rec.profile, rec.profile_off = on.to_dict(), off.to_dict()
+        return OnOff(off, on)
 
 
 _VARIANTS = (None, *LOCAL_VARIANTS, "sme2_on", "sme2_off")

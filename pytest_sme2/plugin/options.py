@@ -72,11 +72,13 @@ def build_options(config: pytest.Config) -> Sme2Options:
     root = config.rootpath
     values["baseline_dir"] = root / str(values["baseline_dir"])
     values["cache_dir"] = root / str(values["cache_dir"])
-    for key in ("runner", "runner_off", "libcxx", "json", "markdown", "out_dir"):
+    values["artifact_dir"] = root / str(values["artifact_dir"])
+    for key in ("runner", "runner_off", "libcxx", "json", "markdown", "out_dir", "rules"):
         if values[key] is not None:
             values[key] = Path(values[key])
     values["models"] = tuple(values["models"] or ())
-    values["update_baseline"] = bool(values["update_baseline"])
+    for key in ("update_baseline", "require_baseline", "strict"):
+        values[key] = bool(values[key])
     opts = Sme2Options(**values)
     _check_conflicts(opts)
     return opts

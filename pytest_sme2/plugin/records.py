@@ -33,12 +33,16 @@ class TestRecord:
     comparison: dict[str, Any] | None = None
     baseline: dict[str, Any] | None = None
     verdict: dict[str, Any] | None = None
+    #: the baseline's artifact re-measured in this session (a changed artifact compared in one session)
+    reference: dict[str, Any] | None = None
     baseline_path: str = ""
     baseline_written: bool = False
+    #: no baseline existed for this device: the measurement was recorded as the baseline, not gated
+    recorded: bool = False
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """Keys of :class:`pytest_sme2.report.results.TestResult` (plus ``baseline_written``)."""
+        """Keys of :class:`pytest_sme2.report.results.TestResult`."""
         d = dict(self.__dict__)
         d["model_override"] = d.pop("model")
         return d

@@ -20,10 +20,38 @@ class Sme2Session:
     """Per-session state: options, the device runner (built on first use), the output dir."""
 
     def __init__(self, config: pytest.Config, options: Sme2Options, out_dir: Path) -> None:
+        from ..artifacts import ArtifactStore
+        from ..baseline import BaselineStore
+
         self.config = config
         self.options = options
         self.out_dir = out_dir
+        self.baselines = BaselineStore(options.baseline_dir)
+        self.artifacts = ArtifactStore(options.artifact_dir)
+        self.rules: Any = None
+        rules_file = options.rules
+        if rules_file is not None:
+            from ..categories import CategoryRules
+
+            self.rules = call(lambda: CategoryRules.load(rules_file))
         self._runner: Any = None
+
+    @property
+    def latency(self) -> str:
+        """Where the gate's E2E samples come from on this device (see ``profile``)."""
+        from ..profile import LATENCY_TRACED
+
+        return LATENCY_TRACED
+
+    def policy(self, test_id: str) -> Any:
+        """What this session asks of a baseline check (update, require, confirm, the command to create one)."""
+        from .. import __version__
+        from ..judge import Policy
+
+        o = self.options
+        return Policy(update_baseline=o.update_baseline, require_baseline=o.require_baseline or o.strict,
+                      confirm=not o.no_confirm, tool_version=__version__,
+                      create_command=create_command(test_id, o))
 
     @property
     def runner(self) -> Any:
@@ -83,3 +111,35 @@ def fail_without_chain(message: str) -> NoReturn:
     # Called outside the except block, so pytest does not print the library error as a chained cause.
     pytest.fail(message, pytrace=False)
 
+
+
+def create_command(test_id: str, options: Sme2Options) -> str:
+    """``pytest '<test id>' --sme2-update-baseline`` with every option of this run that decides the baseline.
+
+    Rebuilt from the resolved options (not from ``sys.argv``): every ``--sme2-*`` value that differs from
+    its default, paths absolute, as one ``--opt=value`` token each (a separate path argument would move
+    pytest's rootdir, see the README).
+    """
+    import shlex
+
+    from ..options import OPTION_TABLE
+
+    skip = {"update_baseline", "strict", "require_baseline", "json", "markdown", "no_confirm", "out_dir"}
+    parts = ["pytest", shlex.quote(test_id), "--sme2-update-baseline"]
+    for spec in OPTION_TABLE:
+        key = spec.dest.removeprefix("sme2_")
+        if key in skip:
+            continue
+        value = getattr(options, key)
+        if spec.action == "store_true":
+            if value:
+                parts.append(spec.flag)
+            continue
+        if key in ("baseline_dir", "cache_dir", "artifact_dir") and value is not None:
+            parts.append(f"{spec.flag}={shlex.quote(str(value))}")
+            continue
+        if value is None or value in (spec.default, ()):
+            continue
+        values = value if isinstance(value, tuple) else (value,)
+        parts += [f"{spec.flag}={shlex.quote(str(v))}" for v in values]
+    return " ".join(parts)

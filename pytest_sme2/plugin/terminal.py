@@ -11,11 +11,12 @@ from .session import worker_id
 
 
 def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """One line per test (status, the one current median, change vs baseline, SME2 speedup), then why."""
     records = config.stash.get(RESULTS_KEY, [])
     if not records or worker_id(config) is not None:
         return
     from ..gate import Status
-    from ..report.results import BASELINE_WRITTEN, FAILED, SKIPPED, TestResult, delta_text, speedup_text
+    from ..report.results import BASELINE_WRITTEN, FAILED, RECORDED, SKIPPED, TestResult, delta_text, speedup_text
 
     tr = terminalreporter
     tr.write_sep("=", "sme2 performance")
@@ -25,24 +26,43 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
         line = f"{h.status.upper():<16} {t.test_id}"
         if h.median_ms is not None:
             line += f"  median {h.median_ms:.4f} ms"
+            if t.samples_label != "first measurement":
+                line += f" ({t.samples_label})"
         if h.delta_pct is not None:
             line += f"  delta {delta_text(h)}"
         if h.speedup is not None:
             line += f"  SME2 speedup {speedup_text(h.speedup)}"
         bad = (Status.REGRESSION.value, FAILED)
         markup = {"red": True} if h.status in bad else (
-            {"yellow": True} if h.status in (Status.INCONCLUSIVE.value, Status.INVALID.value, SKIPPED)
+            {"yellow": True} if h.status in (Status.INCONCLUSIVE.value, Status.INVALID.value, Status.DRIFT.value,
+                                             SKIPPED)
             else {"green": True})
         tr.write_line(line, **markup)
-        if h.status in (BASELINE_WRITTEN, SKIPPED) and t.note:
-            tr.write_line(f"    {t.note.splitlines()[0]}")
-        elif h.status in (Status.INCONCLUSIVE.value, Status.INVALID.value) and t.verdict is not None:
-            # Not a failure (unless --sme2-strict), so say why here: it must not read as a pass.
-            for check in t.verdict.checks:
-                if check.status.value == h.status and not check.advisory:
-                    tr.write_line(f"    {check.name}: {check.message}")
+        for detail in _details(t, h.status, (BASELINE_WRITTEN, RECORDED, SKIPPED)):
+            tr.write_line(f"    {detail}")
     counts: dict[str, int] = {}
     for t in tests:
         counts[t.status] = counts.get(t.status, 0) + 1
     tr.write_line("sme2 verdicts: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    if counts.get(RECORDED):
+        tr.write_line(f"{counts[RECORDED]} test(s) had no baseline for this device: recorded, not gated. The next "
+                      "run gates them (--sme2-require-baseline or --sme2-strict make a missing baseline fail)",
+                      yellow=True)
 
+
+def _details(t: Any, status: str, noted: tuple[str, ...]) -> list[str]:
+    """The lines under a test's summary line: what was compared with what, and why it is not a pass."""
+    from ..gate import Status
+
+    if status in noted:
+        return t.note.splitlines() if t.note else []
+    v = t.verdict
+    if v is None:
+        return []
+    lines = []
+    if v.comparison is not None:
+        lines.append(f"compared with {v.comparison.description}")
+    if status in (Status.INCONCLUSIVE.value, Status.INVALID.value, Status.DRIFT.value):
+        # Not a failure (unless --sme2-strict), so say why here: it must not read as a pass.
+        lines += [f"{c.name}: {c.message}" for c in v.checks if c.status.value == status and not c.advisory]
+    return lines

@@ -3,7 +3,7 @@
 :func:`compare_on_off` takes the two analyses of one model (same trace kind, same warm-up) and
 returns an :class:`OnOffComparison`: plain numbers and the sentences the reports print. Speedups are
 ``off / on`` (2.0 = twice as fast with SME2); end-to-end and per-category speedups are ratios of
-medians with a percentile-bootstrap CI (:func:`pytest_sme2.stats.ratio_of_medians_ci`), operator
+medians with the gate's block interval (:func:`pytest_sme2.stats.shift_interval`), operator
 speedups are ratios of per-run totals (the analysis keeps no per-run operator values).
 
 The seeds' key insight is the *shift*: once SME2 shrinks Convolution/GEMM, another category (often
@@ -22,9 +22,9 @@ import numpy as np
 
 from ..analysis import Analysis, OperatorDetail
 from ..categories import CATEGORIES
-from ..gate import MIN_CATEGORY_SHARE, Check, GateConfig, speedup_check
+from ..gate import MIN_CATEGORY_SHARE, Check, GateConfig, Samples, speedup_check
 from ..kernels import KernelLog
-from ..stats import Interval, LatencyStats, ratio_of_medians_ci
+from ..stats import Interval, LatencyStats, shift_interval
 from .kernel_view import isa_counts, kernel_log_from_dict, side_by_side
 
 SCHEMA_VERSION = 1
@@ -306,8 +306,11 @@ def _category_shifts(off: Analysis, on: Analysis, config: GateConfig) -> tuple[C
         ci = None
         # A zero median (sub-µs operators, or a category the model lacks) has no ratio to bootstrap.
         if a.size and b.size and np.median(a) > 0 and np.median(b) > 0:
-            ci = ratio_of_medians_ci(b, a, confidence=config.confidence, resamples=config.resamples,
-                                     baseline_blocks=_blocks_of(on, b.size), candidate_blocks=_blocks_of(off, a.size))
+            shift = shift_interval(b, a, _blocks_of(on, b.size), _blocks_of(off, a.size),
+                                   confidence=config.confidence, log=True)
+            if shift.interval is not None:
+                iv = shift.interval
+                ci = Interval(float(np.median(a) / np.median(b)), iv.low, iv.high, iv.confidence)
         resolvable = max(off_share.get(cat, 0.0), on_share.get(cat, 0.0)) >= MIN_CATEGORY_SHARE
         rows.append(CategoryShift(
             category=cat, off_ms=float(off.category_totals_ms.get(cat, 0.0)),
@@ -417,16 +420,18 @@ def compare_on_off(
     config: GateConfig | None = None,
     off_label: str = "SME2 off",
     on_label: str = "SME2 on",
+    speedup: Check | None = None,
 ) -> OnOffComparison:
     """Compare the SME2-off and SME2-on analyses of one model.
 
     Kernel logs default to the ones stored in the analyses (``Analysis.kernel_log``). With
     ``min_speedup`` the speedup check is judged on its CI's lower bound (pass / regression /
-    inconclusive), otherwise it is advisory.
+    inconclusive), otherwise it is advisory. ``speedup``: the gate's own speedup check of the pair (the
+    plugin passes it, so the speedup is computed once and the reports show the gated number).
     """
-    cfg = config or GateConfig()
-    check = speedup_check(off.measured_ms, on.measured_ms, min_speedup=min_speedup, config=cfg,
-                          off_blocks=off.block_sizes, on_blocks=on.block_sizes)
+    cfg = config or GateConfig(min_speedup=min_speedup)
+    check = speedup if speedup is not None else speedup_check(
+        Samples(off.measured_ms, off.block_sizes), Samples(on.measured_ms, on.block_sizes), cfg)
     per_op = off.per_operator and on.per_operator
     operators, only_off, only_on = _operator_speedups(off, on) if per_op else ((), (), ())
     cmp = OnOffComparison(

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import __version__
 from ..analysis import Analysis
 from ..atomic import write_atomic
@@ -35,20 +37,22 @@ KIND = "pytest-sme2-results"
 MEASURED = "measured"
 #: The test wrote (or refreshed) its baseline with ``--sme2-update-baseline``: measured, not judged.
 BASELINE_WRITTEN = "baseline-written"
+#: No baseline existed for this device: the measurement was recorded as its baseline, not gated.
+RECORDED = "recorded"
 #: The test failed before a verdict existed (no baseline, a runner or export error, a bad marker).
 FAILED = "failed"
 #: The test skipped itself (e.g. an SME2 on/off test on a runtime without two runner builds).
 SKIPPED = "skipped"
 #: Report order of statuses: what needs attention first.
 STATUS_ORDER: tuple[str, ...] = (
-    Status.REGRESSION.value, FAILED, Status.INVALID.value, Status.INCONCLUSIVE.value, Status.IMPROVEMENT.value,
-    Status.PASS.value, BASELINE_WRITTEN, MEASURED, SKIPPED,
+    Status.REGRESSION.value, FAILED, Status.INVALID.value, Status.INCONCLUSIVE.value, Status.DRIFT.value,
+    Status.IMPROVEMENT.value, Status.PASS.value, RECORDED, BASELINE_WRITTEN, MEASURED, SKIPPED,
 )
 #: One icon per status, shared by the markdown report, the GitHub step summary and the terminal.
 STATUS_ICONS: Mapping[str, str] = {
     Status.REGRESSION.value: "❌", FAILED: "💥", Status.INVALID.value: "⛔", Status.INCONCLUSIVE.value: "⚠️",
     Status.IMPROVEMENT.value: "🚀", Status.PASS.value: "✅", BASELINE_WRITTEN: "📝", MEASURED: "📏",
-    SKIPPED: "⏭️",
+    SKIPPED: "⏭️", Status.DRIFT.value: "🌡️", RECORDED: "🆕",
 }
 
 
@@ -90,6 +94,10 @@ class TestResult:
     duration_s: float | None = None
     note: str = ""
     baseline_written: bool = False
+    #: no baseline existed for this device: recorded, not gated
+    recorded: bool = False
+    #: the baseline's artifact re-measured in this session (changed artifacts)
+    reference: Profile | None = None
 
     @property
     def analysis(self) -> Analysis | None:
@@ -121,18 +129,24 @@ class TestResult:
     def status(self) -> str:
         """What became of the test, from the most to the least specific evidence.
 
-        A skipped test is ``skipped`` and a fresh baseline ``baseline-written`` whatever was measured
-        on the way; then the verdict's status; a test that failed without a verdict is ``failed``;
-        then an enforced SME2 speedup check's status; else invalid or measured.
+        A skipped test is ``skipped``. A test that failed is never shown as passing: a failed verdict
+        keeps its status (regression, invalid, inconclusive), any other failure — a functional assert
+        after ``check()``, a missing baseline, an error — is ``failed``. Then a fresh baseline
+        (``baseline-written``, ``recorded``), the verdict's status, an enforced SME2 speedup check's
+        status, else invalid or measured.
         """
         if self.outcome == SKIPPED:
             return SKIPPED
+        verdict_status = self.verdict.status.value if self.verdict is not None else None
+        if self.outcome == FAILED:
+            failing = (Status.REGRESSION.value, Status.INVALID.value, Status.INCONCLUSIVE.value)
+            return verdict_status if verdict_status in failing and self.verdict and self.verdict.failed else FAILED
         if self.baseline_written:
             return BASELINE_WRITTEN
-        if self.verdict is not None:
-            return self.verdict.status.value
-        if self.outcome == FAILED:
-            return FAILED
+        if self.recorded and verdict_status in (None, Status.PASS.value, Status.IMPROVEMENT.value):
+            return RECORDED
+        if verdict_status is not None:
+            return verdict_status
         if self.comparison is not None and not self.comparison.speedup_check.advisory:
             return self.comparison.speedup_check.status.value
         if any(p is not None and p.invalid_reason for p in (self.profile, self.profile_off)):
@@ -140,18 +154,36 @@ class TestResult:
         return MEASURED
 
     @property
+    def median_ms(self) -> float | None:
+        """The one current median of this result: of the samples the verdict judged, else of the latency samples."""
+        if self.verdict is not None and self.verdict.median_ms is not None:
+            return self.verdict.median_ms
+        if self.profile is not None and self.profile.samples_ms:
+            return float(np.median(self.profile.samples_ms))
+        e2e = self.verdict.e2e if self.verdict else None
+        return e2e.candidate if e2e else None
+
+    @property
+    def samples_label(self) -> str:
+        """Which samples :attr:`median_ms` is from ("first measurement", "pooled over 2 measurements", ...)."""
+        if self.verdict is not None and self.verdict.median_ms is not None:
+            return self.verdict.samples
+        return "first measurement"
+
+    @property
     def headline(self) -> Headline:
         e2e = self.verdict.e2e if self.verdict else None
-        a = self.analysis
-        median = a.e2e.median if a else (e2e.candidate if e2e else None)
+        samples = self.profile.samples_ms if self.profile else ()
         delta = ci = None
         if e2e is not None and e2e.interval is not None:
             delta = (e2e.interval.estimate - 1) * 100
             ci = ((e2e.interval.low - 1) * 100, (e2e.interval.high - 1) * 100)
+        speedup = self.verdict.speedup if self.verdict else None
         return Headline(
-            status=self.status, median_ms=median, p90_ms=a.e2e.p90 if a else None, delta_pct=delta,
+            status=self.status, median_ms=self.median_ms,
+            p90_ms=float(np.percentile(samples, 90)) if samples else None, delta_pct=delta,
             delta_ci_pct=ci, margin=e2e.margin if e2e else None,
-            speedup=self.comparison.speedup if self.comparison else None,
+            speedup=speedup.interval if speedup is not None else (self.comparison.speedup if self.comparison else None),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -171,6 +203,10 @@ class TestResult:
             "duration_s": self.duration_s,
             "note": self.note,
             "baseline_written": self.baseline_written,
+            "recorded": self.recorded,
+            "reference": self.reference.to_dict() if self.reference else None,
+            "median_ms": self.median_ms,
+            "median_from": self.samples_label,
         }
 
     @classmethod
@@ -195,6 +231,8 @@ class TestResult:
             duration_s=None if duration is None else float(duration),
             note=str(d.get("note", "")),
             baseline_written=bool(d.get("baseline_written", False)),
+            recorded=bool(d.get("recorded", False)),
+            reference=Profile.from_dict(d["reference"]) if d.get("reference") else None,
         )
 
 

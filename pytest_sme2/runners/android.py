@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 
 import adbutils
 
+from ..artifacts import file_sha256
 from ..device import (
     DeviceInfo,
     clusters_from_max_freq,
@@ -54,7 +55,7 @@ from ..device import (
 from ..errors import ConfigError, DeviceError, RunnerError, Sme2Error, tail
 from ..export import load_pte_check
 from .base import SME2_OFF, SME2_ON, BinaryBuilds, RunRequest, RunResult, check_threads, inputs_argv
-from .host import BUILD_HINT, file_sha256, new_run_dir, result_from_trace
+from .host import BUILD_HINT, new_run_dir, result_from_trace
 
 T = TypeVar("T")
 
@@ -465,6 +466,20 @@ class AndroidRunner(BinaryBuilds):
             fp["libcxx_sha256"] = file_sha256(self.libcxx)[:16]
         return fp
 
+    def identity(self) -> Mapping[str, Any]:
+        """The phone's device identity (model, SoC, clusters, features), pinning and clock mode."""
+        return {**self.device_info().fingerprint(), "runner": self.name,
+                "pinning": "auto" if self.pin == "" else (self.pin or "none"),
+                "fixed_performance": self.fixed_performance}
+
+    def build_identity(self, variant: str | None) -> Mapping[str, Any]:
+        """The executor_runner binary of ``variant`` (and libc++_shared.so pushed beside it)."""
+        path = self.runner_for(variant)
+        build: dict[str, Any] = {"kind": "executor_runner", "sha256": file_sha256(path), "path": str(path)}
+        if self.libcxx is not None:
+            build["libcxx_sha256"] = file_sha256(self.libcxx)
+        return build
+
     def build_of(self, variant: str | None) -> str:
         path = self.runner_for(variant)
         return f"{path} (sha256 {file_sha256(path)[:12]})"
@@ -682,7 +697,12 @@ class AndroidRunner(BinaryBuilds):
 
     def run(self, request: RunRequest) -> RunResult:
         """Deploy, run once on the device, pull and read the trace; any failure raises, nothing stale is kept."""
-        runner = self.runner_for(request.variant)
+        if request.mode != "trace":
+            raise ConfigError(
+                f"the Android runner runs one traced executor_runner build per variant; a {request.mode!r} run "
+                "needs a separate build of that kind"
+            )
+        runner = request.build or self.runner_for(request.variant)
         load_pte_check(request.pte)  # a foreign or cut .pte: say so here, before anything is pushed
         info = self.device_info()
         check_threads(request.threads, info.cores, f"Android device {self.serial}")

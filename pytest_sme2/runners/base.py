@@ -22,6 +22,12 @@ SCHEMA_VERSION = 1
 SME2_ON = "sme2_on"
 SME2_OFF = "sme2_off"
 
+#: Run modes: untraced timing runs (latency), traced runs (per-operator breakdown), XNNPACK-log runs (kernels).
+MODE_TIMING = "timing"
+MODE_TRACE = "trace"
+MODE_LOG = "log"
+MODES = (MODE_TIMING, MODE_TRACE, MODE_LOG)
+
 
 @dataclass(frozen=True)
 class RunRequest:
@@ -39,6 +45,10 @@ class RunRequest:
     timeout_s: float = 600.0
     #: a name for files written for this request (defaults to the .pte stem)
     label: str | None = None
+    #: ``"timing"``, ``"trace"`` or ``"log"`` (see MODES)
+    mode: str = MODE_TRACE
+    #: a runner binary to use instead of the variant's build (a stored reference build); None = the variant's
+    build: Path | None = None
 
     @property
     def executions(self) -> int:
@@ -71,6 +81,8 @@ class RunResult:
     per_operator_note: str = ""
     host: str = field(default_factory=platform.node)
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: what the block saw of other load (preemption, host load, steal); None when not recorded
+    load: Any = None
 
     @property
     def measured_ms(self) -> tuple[float, ...]:
@@ -124,6 +136,14 @@ class Runner(Protocol):
 
     def fingerprint(self) -> Mapping[str, Any]:
         """Stable facts that decide whether two results are comparable (device, build, versions)."""
+        ...
+
+    def identity(self) -> Mapping[str, Any]:
+        """The device identity: what decides kernel choice and speed (no build hashes, no versions)."""
+        ...
+
+    def build_identity(self, variant: str | None) -> Mapping[str, Any]:
+        """What is under test besides the program: the runtime or the variant's runner binary."""
         ...
 
     def run(self, request: RunRequest) -> RunResult:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import itertools
 import os
 import platform
@@ -28,11 +27,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..artifacts import file_sha256
 from ..device import host_device
 from ..errors import ConfigError, RunnerError, TraceError, tail
 from ..export import load_pte_check
 from ..trace import ETDUMP_IDENTIFIER, read_etdump
-from .base import BinaryBuilds, RunRequest, RunResult, check_threads, inputs_argv
+from .base import MODE_TRACE, BinaryBuilds, RunRequest, RunResult, check_threads, inputs_argv
 
 #: ``Iteration 3 of 30: 0.079408 ms`` as executor_runner logs it (the file:line prefix varies by version).
 ITERATION_LINE = re.compile(r"Iteration (\d+) of (\d+): ([0-9.eE+-]+) ms")
@@ -56,21 +56,6 @@ def parse_iteration_ms(log_text: str) -> tuple[float, ...]:
     return tuple(float(m.group(3)) for m in ITERATION_LINE.finditer(log_text))
 
 
-_HASH_CACHE: dict[tuple[str, int, int], str] = {}
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, remembered per (path, size, mtime) so a runner binary is hashed once."""
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    digest = _HASH_CACHE.get(key)
-    if digest is None:
-        h = hashlib.sha256()
-        with path.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        digest = _HASH_CACHE[key] = h.hexdigest()
-    return digest
 
 
 def _read_tail(path: Path, max_bytes: int = 8192) -> str:
@@ -134,8 +119,17 @@ class HostRunner(BinaryBuilds):
                 hashes[variant or "default"] = "missing"
         return {**host_facts(), "runner": self.name, "runner_sha256": hashes}
 
-    def build_of(self, variant: str | None) -> str:
+    def identity(self) -> Mapping[str, Any]:
+        """This host's device identity (see ``device``); the runner builds are not part of it."""
+        return {**host_facts(), "runner": self.name}
+
+    def build_identity(self, variant: str | None) -> Mapping[str, Any]:
+        """The executor_runner binary of ``variant``: its sha256 decides whether the build changed."""
         path = self.runner_for(variant)
+        return {"kind": "executor_runner", "sha256": file_sha256(path), "path": str(path)}
+
+    def build_of(self, variant: str | None, build: Path | None = None) -> str:
+        path = build or self.runner_for(variant)
         try:
             return f"{path} (sha256 {file_sha256(path)[:12]})"
         except OSError:
@@ -162,7 +156,7 @@ class HostRunner(BinaryBuilds):
     def run(self, request: RunRequest) -> RunResult:
         """Run ``request`` in a new run directory; see :meth:`run_in`."""
         check_threads(request.threads, os.cpu_count() or 0, "this host")
-        self._check_executable(self.runner_for(request.variant))
+        self._check_executable(self._binary(request))
         load_pte_check(request.pte)  # a foreign or cut .pte: say so, instead of the runner's load error
         return self.run_in(request, self.new_run_dir(request))
 
@@ -172,7 +166,7 @@ class HostRunner(BinaryBuilds):
         A trace already at the target path is deleted first, so a runner that fails to write one
         can never be mistaken for a successful run.
         """
-        runner = self.runner_for(request.variant)
+        runner = self._binary(request)
         self._check_executable(runner)
         load_pte_check(request.pte)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -218,9 +212,18 @@ class HostRunner(BinaryBuilds):
         self._check_trace(runner, cmd, trace_path, started_mtime_ns, log_tail)
         return result_from_trace(
             runner_name=self.name, runner_text=f"executor_runner {runner}", request=request,
-            build=self.build_of(request.variant), cmd=cmd, run_dir=run_dir, trace_path=trace_path,
+            build=self.build_of(request.variant, request.build), cmd=cmd, run_dir=run_dir, trace_path=trace_path,
             log_path=log_path, wall_s=wall_s,
         )
+
+    def _binary(self, request: RunRequest) -> Path:
+        """The executor_runner to run ``request`` with: its own build (a stored reference), else the variant's."""
+        if request.mode != MODE_TRACE:
+            raise ConfigError(
+                f"the host runner runs one traced executor_runner build per variant; a {request.mode!r} run needs "
+                "a separate build of that kind"
+            )
+        return request.build or self.runner_for(request.variant)
 
     # ------------------------------------------------------------------------------------ checks
 

@@ -112,6 +112,14 @@ class LocalRunner:
             "torch_version": _package_version("torch"),
         }
 
+    def identity(self) -> Mapping[str, Any]:
+        """This host's device identity (see ``device``)."""
+        return {**host_facts(), "runner": self.name}
+
+    def build_identity(self, variant: str | None) -> Mapping[str, Any]:
+        """The runtime under test: the installed executorch pybindings."""
+        return {"kind": "pybindings", "executorch": _package_version("executorch")}
+
     def timer_overhead_ns(self, samples: int = 10_000) -> float:
         """See :func:`timer_overhead_ns`: the cost of the clock this runner times executions with."""
         return timer_overhead_ns(samples)

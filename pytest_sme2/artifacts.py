@@ -1,0 +1,137 @@
+"""What is under test, and a store that keeps it: the ``.pte``, its inputs, and the runtime or runner build.
+
+A baseline belongs to a test on a device (see ``device``); the *artifact* is what a change to the project
+changes: the exported program, the input files, the runtime (the executorch pybindings library) or the
+``executor_runner`` build. Each baseline records the :class:`Artifact` it measured, so the gate can tell
+
+- an **unchanged** artifact (same program, inputs and build): a slower median is the machine drifting;
+- a **changed** artifact: compared, in the same session, with the baseline's own artifact re-measured in
+  interleaved blocks, when the :class:`ArtifactStore` still holds it; else with the stored samples.
+
+The store is content-addressed (``<root>/<sha256[:2]>/<sha256>``): a file is written once, atomically,
+whatever its name was, so several workers and sessions share it safely. Baselines are small and meant to
+be committed; the store holds ``.pte`` files and runner binaries (megabytes) and is meant to be cached
+(e.g. a CI cache keyed on the baseline directory), see the README.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import BaselineError
+
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file, remembered per (path, size, mtime): a 10 MB ``.pte`` is hashed once per process."""
+    p = Path(path)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    digest = _HASHES.get(key)
+    if digest is None:
+        h = hashlib.sha256()
+        with p.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        digest = _HASHES[key] = h.hexdigest()
+    return digest
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """The program, inputs and build one measurement ran.
+
+    ``build`` is the runner's ``build_identity(variant)``: for the local runtime the executorch version and
+    the sha256 of its extension library, for ``executor_runner`` builds the binary's sha256 (``sha256``) and
+    path. Two artifacts are the same when all three parts are.
+    """
+
+    pte_sha256: str
+    inputs_sha256: tuple[str, ...] = ()
+    build: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, pte: Path, inputs: Sequence[Path], build: Mapping[str, Any]) -> Artifact:
+        return cls(file_sha256(pte), tuple(file_sha256(p) for p in inputs), dict(build))
+
+    def differences(self, other: Artifact) -> list[str]:
+        """What changed from ``self`` (the baseline's) to ``other`` (the candidate's), in words."""
+        out = []
+        if self.pte_sha256 != other.pte_sha256:
+            out.append(f"model program changed (.pte {self.pte_sha256[:10]} -> {other.pte_sha256[:10]})")
+        if self.inputs_sha256 != other.inputs_sha256:
+            out.append("input files changed")
+        if _without_path(self.build) != _without_path(other.build):
+            keys = sorted(set(self.build) | set(other.build))
+            parts = [f"{k} {_short(self.build.get(k))} -> {_short(other.build.get(k))}" for k in keys
+                     if self.build.get(k) != other.build.get(k) and k != "path"]
+            what = "runtime" if self.build.get("kind", other.build.get("kind")) == "pybindings" else "runner build"
+            out.append(f"{what} changed ({'; '.join(parts) or 'path only'})")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pte_sha256": self.pte_sha256, "inputs_sha256": list(self.inputs_sha256), "build": dict(self.build)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Artifact:
+        return cls(str(data["pte_sha256"]), tuple(str(x) for x in data.get("inputs_sha256", ())),
+                   dict(data.get("build", {})))
+
+
+def _without_path(build: Mapping[str, Any]) -> dict[str, Any]:
+    # Where a runner binary lies is not what it is: the same build checked out elsewhere is unchanged.
+    return {k: v for k, v in build.items() if k != "path"}
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text[:12] if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
+
+
+class ArtifactStore:
+    """Files by content under ``root``: programs, input files and runner binaries of recorded baselines."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def path_of(self, sha256: str) -> Path:
+        return self.root / sha256[:2] / sha256
+
+    def get(self, sha256: str) -> Path | None:
+        """The stored file with this content, or None when the store does not hold it."""
+        path = self.path_of(sha256)
+        return path if path.is_file() else None
+
+    def put(self, source: str | Path, *, mode: int = 0o644) -> str:
+        """Store ``source`` under its sha256 (once; atomically) and return the sha256."""
+        src = Path(source)
+        digest = file_sha256(src)
+        target = self.path_of(digest)
+        if target.is_file():
+            return digest
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-sme2-", dir=target.parent)
+            with os.fdopen(fd, "wb") as out, src.open("rb") as inp:
+                for chunk in iter(lambda: inp.read(1 << 20), b""):
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            Path(tmp).chmod(mode)
+            Path(tmp).replace(target)  # same content under the same name: a concurrent writer is harmless
+        except OSError as exc:
+            with contextlib.suppress(OSError, UnboundLocalError):
+                Path(tmp).unlink()
+            raise BaselineError(
+                f"cannot store {src} in the artifact store {self.root}: {exc.strerror or exc}; point "
+                "--sme2-artifact-dir at a writable directory"
+            ) from None
+        return digest

@@ -1,0 +1,275 @@
+"""A measured profile against its stored baseline: choose the comparison, measure what it needs, get the verdict.
+
+This is the library half of ``sme2_baseline.check()`` (the plugin only applies the result):
+
+1. The baseline is looked up by test and *identity* (device identity + threads/dtype/backend/variant).
+   None for this device: the profile is recorded as the baseline and **not gated** (unless the policy
+   requires a baseline: then the caller fails the test with the command that creates one). A baseline of
+   the first release (no identity) is named and never compared.
+2. The profile's *artifact* (program, inputs, runtime or runner build) is compared with the baseline's:
+   - the same -> :attr:`~pytest_sme2.gate.Comparison.UNCHANGED`: a slower median is machine drift,
+     reported as ``drift``, never failed;
+   - changed, and the artifact store holds the baseline's artifact -> the baseline's artifact is measured
+     again in this session, in blocks interleaved with the candidate's
+     (:attr:`~pytest_sme2.gate.Comparison.SESSION`), and the gate judges that ratio;
+   - changed, and the baseline's artifact is not available -> the stored samples, with the margin widened by
+     the drift allowance (:attr:`~pytest_sme2.gate.Comparison.STORED`), and the verdict says so.
+3. A regression or an inconclusive verdict is measured once more (:func:`pytest_sme2.gate.decide`).
+
+Measurements that could not be trusted (a busy machine, a throttling phone) are never written as baselines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .artifacts import Artifact, ArtifactStore
+from .baseline import Baseline, BaselineStore, Lookup, identity_diff, now_iso
+from .categories import CategoryRules
+from .gate import Comparison, GateConfig, Samples, Status, Verdict, decide, gate
+from .profile import Measurement, Profile, Progress, measure, measure_pair
+from .runners.base import Runner
+
+#: Judgement outcomes.
+GATED = "gated"
+RECORDED = "recorded"
+WRITTEN = "written"
+MISSING = "missing"
+NOT_WRITTEN = "not-written"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the caller asked for, besides the gate's thresholds."""
+
+    update_baseline: bool = False
+    #: a missing baseline is an error (CI that needs every test gated); else it is recorded, not gated
+    require_baseline: bool = False
+    #: re-measure once before a regression or an inconclusive verdict stands
+    confirm: bool = True
+    tool_version: str = ""
+    #: the command that creates a missing baseline, with every option of this run (for messages)
+    create_command: str = ""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What became of one profile: the verdict (if judged), the baseline, and what to tell the user."""
+
+    outcome: str
+    verdict: Verdict
+    baseline_path: Path
+    baseline: Baseline | None = None
+    message: str = ""
+    #: the baseline's artifact re-measured in this session (a changed artifact), for the reports
+    reference: Profile | None = None
+    #: the candidate as measured for the verdict (the interleaved one, in a same-session comparison)
+    candidate: Profile | None = None
+
+    @property
+    def written(self) -> bool:
+        return self.outcome in (RECORDED, WRITTEN)
+
+
+def _baseline_from(test_id: str, profile: Profile, tool_version: str) -> Baseline:
+    a = profile.analysis
+    return Baseline(
+        test_id=test_id, identity=profile.fingerprint, samples_ms=profile.samples_ms,
+        block_sizes=profile.block_sizes or (len(profile.samples_ms),), artifact=profile.artifact,
+        category_per_run_ms=dict(a.category_per_run_ms) if profile.per_operator else {},
+        category_block_sizes=(a.block_sizes or (a.runs_measured,)) if profile.per_operator else (),
+        category_totals_ms=dict(a.category_totals_ms), per_operator=profile.per_operator,
+        latency_source=profile.latency_source, stats=a.e2e.to_dict(),
+        top_operators=tuple(op.to_dict() for op in a.operator_details[:10]), created=now_iso(),
+        tool_version=tool_version,
+    )
+
+
+def keep_artifacts(store: ArtifactStore, profile: Profile) -> None:
+    """Put the profile's program, inputs and runner binary into the artifact store (once, by content)."""
+    m = profile.measurement
+    if m is None:
+        return
+    store.put(m.pte)
+    for path in m.inputs:
+        store.put(path)
+    build = profile.artifact.build if profile.artifact else {}
+    binary = m.build or (Path(str(build["path"])) if build.get("kind") == "executor_runner" and build.get("path")
+                         else None)
+    if binary is not None and binary.is_file():
+        store.put(binary, mode=0o755)
+
+
+def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner,
+                          store: ArtifactStore) -> tuple[Measurement | None, str]:
+    """How to measure the baseline's artifact now, or why it cannot be (the store lacks it, another runtime)."""
+    m = candidate.measurement
+    if m is None:
+        return None, "the candidate does not say how it was measured"
+    pte = store.get(baseline.pte_sha256)
+    inputs = [store.get(sha) for sha in baseline.inputs_sha256]
+    if pte is None or any(p is None for p in inputs):
+        return None, f"the artifact store {store.root} does not hold the baseline's program and inputs"
+    build: Path | None = None
+    kind = baseline.build.get("kind")
+    current = dict(runner.build_identity(m.variant))
+    if kind == "pybindings" or current.get("kind") == "pybindings":
+        if _without_path(baseline.build) != _without_path(current):
+            return None, (f"the baseline ran on another runtime ({_describe(baseline.build)}; this one is "
+                          f"{_describe(current)}), which cannot run in this process")
+    else:
+        sha = str(baseline.build.get("sha256", ""))
+        if sha and sha != current.get("sha256"):
+            build = store.get(sha)
+            if build is None:
+                return None, f"the artifact store {store.root} does not hold the baseline's runner build ({sha[:12]})"
+    return replace(m, pte=pte, inputs=tuple(p for p in inputs if p is not None), build=build,
+                   label=f"{m.label}_reference"), ""
+
+
+def _without_path(build: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in build.items() if k != "path"}
+
+
+def _describe(build: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in build.items() if k not in ("kind", "path")) or "unknown"
+
+
+def _other_lines(lookup: Lookup, profile: Profile) -> list[str]:
+    lines = []
+    for path, other in lookup.others:
+        diff = "; ".join(identity_diff(other.identity, profile.fingerprint)) or "?"
+        lines.append(f"  a baseline exists for another device or configuration ({path.name}); differs in: {diff}")
+    for path in lookup.legacy:
+        lines.append(f"  {path.name} was written by an earlier pytest-sme2 without the device identity: it is "
+                     "never compared; delete it")
+    return lines
+
+
+def judge(
+    profile: Profile,
+    *,
+    test_id: str,
+    runner: Runner,
+    baselines: BaselineStore,
+    artifacts: ArtifactStore,
+    config: GateConfig,
+    policy: Policy,
+    off: Profile | None = None,
+    rules: CategoryRules | None = None,
+    progress: Progress | None = None,
+) -> Judgement:
+    """Judge ``profile`` (the SME2-on arm of an on/off pair when ``off`` is given) against its baseline."""
+    path = baselines.path_for(test_id, profile.fingerprint)
+    cand = profile.samples()
+    off_samples = off.samples() if off is not None else None
+    invalid = profile.invalid_reason or (off.invalid_reason if off is not None else "")
+
+    def absolute_only() -> Verdict:
+        return gate(None, cand, config, off=off_samples)
+
+    if policy.update_baseline:
+        if invalid:
+            return Judgement(NOT_WRITTEN, absolute_only(), path, message=(
+                f"baseline not written: this measurement is invalid ({invalid}); measure again when the device is "
+                "quiet (and cool)"))
+        baseline = _baseline_from(test_id, profile, policy.tool_version)
+        written = baselines.save(baseline)
+        keep_artifacts(artifacts, profile)
+        return Judgement(WRITTEN, absolute_only(), written, baseline, f"baseline written: {written}")
+
+    lookup = baselines.lookup(test_id, profile.fingerprint)
+    if lookup.baseline is None:
+        head = f"no baseline for this device ({_identity_text(profile)}): expected {lookup.path}"
+        others = _other_lines(lookup, profile)
+        if policy.require_baseline:
+            lines = [head, *others, f"create it with: {policy.create_command}, then commit {baselines.root.name}/"]
+            return Judgement(MISSING, absolute_only(), path, message="\n".join(lines))
+        if invalid:
+            verdict = absolute_only()
+            verdict = replace(verdict, status=Status.INVALID)
+            return Judgement(NOT_WRITTEN, verdict, path, message="\n".join(
+                [head, *others, f"not recorded: this measurement is invalid ({invalid})"]))
+        baseline = _baseline_from(test_id, profile, policy.tool_version)
+        written = baselines.save(baseline)
+        keep_artifacts(artifacts, profile)
+        return Judgement(RECORDED, absolute_only(), written, baseline, "\n".join(
+            [f"no baseline for this device: recorded, not gated ({written})", *others]))
+
+    baseline = lookup.baseline
+    base = baseline.samples()
+    notes: list[str] = []
+    reference: Profile | None = None
+    candidate = profile
+    measure_again: Callable[[], tuple[Samples | None, Samples, Samples | None]] | None = None
+    changes = baseline.artifact.differences(profile.artifact) if (baseline.artifact and profile.artifact) else []
+    if baseline.artifact is not None and profile.artifact is not None and not changes:
+        comparison = Comparison.UNCHANGED
+        notes.append("unchanged artifact (same program, inputs and build as the baseline): only the machine can "
+                     "differ, so a slower median is reported as drift, not gated")
+    else:
+        ref_m, why = (reference_measurement(baseline.artifact, profile, runner, artifacts) if baseline.artifact
+                      else (None, "the baseline does not record its artifact"))
+        what = "; ".join(changes) or "the artifact is unknown"
+        if ref_m is not None and profile.measurement is not None and not invalid:
+            comparison = Comparison.SESSION
+            notes.append(f"changed since the baseline: {what}; compared with the baseline's artifact re-measured "
+                         "in this session, in interleaved blocks")
+            cand_m = profile.measurement
+            reference, candidate = measure_pair(runner, ref_m, cand_m, rules=rules, progress=progress,
+                                                what=f"{cand_m.label} vs the baseline's artifact")
+            cand = candidate.samples()
+            first_ref: Samples = reference.samples()
+
+            def again_session() -> tuple[Samples | None, Samples, Samples | None]:
+                r, c = measure_pair(runner, ref_m, cand_m, rules=rules, progress=progress,
+                                    what=f"{cand_m.label} vs the baseline's artifact (confirming)")
+                return r.samples(), c.samples(), None
+
+            measure_again = again_session
+            base = first_ref
+        else:
+            comparison = Comparison.STORED
+            notes.append(f"changed since the baseline: {what}; compared with the stored samples of "
+                         f"{baseline.created or 'an earlier session'} ({why or 'the measurement is invalid'})")
+            measure_again = _remeasure_stored(runner, profile, off, base, rules=rules, progress=progress)
+    verdict = decide((base, cand, off_samples), measure_again if policy.confirm else None, config,
+                     comparison=comparison, notes=notes)
+    return Judgement(GATED, verdict, lookup.path, baseline, verdict.summary(), reference, candidate)
+
+
+def _remeasure_stored(runner: Runner, profile: Profile, off: Profile | None, base: Samples, *,
+                      rules: CategoryRules | None, progress: Progress | None
+                      ) -> Callable[[], tuple[Samples | None, Samples, Samples | None]] | None:
+    m = profile.measurement
+    if m is None:
+        return None
+    if off is not None and off.measurement is not None:
+        off_m = off.measurement
+
+        def again_pair() -> tuple[Samples | None, Samples, Samples | None]:
+            o, c = measure_pair(runner, off_m, m, rules=rules, progress=progress, what=f"{m.label} (confirming)")
+            return base, c.samples(), o.samples()
+
+        return again_pair
+
+    def again() -> tuple[Samples | None, Samples, Samples | None]:
+        return base, measure(runner, m, rules=rules, progress=progress).samples(), None
+
+    return again
+
+
+def _identity_text(profile: Profile) -> str:
+    ident = profile.fingerprint
+    summary = ident.get("summary") or ident.get("description")
+    if summary:
+        return str(summary)
+    keys = ("cpu_model", "family", "model", "stepping", "arch", "cores", "threads", "dtype", "backend")
+    return ", ".join(f"{k} {ident[k]}" for k in keys if k in ident) or "unknown device"
+
+
+__all__ = ["GATED", "MISSING", "NOT_WRITTEN", "RECORDED", "WRITTEN", "Judgement", "Policy", "judge",
+           "keep_artifacts", "reference_measurement"]

@@ -1,0 +1,80 @@
+"""The ``sme2_baseline`` fixture's object: the library judges the profile; this applies the result to the test.
+
+Applying means: record what was measured and concluded (for the terminal section and the reports), and
+fail the test when the verdict fails it — a confirmed regression always; invalid, inconclusive or a missing
+baseline with ``--sme2-strict`` (or ``--sme2-require-baseline`` for the last). No verdict is computed here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .markers import parse_threshold_marker
+from .measure import OnOff, Sme2Runner
+from .records import record
+from .session import Sme2Session, call
+
+
+class Sme2Baseline:
+    """The ``sme2_baseline`` fixture: compares a profile with the stored baseline and the thresholds."""
+
+    def __init__(self, session: Sme2Session, item: pytest.Item, runner: Sme2Runner) -> None:
+        self._session = session
+        self._item = item
+        self._runner = runner
+
+    def gate_config(self) -> Any:
+        from ..gate import GateConfig
+
+        t = parse_threshold_marker(self._item)
+        o = self._session.options
+        return GateConfig(
+            margin=(t.latency_pct if t.latency_pct is not None else o.margin) / 100,
+            strict=o.strict,
+            category_margins={k: v / 100 for k, v in t.categories.items()},
+            p50_ms=t.p50_ms, p90_ms=t.p90_ms, min_speedup=t.min_speedup,
+            drift_allowance=o.drift_allowance / 100,
+        )
+
+    def check(self, result: Any) -> Any:
+        """Judge ``result`` (a Profile, or an on/off pair) and fail the test on a regression."""
+        from ..judge import GATED, MISSING, NOT_WRITTEN, RECORDED, WRITTEN, judge
+
+        if not (isinstance(result, OnOff) or hasattr(result, "measurement")):
+            pytest.fail(f"sme2_baseline.check() takes what sme2_runner.profile() or profile_on_off() returned; got "
+                        f"{type(result).__name__} {result!r:.60}", pytrace=False)
+        session = self._session
+        o = session.options
+        profile, off = (result.on, result.off) if isinstance(result, OnOff) else (result, None)
+        rec = record(self._item)
+        rec.profile = profile.to_dict()
+        rec.profile_off = off.to_dict() if off is not None else None
+        judgement = call(lambda: judge(
+            profile, test_id=self._item.nodeid, runner=self._runner.runner, baselines=session.baselines,
+            artifacts=session.artifacts, config=self.gate_config(), policy=session.policy(self._item.nodeid),
+            off=off, rules=session.rules, progress=session.progress))
+        verdict = judgement.verdict
+        if off is not None:
+            from ..report.comparison import compare_on_off
+
+            rec.comparison = compare_on_off(off.analysis, profile.analysis, speedup=verdict.speedup).to_dict()
+        rec.baseline_path = str(judgement.baseline_path)
+        rec.baseline = judgement.baseline.to_dict() if judgement.baseline is not None else None
+        rec.reference = judgement.reference.to_dict() if judgement.reference is not None else None
+        if judgement.candidate is not None and judgement.candidate is not profile:
+            rec.profile = judgement.candidate.to_dict()
+        rec.verdict = verdict.to_dict()
+        rec.baseline_written = judgement.outcome == WRITTEN
+        rec.recorded = judgement.outcome == RECORDED
+        rec.note = judgement.message
+        if judgement.outcome == MISSING:
+            pytest.fail(judgement.message, pytrace=False)
+        if judgement.outcome == NOT_WRITTEN and o.update_baseline:
+            pytest.fail(judgement.message, pytrace=False)
+        if verdict.failed:
+            head = f"sme2 {verdict.status.value.upper()}: {self._item.nodeid}"
+            body = judgement.message if judgement.outcome == GATED else f"{judgement.message}\n{verdict.summary()}"
+            pytest.fail(f"{head}\n{body}", pytrace=False)
+        return verdict
