@@ -126,6 +126,14 @@ class Runner(Protocol):
         """Stable facts that decide whether two results are comparable (device, build, versions)."""
         ...
 
+    def identity(self) -> Mapping[str, Any]:
+        """The device's :class:`~pytest_sme2.identity.DeviceIdentity` as a dict; no runtime or runner facts."""
+        ...
+
+    def build_identity(self, variant: str | None) -> Mapping[str, Any]:
+        """What executes the ``.pte`` for ``variant`` besides the ``.pte``: runtime version, binary hashes."""
+        ...
+
     def run(self, request: RunRequest) -> RunResult:
         """Execute ``request``; raise :class:`~pytest_sme2.errors.RunnerError` when it fails."""
         ...
