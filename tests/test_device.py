@@ -26,6 +26,7 @@ from pytest_sme2.device import (
     host_device,
     host_identity,
     linux_identity,
+    read_cpufreq,
 )
 from pytest_sme2.errors import ConfigError, DeviceError, RunnerError
 from pytest_sme2.identity import X86_ISA, CoreGroup, DeviceIdentity, explain_difference, identity_differences
@@ -188,6 +189,16 @@ def test_another_core_revision_or_clock_is_another_device() -> None:
     assert device_info_from_facts("EMU1", slower).identity().clusters[-1].max_khz == 3_900_000
 
 
+def test_an_offline_core_reads_as_unknown_not_as_another_core_type() -> None:
+    """/proc/cpuinfo lists online CPUs only: a big core parked by the kernel has no block (a known limit)."""
+    head, _, _ = SME2_PHONE.partition("processor\t: 7\n")
+    parked = head + SME2_PHONE[SME2_PHONE.index("@@cpus"):]
+    ident = device_info_from_facts("EMU1", parked).identity()
+    assert ident.clusters[-1] == CoreGroup(1, max_khz=4_210_000)
+    assert ident.clusters[-1].describe() == "1x unknown core 4.21 GHz"
+    assert ident.clusters[:2] == device_info_from_facts("EMU1", SME2_PHONE).identity().clusters[:2]
+
+
 def test_phone_fingerprint_is_unchanged_by_the_identity() -> None:
     fp = device_info_from_facts("EMU1", SME2_PHONE).fingerprint()
     assert set(fp) == {"device_kind", "arch", "cpu_model", "cores", "sme2", "model", "soc", "abi", "sdk",
@@ -268,3 +279,14 @@ def test_host_runner_identity_and_build_identity(tmp_path: Path) -> None:
     on.unlink()
     with pytest.raises(RunnerError, match="executor_runner not found"):
         runner.build_identity("sme2_on")
+
+
+def test_read_cpufreq_reads_a_sysfs_tree(tmp_path: Path) -> None:
+    for cpu, khz, cap in ((0, "2265600", "390"), (1, "2265600", "390"), (7, "3302400", "1024")):
+        freq = tmp_path / f"cpu{cpu}" / "cpufreq"
+        freq.mkdir(parents=True)
+        (freq / "cpuinfo_max_freq").write_text(khz + "\n")
+        (tmp_path / f"cpu{cpu}" / "cpu_capacity").write_text(cap + "\n")
+    (tmp_path / "cpu2").mkdir()  # no cpufreq (a VM, or a driver that is not loaded)
+    (tmp_path / "cpufreq").mkdir()  # the policy directory is not a CPU
+    assert read_cpufreq(tmp_path) == ({0: 2_265_600, 1: 2_265_600, 7: 3_302_400}, {0: 390, 1: 390, 7: 1024})
