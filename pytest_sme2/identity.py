@@ -242,7 +242,8 @@ def identity_differences(
         out.append(f"CPU model {_v(a.model)} != {_v(b.model)}: another CPU generation")
     elif a.stepping != b.stepping:
         out.append(f"CPU stepping {_v(a.stepping)} != {_v(b.stepping)}: another revision of the same CPU")
-    if a.clusters != b.clusters:
+    same_arch = a.arch == b.arch  # across architectures, core and feature lists only add noise
+    if same_arch and a.clusters != b.clusters:
         out.append(f"cores {_cores(a)} != {_cores(b)}: other core types or clocks")
     if a.soc != b.soc:
         out.append(f"SoC {a.soc or '-'} != {b.soc or '-'}")
@@ -252,7 +253,7 @@ def identity_differences(
         out.append(f"CPU name {a.cpu_name or '-'!r} != {b.cpu_name or '-'!r}")
     added = [f for f in b.isa if f not in a.isa]
     lost = [f for f in a.isa if f not in b.isa]
-    if added or lost:
+    if same_arch and (added or lost):
         change = "; ".join(x for x in (f"{current_name} adds {' '.join(added)}" if added else "",
                                        f"{current_name} lacks {' '.join(lost)}" if lost else "") if x)
         if len(out) > cpu_changes:

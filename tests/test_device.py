@@ -290,3 +290,12 @@ def test_read_cpufreq_reads_a_sysfs_tree(tmp_path: Path) -> None:
     (tmp_path / "cpu2").mkdir()  # no cpufreq (a VM, or a driver that is not loaded)
     (tmp_path / "cpufreq").mkdir()  # the policy directory is not a CPU
     assert read_cpufreq(tmp_path) == ({0: 2_265_600, 1: 2_265_600, 7: 3_302_400}, {0: 390, 1: 390, 7: 1024})
+
+
+def test_across_architectures_the_message_stays_short() -> None:
+    phone = device_info_from_facts("EMU1", SME2_PHONE).identity()
+    assert identity_differences(_x86(ZEN4), phone) == (
+        "OS linux != android", "architecture x86_64 != aarch64", "ABI - != arm64-v8a",
+        "CPU vendor AuthenticAMD != -: another CPU maker", "CPU family 25 != -: another CPU line",
+        "SoC - != Mediatek MT6993", "model - != EmuPhone SME2", "CPU name 'AMD EPYC' != '-'",
+        "logical CPUs 2 != 8", "Android SDK - != 36")
