@@ -50,8 +50,8 @@ class Artifact:
     """The program, inputs and build one measurement ran.
 
     ``build`` is the runner's ``build_identity(variant)``: for the local runtime the executorch version and
-    the sha256 of its extension library, for ``executor_runner`` builds the binary's sha256 (``sha256``) and
-    path. Two artifacts are the same when all three parts are.
+    the sha256 of its extension module and libraries (``runtime_*``), for ``executor_runner`` builds the
+    binary's sha256 (``runner_sha256``). Two artifacts are the same when all three parts are.
     """
 
     pte_sha256: str
@@ -73,7 +73,7 @@ class Artifact:
             keys = sorted(set(self.build) | set(other.build))
             parts = [f"{k} {_short(self.build.get(k))} -> {_short(other.build.get(k))}" for k in keys
                      if self.build.get(k) != other.build.get(k) and k != "path"]
-            what = "runtime" if self.build.get("kind", other.build.get("kind")) == "pybindings" else "runner build"
+            what = "runtime" if is_runtime(self.build) or is_runtime(other.build) else "runner build"
             out.append(f"{what} changed ({'; '.join(parts) or 'path only'})")
         return out
 
@@ -84,6 +84,11 @@ class Artifact:
     def from_dict(cls, data: Mapping[str, Any]) -> Artifact:
         return cls(str(data["pte_sha256"]), tuple(str(x) for x in data.get("inputs_sha256", ())),
                    dict(data.get("build", {})))
+
+
+def is_runtime(build: Mapping[str, Any]) -> bool:
+    """Is this the build identity of an in-process runtime (the pybindings), not of a runner binary?"""
+    return "runtime_module" in build
 
 
 def _without_path(build: Mapping[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .artifacts import Artifact, ArtifactStore
+from .artifacts import Artifact, ArtifactStore, is_runtime
 from .baseline import Baseline, BaselineStore, Lookup, identity_diff, now_iso
 from .categories import CategoryRules
 from .gate import Comparison, GateConfig, Samples, Status, Verdict, decide, gate
@@ -88,7 +88,7 @@ def _baseline_from(test_id: str, profile: Profile, tool_version: str) -> Baselin
     )
 
 
-def keep_artifacts(store: ArtifactStore, profile: Profile) -> None:
+def keep_artifacts(store: ArtifactStore, profile: Profile, runner: Runner) -> None:
     """Put the profile's program, inputs and runner binary into the artifact store (once, by content)."""
     m = profile.measurement
     if m is None:
@@ -96,10 +96,9 @@ def keep_artifacts(store: ArtifactStore, profile: Profile) -> None:
     store.put(m.pte)
     for path in m.inputs:
         store.put(path)
-    build = profile.artifact.build if profile.artifact else {}
-    binary = m.build or (Path(str(build["path"])) if build.get("kind") == "executor_runner" and build.get("path")
-                         else None)
-    if binary is not None and binary.is_file():
+    runner_for = getattr(runner, "runner_for", None)
+    binary = m.build or (runner_for(m.variant) if callable(runner_for) else None)
+    if binary is not None and Path(binary).is_file():
         store.put(binary, mode=0o755)
 
 
@@ -114,15 +113,14 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
     if pte is None or any(p is None for p in inputs):
         return None, f"the artifact store {store.root} does not hold the baseline's program and inputs"
     build: Path | None = None
-    kind = baseline.build.get("kind")
     current = dict(runner.build_identity(m.variant))
-    if kind == "pybindings" or current.get("kind") == "pybindings":
+    if is_runtime(baseline.build) or is_runtime(current):
         if _without_path(baseline.build) != _without_path(current):
             return None, (f"the baseline ran on another runtime ({_describe(baseline.build)}; this one is "
                           f"{_describe(current)}), which cannot run in this process")
     else:
-        sha = str(baseline.build.get("sha256", ""))
-        if sha and sha != current.get("sha256"):
+        sha = str(baseline.build.get("runner_sha256", ""))
+        if sha and sha != current.get("runner_sha256"):
             build = store.get(sha)
             if build is None:
                 return None, f"the artifact store {store.root} does not hold the baseline's runner build ({sha[:12]})"
@@ -135,7 +133,7 @@ def _without_path(build: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _describe(build: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in build.items() if k not in ("kind", "path")) or "unknown"
+    return ", ".join(f"{k} {str(v)[:12]}" for k, v in build.items() if k not in ("runner", "path")) or "unknown"
 
 
 def _other_lines(lookup: Lookup, profile: Profile) -> list[str]:
@@ -178,7 +176,7 @@ def judge(
                 "quiet (and cool)"))
         baseline = _baseline_from(test_id, profile, policy.tool_version)
         written = baselines.save(baseline)
-        keep_artifacts(artifacts, profile)
+        keep_artifacts(artifacts, profile, runner)
         return Judgement(WRITTEN, absolute_only(), written, baseline, f"baseline written: {written}")
 
     lookup = baselines.lookup(test_id, profile.fingerprint)
@@ -195,7 +193,7 @@ def judge(
                 [head, *others, f"not recorded: this measurement is invalid ({invalid})"]))
         baseline = _baseline_from(test_id, profile, policy.tool_version)
         written = baselines.save(baseline)
-        keep_artifacts(artifacts, profile)
+        keep_artifacts(artifacts, profile, runner)
         return Judgement(RECORDED, absolute_only(), written, baseline, "\n".join(
             [f"no baseline for this device: recorded, not gated ({written})", *others]))
 

@@ -25,6 +25,7 @@ with that evidence, which the gate reports as ``invalid``, never ``regression``.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,7 +35,7 @@ from typing import Any, Protocol
 from .analysis import Analysis, analyze, analyze_e2e, merge
 from .artifacts import Artifact, file_sha256
 from .categories import CategoryRules
-from .errors import ConfigError
+from .errors import ConfigError, Sme2Error
 from .gate import Samples
 from .kernels import KernelLog
 from .runners.base import SME2_OFF, SME2_ON, Runner, RunRequest, RunResult
@@ -263,9 +264,18 @@ class Profile:
 
 
 def identity_of(runner: Runner, measurement: Measurement) -> dict[str, Any]:
-    """What a baseline is keyed on: the device identity, plus the test's threads, dtype, backend, variant."""
-    identity = dict(runner.identity())
-    identity.update({"dtype": measurement.model.get("dtype", "unknown"),
+    """What a baseline is keyed on: the device identity, how runs are made there (the runner kind; pinning and
+    clock mode on a phone), and the test's threads, dtype, backend and variant. ``summary`` is one line of it."""
+    from .identity import DeviceIdentity
+
+    device = dict(runner.identity())
+    identity = dict(device)
+    with contextlib.suppress(Sme2Error):  # a stand-in runner's own identity is keyed as it is
+        identity["summary"] = DeviceIdentity.from_dict(device).describe()
+    settings = getattr(runner, "run_settings", None)
+    if callable(settings):
+        identity.update(settings())
+    identity.update({"runner": runner.name, "dtype": measurement.model.get("dtype", "unknown"),
                      "backend": measurement.model.get("backend", "unknown"), "threads": measurement.threads})
     if measurement.variant is not None:
         identity["variant"] = measurement.variant
@@ -276,7 +286,7 @@ def artifact_of(runner: Runner, measurement: Measurement) -> Artifact:
     """The program, inputs and build ``measurement`` runs."""
     build = dict(runner.build_identity(measurement.variant))
     if measurement.build is not None:
-        build.update({"sha256": file_sha256(measurement.build), "path": str(measurement.build)})
+        build["runner_sha256"] = file_sha256(measurement.build)
     return Artifact.of(measurement.pte, measurement.inputs, build)
 
 

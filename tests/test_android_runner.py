@@ -8,6 +8,7 @@ from the emulated profiles' descriptions, not read back from the profile objects
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -28,8 +29,10 @@ from emulated_device.device import CommandOverride, EmulatedPhone
 from emulated_device.fixtures import AdbServer, MakePhone, poll
 from standin import make_standin
 
+from pytest_sme2.device import device_info_from_facts
 from pytest_sme2.errors import ConfigError, DeviceError, ExportError, RunnerError
 from pytest_sme2.gate import GateConfig, Status, gate
+from pytest_sme2.identity import DeviceIdentity, explain_difference
 from pytest_sme2.profile import profile_exported, profile_on_off
 from pytest_sme2.runners import SME2_OFF, SME2_ON, make_runner
 from pytest_sme2.runners.android import REMOTE_ROOT, AndroidRunner, choose_serial
@@ -144,6 +147,50 @@ def test_fingerprint_separates_phones_and_builds(make_emulated_phone: MakePhone,
     assert c["runner_sha256"][SME2_ON] != a["runner_sha256"][SME2_ON]  # another build, another baseline
 
 
+@pytest.mark.parametrize("profile", ["sme2_phone", "nosme_phone"])
+def test_identity_over_adb_is_the_one_of_the_recorded_facts(make_emulated_phone: MakePhone, tmp_path: Path,
+                                                             profile: str) -> None:
+    """The live adb path reads the same identity as the recorded facts text (tests/data/device)."""
+    phone = make_emulated_phone(profile)
+    recorded = device_info_from_facts("recorded", (DATA / "device" / f"android_facts_{profile}.txt").read_text())
+    live = _runner(phone, tmp_path).identity()
+    assert live == recorded.identity().to_dict()
+    model, soc, _, sdk, parts, clusters = EXPECTED[profile]
+    assert (live["product"], live["soc"], live["sdk"], live["logical_cpus"]) == (model, soc, sdk, len(parts))
+    assert [(c["max_khz"], c["part"], c["count"]) for c in live["clusters"]] == [
+        (khz, parts[cpus[0]], len(cpus)) for khz, cpus in clusters]
+    assert ("sme2" in live["isa"]) is (profile == "sme2_phone")
+    assert "serial" not in live and "thermal_status" not in live and "runner_sha256" not in live
+
+
+def test_identity_survives_heat_and_separates_phones(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    sme2, nosme = make_emulated_phone("sme2_phone"), make_emulated_phone("nosme_phone")
+    cool = _runner(sme2, tmp_path / "a").identity()
+    sme2.set_thermal_status(3)
+    hot_runner = _runner(sme2, tmp_path / "b")
+    assert hot_runner.device_info().thermal_status == 3
+    assert hot_runner.identity() == cool
+    other = _runner(nosme, tmp_path / "c").identity()
+    assert DeviceIdentity.from_dict(other) != DeviceIdentity.from_dict(cool)
+    assert "this device lacks sme sme2" in explain_difference(DeviceIdentity.from_dict(cool),
+                                                              DeviceIdentity.from_dict(other))
+
+
+def test_build_identity_hashes_the_runner_and_libcxx(make_emulated_phone: MakePhone, tmp_path: Path) -> None:
+    phone = make_emulated_phone("sme2_phone")
+    libcxx = tmp_path / "ndk" / "libc++_shared.so"
+    libcxx.parent.mkdir()
+    libcxx.write_bytes(b"\x7fELF stand-in for the NDK's shared C++ STL\n")
+    runner = _runner(phone, tmp_path, off_trace=MOBILE_OFF, libcxx=libcxx)
+    on, off = runner.runner_for(SME2_ON), runner.runner_for(SME2_OFF)
+    assert runner.build_identity(SME2_ON) == {
+        "runner": "executor_runner", "runner_sha256": hashlib.sha256(on.read_bytes()).hexdigest(),
+        "libcxx_sha256": hashlib.sha256(libcxx.read_bytes()).hexdigest()}
+    assert runner.build_identity(SME2_OFF)["runner_sha256"] == hashlib.sha256(off.read_bytes()).hexdigest()
+    assert "libcxx_sha256" not in _runner(phone, tmp_path / "plain").build_identity(None)
+    assert runner.run_settings() == {"pinning": "auto", "fixed_performance": False}
+
+
 # ---------------------------------------------------------------------------------- deploy and run
 
 
@@ -219,7 +266,7 @@ def test_on_off_interleaved_speedup_from_the_recorded_traces(make_emulated_phone
     # One phone, two builds: the identity differs only in the variant, the artifact in the runner build.
     assert {k: v for k, v in on.fingerprint.items() if k != "variant"} == \
         {k: v for k, v in off.fingerprint.items() if k != "variant"}
-    assert on.artifact.build["sha256"] != off.artifact.build["sha256"]
+    assert on.artifact.build["runner_sha256"] != off.artifact.build["runner_sha256"]
     assert on.artifact.pte_sha256 == off.artifact.pte_sha256
     from pytest_sme2.report.comparison import compare_on_off
 
@@ -279,7 +326,7 @@ def test_example_suite_runs_unchanged_on_the_emulated_phone(
     assert "sme2 verdicts: 1 pass" in second.stdout
     record = json.loads((tmp_path / "results.json").read_text())["tests"][0]
     assert record["profile"]["device"]["serial"] == phone.serial
-    assert record["profile"]["fingerprint"]["device_kind"] == "android"
+    assert record["profile"]["fingerprint"]["os"] == "android"
     assert phone.history.taskset_masks and set(phone.history.taskset_masks) == {"80"}
 
 

@@ -235,7 +235,8 @@ def test_first_run_records_then_gates_and_strict_asks_for_the_baseline(run, pyte
     assert data["test_id"] == "test_perf.py::test_toy"
     assert len(data["samples_ms"]) == 2 * 12 and data["block_sizes"] == [12, 12]  # blocks x runs, no warm-ups
     assert data["identity"]["dtype"] == "fp32" and data["identity"]["threads"] == 1
-    assert "executorch_version" not in data["identity"] and data["artifact"]["build"]["kind"] == "pybindings"
+    assert "executorch_version" not in data["identity"] and "family" in data["identity"]
+    assert "runtime_sha256" in data["artifact"]["build"]
     assert set(data["category_totals_ms"]) == {"Convolution", "GEMM", "Data Movement", "Elementwise", "Other"}
     # What the baseline measured is kept by content, for same-session comparisons of a changed model.
     assert (pytester.path / ".sme2_artifacts" / data["artifact"]["pte_sha256"][:2] /

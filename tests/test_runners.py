@@ -70,8 +70,14 @@ def test_local_runner_median_is_near_the_recorded_executor_runner_median() -> No
     local = statistics.median(result.measured_ms)
     print(f"\ntoy_cnn fp32/xnnpack, 1 thread: local runner median {local:.4f} ms, "
           f"recorded executor_runner median {recorded:.4f} ms (ratio {local / recorded:.2f})")
-    # Same kernels, different process and wrapper (pybindings adds a few us per call), noisy VM.
-    assert 0.3 <= local / recorded <= 4.0
+    # Same kernels, different process and wrapper (pybindings adds a few us per call), noisy VM — on the CPU the
+    # trace was recorded on (Zen 4, family 25 model 17, AVX-512). On a Zen 3 (model 1, no AVX-512) XNNPACK
+    # picks other kernels and toy_cnn runs ~3x slower (DEVELOPERS.md): the bound widens by that, not more.
+    from pytest_sme2.device import host_identity
+
+    ident = host_identity()
+    same_cpu = (ident.vendor, ident.family, ident.model) == ("AuthenticAMD", 25, 17)
+    assert 0.3 <= local / recorded <= (4.0 if same_cpu else 4.0 * 3.1)
 
 
 def test_cli_profiles_an_existing_pte_with_its_input_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

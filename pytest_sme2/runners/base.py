@@ -139,11 +139,11 @@ class Runner(Protocol):
         ...
 
     def identity(self) -> Mapping[str, Any]:
-        """The device identity: what decides kernel choice and speed (no build hashes, no versions)."""
+        """The device's :class:`~pytest_sme2.identity.DeviceIdentity` as a dict; no runtime or runner facts."""
         ...
 
     def build_identity(self, variant: str | None) -> Mapping[str, Any]:
-        """What is under test besides the program: the runtime or the variant's runner binary."""
+        """What executes the ``.pte`` for ``variant`` besides the ``.pte``: runtime version, binary hashes."""
         ...
 
     def run(self, request: RunRequest) -> RunResult:

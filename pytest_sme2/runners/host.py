@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import file_sha256
-from ..device import host_device
+from ..device import host_device, host_identity
 from ..errors import ConfigError, RunnerError, TraceError, tail
 from ..export import load_pte_check
 from ..trace import ETDUMP_IDENTIFIER, read_etdump
@@ -120,13 +120,14 @@ class HostRunner(BinaryBuilds):
         return {**host_facts(), "runner": self.name, "runner_sha256": hashes}
 
     def identity(self) -> Mapping[str, Any]:
-        """This host's device identity (see ``device``); the runner builds are not part of it."""
-        return {**host_facts(), "runner": self.name}
+        """This machine's :class:`~pytest_sme2.identity.DeviceIdentity` as a dict (no runner hashes)."""
+        return host_identity().to_dict()
 
     def build_identity(self, variant: str | None) -> Mapping[str, Any]:
-        """The executor_runner binary of ``variant``: its sha256 decides whether the build changed."""
-        path = self.runner_for(variant)
-        return {"kind": "executor_runner", "sha256": file_sha256(path), "path": str(path)}
+        """What runs the ``.pte``: the sha256 of ``variant``'s executor_runner binary."""
+        runner = self.runner_for(variant)
+        self._check_executable(runner)  # a missing binary: the error that says how to build one
+        return {"runner": "executor_runner", "runner_sha256": file_sha256(runner)}
 
     def build_of(self, variant: str | None, build: Path | None = None) -> str:
         path = build or self.runner_for(variant)

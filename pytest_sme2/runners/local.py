@@ -13,6 +13,8 @@ visible share. :func:`timer_overhead_ns` measures the clock's own cost for compa
 from __future__ import annotations
 
 import gc
+import hashlib
+import importlib.util
 import os
 import statistics
 import time
@@ -21,6 +23,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from ..artifacts import file_sha256
+from ..device import host_identity
 from ..errors import ConfigError, RunnerError
 from ..export import load_pte_check
 from .base import RunRequest, RunResult, check_threads
@@ -54,6 +58,34 @@ def _package_version(name: str) -> str:
         return version(name)
     except PackageNotFoundError:
         return "not installed"
+
+
+#: The extension module that executes programs, by name in the executorch versions that had it.
+RUNTIME_MODULES = ("executorch.extension.pybindings._portable_lib", "executorch.extension.pybindings._C")
+
+
+def runtime_files() -> tuple[str, Path, tuple[Path, ...]]:
+    """(module name, its shared library, the executorch shared libraries beside it) of the Python runtime.
+
+    Found without importing the runtime (which imports torch). The libraries matter as much as the
+    module: in the PyPI wheel the XNNPACK backend and the optimized kernels are separate
+    ``executorch/lib/*.so`` files that the module loads.
+    """
+    for name in RUNTIME_MODULES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin:
+            module = Path(spec.origin)
+            lib_dir = module.parent.parent.parent / "lib"  # executorch/extension/pybindings/_C.so -> executorch/lib
+            libs = tuple(sorted(p for p in lib_dir.glob("*") if p.is_file() and (".so" in p.name or
+                                                                                 p.suffix == ".dylib")))
+            return name, module, libs
+    raise RunnerError(
+        f"the executorch Python runtime is not installed (none of {', '.join(RUNTIME_MODULES)} can be found; "
+        f"executorch is {_package_version('executorch')}): pip install executorch, or use --sme2-device=host"
+    )
 
 
 def timer_overhead_ns(samples: int = 10_000) -> float:
@@ -113,12 +145,25 @@ class LocalRunner:
         }
 
     def identity(self) -> Mapping[str, Any]:
-        """This host's device identity (see ``device``)."""
-        return {**host_facts(), "runner": self.name}
+        """This machine's :class:`~pytest_sme2.identity.DeviceIdentity` as a dict (no runtime versions)."""
+        return host_identity().to_dict()
 
-    def build_identity(self, variant: str | None) -> Mapping[str, Any]:
-        """The runtime under test: the installed executorch pybindings."""
-        return {"kind": "pybindings", "executorch": _package_version("executorch")}
+    def build_identity(self, variant: str | None = None) -> Mapping[str, Any]:
+        """What runs the ``.pte``: the executorch version and the sha256 of the runtime module and its libraries.
+
+        ``runtime_libs_sha256`` is the sha256 of the ``name sha256`` lines of every executorch shared
+        library the module loads, so a rebuilt XNNPACK backend counts as another runtime too.
+        """
+        if variant is not None:
+            raise ConfigError(f"the local runner has one build (the installed executorch wheel), not {variant!r}")
+        name, module, libs = runtime_files()
+        listing = "".join(f"{p.name} {file_sha256(p)}\n" for p in libs)
+        return {
+            "runtime_module": name,
+            "executorch_version": _package_version("executorch"),
+            "runtime_sha256": file_sha256(module),
+            "runtime_libs_sha256": hashlib.sha256(listing.encode("utf-8")).hexdigest() if libs else "",
+        }
 
     def timer_overhead_ns(self, samples: int = 10_000) -> float:
         """See :func:`timer_overhead_ns`: the cost of the clock this runner times executions with."""
