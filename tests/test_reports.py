@@ -647,6 +647,8 @@ def test_html_and_markdown_show_one_category_table(session: SessionResults, tt: 
     html_rows = [[re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", tr)]
                  for tr in re.findall(r"<tr>(.*?)</tr>", html_table)]
     assert html_rows[0] == [col.title for col in table.columns]
+    gemm = json.loads(json.dumps(table.to_dict()))["rows"][1]
+    assert gemm[0] == {"kind": "category", "value": "GEMM"} and gemm[6]["kind"] == "ratio" and "low" in gemm[6]
     for cells_, html_row in zip(table.rows, html_rows[1:], strict=True):
         texts = [cell_text(x) for x in cells_]
         assert html_row == texts

@@ -83,13 +83,10 @@ class Table:
     keyed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (cells keep their raw values and kinds), for tools that read tables."""
         return {"title": self.title, "keyed": self.keyed,
                 "columns": [{"title": c.title, "numeric": c.numeric} for c in self.columns],
                 "rows": [[c.to_dict() for c in row] for row in self.rows], "notes": list(self.notes)}
-
-    def row(self, first: str) -> tuple[Cell, ...] | None:
-        """The row whose first cell reads ``first`` (None when there is none)."""
-        return next((r for r in self.rows if r and cell_text(r[0]) == first), None)
 
 
 # ------------------------------------------------------------------------------- cell builders

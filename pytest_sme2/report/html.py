@@ -317,8 +317,8 @@ def html_section(test_result: TestResult, *, top: int = 10) -> str:
     if side:
         parts.append('<div class="sme2-grid">' + "".join(f"<div>{x}</div>" for x in side) + "</div>")
     parts.append(_table_html(tables.operator_table(t, top)))
-    parts.append('<div class="sme2-grid"><div>' + _table_html(tables.fingerprint_table(t)) + '</div><div class="sme2-grow">'
-                 + _recommendations(t) + "</div></div>")
+    parts.append('<div class="sme2-grid"><div>' + _table_html(tables.fingerprint_table(t))
+                 + '</div><div class="sme2-grow">' + _recommendations(t) + "</div></div>")
     return f'<div class="sme2-section" data-test-id="{_e(t.test_id)}">' + "".join(p for p in parts if p) + "</div>"
 
 

@@ -91,6 +91,7 @@ def recommendations(test: TestResult) -> tuple[Recommendation, ...]:
 
 # ------------------------------------------------------------------------------------ one-liners
 
+
 def config_text(config: Mapping[str, Any]) -> str:
     """The user-facing options of a session on one line: ``device=host · runs=30 × blocks=5 · ...``.
 
@@ -110,8 +111,11 @@ def config_text(config: Mapping[str, Any]) -> str:
     if size:
         parts.append(" × ".join(size))
     parts += [f"{key}={get(key)}" for key in ("warmup", "threads") if get(key) is not None]
-    if get("margin") is not None:
-        parts.append(f"margin={float(get('margin')):g}%")
+    margin = get("margin")  # in percent, as --sme2-margin takes it
+    if isinstance(margin, (int, float)) and not isinstance(margin, bool):
+        parts.append(f"margin={margin:g}%")
+    elif margin is not None:
+        parts.append(f"margin={margin}")
     parts += [f"{key.replace('_', '-')}={show(get(key))}" for key in ("strict", "update_baseline")
               if get(key) is not None]
     return " · ".join(parts)
