@@ -155,6 +155,9 @@ def test_pytest_html_page_with_sme2_extras_renders(pytester: pytest.Pytester, tm
     assert len(re.findall(r'<circle class="sme2-pt"', dom)) == 2 * 29 + 2 * 29  # off+on, current+baseline
     assert dom.count('class="sme2-col-median"') == 2 + 1  # two rows and the header
     assert re.search(r'sme2-count-regression" data-count="1"', dom)
+    # Numbers drawn on the charts carry their unit; a single-build runner is not labelled "runner (runner)".
+    assert len(re.findall(r">median \d+\.\d+ ms<", dom)) == 3 and re.search(r">baseline \d+\.\d+ ms<", dom)
+    assert "<th>Runner</th>" in dom and "runner (runner)" not in dom.lower()
 
     shot = tmp_path / "report.png"
     chromium("--window-size=1400,4000", f"--screenshot={shot}", report.as_uri(), profile=profile)

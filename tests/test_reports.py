@@ -19,14 +19,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_sme2.analysis import analyze, analyze_e2e
+from pytest_sme2.analysis import analyze, analyze_e2e, merge
 from pytest_sme2.baseline import Baseline
 from pytest_sme2.categories import CATEGORIES
 from pytest_sme2.errors import ConfigError
 from pytest_sme2.gate import GateConfig, Status, gate
 from pytest_sme2.kernels import parse_xnnpack_log, read_xnnpack_log
 from pytest_sme2.profile import Profile
+from pytest_sme2.recommendations import NO_SME2_KERNEL, PORTABLE_OPERATOR, REGRESSION, Recommendation, recommend
 from pytest_sme2.report import charts
+from pytest_sme2.report.cells import cell_text
 from pytest_sme2.report.chrome_trace import etdump_to_chrome_trace, etdumps_to_chrome_trace
 from pytest_sme2.report.comparison import OnOffComparison, compare_on_off
 from pytest_sme2.report.html import COLUMNS, header_cells, html_section, row_cells, summary_block
@@ -35,17 +37,20 @@ from pytest_sme2.report.kernel_view import (
     kernel_log_from_dict,
     kernel_rows,
     side_by_side,
-    side_by_side_markdown,
+    side_by_side_table,
 )
-from pytest_sme2.report.markdown import recommendations, render_combined, render_markdown
+from pytest_sme2.report.markdown import render_combined, render_markdown, render_table
 from pytest_sme2.report.results import (
     SessionResults,
     TestResult,
     append_step_summary,
+    delta_text,
     github_step_summary,
     load_results,
     write_results,
 )
+from pytest_sme2.report.tables import category_table, device_summary, fingerprint_table, recommendations
+from pytest_sme2.runners.base import RunResult
 from pytest_sme2.trace import read_etdump
 
 DATA = Path(__file__).parent / "data"
@@ -115,10 +120,17 @@ def regression() -> TestResult:
 
 @pytest.fixture(scope="module")
 def session(tt: TestResult, mn: TestResult, regression: TestResult) -> SessionResults:
+    # The config as the plugin records it, every option of the session (copied from a real --sme2-json file,
+    # runs/warmup/blocks/paths changed): the report must pick out what a reader needs.
+    config = {"device": "host", "runner": "/opt/et/on/executor_runner", "runner_off": "/opt/et/off/executor_runner",
+              "libcxx": None, "serial": None, "runs": 29, "warmup": 1, "blocks": 5, "threads": 1, "timeout": 600.0,
+              "baseline_dir": "/project/.sme2_baselines", "update_baseline": False, "margin": 5.0, "strict": False,
+              "no_confirm": False, "json": "r.json", "markdown": "r.md", "cache_dir": "/project/.sme2_cache",
+              "out_dir": None, "models": [], "big_cores": None, "cooldown": 0.0, "fixed_performance": False}
     return SessionResults(tests=(tt, mn, regression), created="2026-11-22T05:33:11+00:00",
                           environment={"executorch_version": "1.4.1", "host": "recorder",
                                        "config_file": "pyproject.toml"},
-                          config={"runs": 29, "warmup": 1, "margin": 0.05})
+                          config=config)
 
 
 # ------------------------------------------------------------------------ independent numbers
@@ -187,6 +199,39 @@ def test_markdown_has_every_seed_section_with_metadata(session: SessionResults, 
     assert "AMD EPYC" in row(meta, "Device")[1] and "SME2: no" in row(meta, "Device")[1]
     assert f"{TT}_simd-on_t1.etdump" in row(meta, "Analyzed")[1]
     assert "runs=29" in row(meta, "Config")[1] and row(meta, "Config File")[1] == "`pyproject.toml`"
+
+
+def test_markdown_config_row_shows_the_options_a_reader_needs(session: SessionResults, tt: TestResult) -> None:
+    config = row(section(render_markdown(session), tt.test_id, "Metadata"), "Config")[1]
+    assert config == ("device=host · runs=29 × blocks=5 · warmup=1 · threads=1 · margin=5% · strict=no · "
+                      "update-baseline=no")
+    # Runner paths, output files and internal settings stay in the JSON.
+    assert SessionResults.from_dict(session.to_dict()).config["runner"] == "/opt/et/on/executor_runner"
+
+
+def test_markdown_analyzed_names_the_model_program_and_traces(session: SessionResults, tt: TestResult) -> None:
+    analyzed = row(section(render_markdown(session), tt.test_id, "Metadata"), "Analyzed")[1]
+    lines = analyzed.split("<br>")
+    assert lines[0] == "tiny_transformer fp32 xnnpack, `tiny_transformer_fp32_xnnpack.pte`"
+    for i, arm in ((1, "off"), (2, "on")):
+        stem = DATA / f"{TT}_simd-{arm}_t1"
+        assert lines[i] == f"SME2 {arm}: trace `{stem}.etdump`, XNNPACK log `{stem}.xnnlog`"
+
+
+def test_markdown_analyzed_names_every_block_of_a_pooled_measurement() -> None:
+    # Two blocks pooled as the plugin pools them: the analysis' own source is then only the .pte's name.
+    stems = [f"{MN}_simd-on_t1", f"{MN}_simd-on_t2"]
+    blocks = [analyze(read_etdump(DATA / f"{stem}.etdump")) for stem in stems]
+    base = recorded_profile(stems[0], None)
+    pte = str(base.model["pte_path"])
+    runs = tuple(RunResult("host", b.e2e_per_run_ms, b.warmup, 1, "simd-on", trace_path=DATA / f"{stem}.etdump")
+                 for b, stem in zip(blocks, stems, strict=True))
+    profile = replace(base, analysis=merge(blocks, source=Path(pte).name), runs=runs)
+    md = render_markdown(SessionResults((TestResult("t::pooled", profile=profile),)))
+    meta = section(md, "t::pooled", "Metadata")
+    assert row(meta, "Analyzed")[1] == (f"mobilenet_v3_small_like fp32 xnnpack, `{pte}`<br>"
+                                        f"trace `{DATA / stems[0]}.etdump` and 1 more block(s)")
+    assert row(meta, "Runs")[1].startswith(f"{sum(b.runs_measured for b in blocks)} measured in 2 block(s)")
 
 
 @pytest.mark.parametrize("model", [TT, MN])
@@ -431,6 +476,39 @@ def test_charts_escape_text_and_are_deterministic(tt: TestResult) -> None:
     assert len(by_class(svg_root(charts.speedup_bars(bars)), "rect", "sme2-speedup")) == len(bars)
 
 
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?")
+_UNIT_AFTER = re.compile(r"\s?(?:ms|%|×)")
+
+
+def numbers_without_unit(svg: ET.Element) -> list[str]:
+    """Texts on a chart holding a number not followed by ms, % or × (run numbers excepted)."""
+    latency = "sme2-chart-latency" in (svg.get("class") or "")
+    bad = []
+    for t in svg.iter(f"{SVG_NS}text"):
+        content = t.text or ""
+        if latency and content.isdigit():
+            continue  # the run-order axis: run 0, 5, 10 ... are counts, not measurements
+        for m in _NUMBER.finditer(content):
+            if re.search(r"\brun\s*$", content[: m.start()]):
+                continue  # "cold run 0", "run 0 = cold"
+            if not _UNIT_AFTER.match(content, m.end()):
+                bad.append(content)
+    return bad
+
+
+def test_every_number_on_a_chart_has_a_unit(tt: TestResult, regression: TestResult) -> None:
+    svgs = svgs_in(html_section(tt)) + svgs_in(html_section(regression))
+    toy = e2e_by_hand("toy_cnn_fp32_xnnpack_simd-on_t1")
+    svgs.append(svg_root(charts.latency_samples_chart(toy[1:].tolist(), cold_ms=float(toy[0]), baseline_ms=0.08)))
+    assert len(svgs) == 8
+    texts = [t.text or "" for s in svgs for t in s.iter(f"{SVG_NS}text")]
+    assert sum(bool(_NUMBER.search(t)) for t in texts) > 100  # the charts do print numbers
+    assert [bad for s in svgs for bad in numbers_without_unit(s)] == []
+    # The sub-0.1 ms toy CNN reads in the tables' precision, not rounded to 3 decimals.
+    median = float(np.median(toy[1:]))
+    assert median < 0.1 and any(t == f"median {median:.4f} ms" for t in texts)
+
+
 # ---------------------------------------------------------------------------------- chrome trace
 
 
@@ -561,6 +639,68 @@ def test_html_section_baseline_and_escaping(regression: TestResult) -> None:
     assert "<th>baseline ms</th><th>%</th><th>current ms</th>" in frag  # categories: baseline vs current
 
 
+def test_html_and_markdown_show_one_category_table(session: SessionResults, tt: TestResult) -> None:
+    table = category_table(tt)
+    assert table is not None
+    md = section(render_markdown(session), tt.test_id, "Operator Category Breakdown")
+    frag = html_section(tt)
+    html_table = frag.split("<h4>Operator categories</h4>", 1)[1].split("</table>", 1)[0]
+    html_rows = [[re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", tr)]
+                 for tr in re.findall(r"<tr>(.*?)</tr>", html_table)]
+    assert html_rows[0] == [col.title for col in table.columns]
+    gemm = json.loads(json.dumps(table.to_dict()))["rows"][1]
+    assert gemm[0] == {"kind": "category", "value": "GEMM"} and gemm[6]["kind"] == "ratio" and "low" in gemm[6]
+    for cells_, html_row in zip(table.rows, html_rows[1:], strict=True):
+        texts = [cell_text(x) for x in cells_]
+        assert html_row == texts
+        assert [x.strip("*") for x in row(md, texts[0] if texts[0] != "E2E (mean)" else "**E2E (mean)**")] == texts
+
+
+def test_fingerprint_shows_any_keys_nested_values_and_the_identity(tt: TestResult) -> None:
+    # Hand-made device facts (not a measurement), in the shapes a device identity brings: nested
+    # mappings, lists, lists of mappings.
+    facts = {"device_identity": {"vendor": "Arm", "family": "Cortex-X", "model": "Cortex-X925", "stepping": "r0p1",
+                                 "summary": "Arm Cortex-X925 r0p1 (MediaTek Dimensity 9400)"},
+             "isa_features": ["sme2", "sve2", "i8mm"],
+             "clusters": [{"cpus": [0, 1, 2, 3], "max_khz": 2000000}, {"cpus": [4, 5], "max_khz": 3600000}],
+             "runner_sha256": {"sme2_on": "e678bfeb", "sme2_off": "31778236"}, "sme2": True}
+    assert tt.profile is not None
+    test = replace(tt, profile=replace(tt.profile, fingerprint={**tt.profile.fingerprint, **facts}, device={}))
+    table = fingerprint_table(test)
+    assert table is not None and table.keyed
+    values = {cell_text(r[0]): cell_text(r[1]) for r in table.rows}
+    assert table.rows[0][0].value == "Device"
+    assert values["Device"] == "Arm Cortex-X925 r0p1 (MediaTek Dimensity 9400), SME2: yes"
+    assert values["device_identity"] == "vendor=Arm, family=Cortex-X, model=Cortex-X925, stepping=r0p1"
+    assert values["isa_features"] == "sme2, sve2, i8mm"
+    assert values["clusters"] == "cpus=0,1,2,3 max_khz=2000000; cpus=4,5 max_khz=3600000"
+    assert values["runner_sha256"] == "sme2_on=e678bfeb, sme2_off=31778236"
+    assert values["cpu_model"].startswith("AMD EPYC")
+    frag = html_section(test)
+    assert "<th><b>Device</b></th>" not in frag and "Arm Cortex-X925 r0p1 (MediaTek Dimensity 9400), SME2: yes" in frag
+    assert "cpus=0,1,2,3 max_khz=2000000; cpus=4,5 max_khz=3600000" in frag and "{&quot;" not in frag
+    meta = section(render_markdown(SessionResults((test,))), test.test_id, "Metadata")
+    assert row(meta, "Device")[1] == "**Arm Cortex-X925 r0p1 (MediaTek Dimensity 9400), SME2: yes**"
+    assert row(meta, "isa_features")[1] == "sme2, sve2, i8mm"
+    # Without a summary the identity's parts name the device; a bare string is the summary itself.
+    parts = {"device_identity": {"vendor": "Arm", "model": "Cortex-A725"}, "sme2": False}
+    assert device_summary({}, parts) == "Arm, Cortex-A725, SME2: no"
+    assert device_summary({}, {"identity": "Apple M4"}) == "Apple M4"
+
+
+def test_fingerprint_with_missing_facts_and_the_runner_label(regression: TestResult) -> None:
+    assert regression.profile is not None and regression.profile.variant is None
+    frag = html_section(regression)
+    assert not re.search(r"runner \(runner\)", frag, flags=re.I)  # a single build has no variant to name
+    assert "<th>Runner</th><td>host · simd-off · 1 thread</td>" in frag
+    bare = replace(regression, profile=replace(regression.profile, fingerprint={}, device={}, build=""))
+    values = {cell_text(r[0]): cell_text(r[1]) for r in fingerprint_table(bare).rows}  # type: ignore[union-attr]
+    assert values == {"Device": "—", "Runner": "host · build unknown · 1 thread",
+                      "Baseline": "29 samples, created 2026-11-20T10:00:00+00:00",
+                      "Baseline file": ".sme2_baselines/test_latency.json"}
+    assert "runner (" not in html_section(bare).lower()
+
+
 def test_row_cells_and_summary_block(session: SessionResults, regression: TestResult, tt: TestResult) -> None:
     cells = row_cells(regression)
     assert tuple(cells) == COLUMNS == tuple(header_cells())
@@ -594,7 +734,8 @@ def test_kernel_view_isa_suffix_and_stored_log_round_trip() -> None:
     sbs = side_by_side(off, log)
     changed = [r.changed for r in sbs]
     assert changed == sorted(changed, reverse=True)  # differing kinds first
-    assert "| gemm |" in side_by_side_markdown(off, log)
+    table = side_by_side_table(off, log)
+    assert table is not None and "| gemm |" in "\n".join(render_table(table))
 
 
 def test_sme2_kernel_evidence_when_the_on_log_names_one(tt: TestResult) -> None:
@@ -607,15 +748,33 @@ def test_sme2_kernel_evidence_when_the_on_log_names_one(tt: TestResult) -> None:
     assert cmp.findings[-1] == ("SME2 on selected 1 SME2 kernel, e.g. "
                                 "`xnn_pf32_gemm_minmax_ukernel_32x32c4__neonsme2`.")
     result = replace(tt, comparison=cmp)
-    assert not any("no SME2 kernel" in r for r in recommendations(result))
-    assert any("no SME2 kernel" in r for r in recommendations(tt))
+    assert not any("no SME2 kernel" in r.text for r in recommendations(result))
+    assert any("no SME2 kernel" in r.text for r in recommendations(tt))
 
 
 def test_report_modules_do_not_import_pytest() -> None:
     code = ("import sys; import pytest_sme2.report.html, pytest_sme2.report.markdown, "
-            "pytest_sme2.report.chrome_trace, pytest_sme2.report.results; "
+            "pytest_sme2.report.chrome_trace, pytest_sme2.report.results, pytest_sme2.report.text; "
             "assert 'pytest' not in sys.modules and '_pytest' not in sys.modules, 'pytest imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+    # Recommendations are analysis: they sit below the report package and never import it.
+    code = ("import sys; import pytest_sme2.recommendations; "
+            "assert not [m for m in sys.modules if m.startswith('pytest_sme2.report')], 'report imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_recommendations_are_data_naming_what_they_are_about(tt: TestResult, regression: TestResult) -> None:
+    assert tt.profile is not None and tt.profile_off is not None
+    recs = recommend(tt.profile.analysis, off=tt.profile_off.analysis, comparison=tt.comparison)
+    assert [r.priority for r in recs] == sorted(r.priority for r in recs)
+    norm = next(r for r in recs if r.topic == PORTABLE_OPERATOR)
+    assert norm.subject == "native_call_native_layer_norm.out" and "8.2% of E2E" in norm.text
+    assert next(r for r in recs if r.topic == NO_SME2_KERNEL).subject == "SME2 on"
+    assert all(Recommendation.from_dict(json.loads(json.dumps(r.to_dict()))) == r for r in recs)
+    assert recommendations(tt) == recs
+    first = recommendations(regression)[0]
+    assert first.topic == REGRESSION
+    assert first.text.startswith(f"E2E latency regressed {delta_text(regression.headline)}")
 
 
 def test_regression_verdict_is_real(regression: TestResult) -> None:

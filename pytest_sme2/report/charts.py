@@ -3,8 +3,10 @@
 The charts go into pytest-html extras and markdown/HTML reports, so they are plain SVG text: no
 JavaScript (pytest-html does not run scripts in extras) and no element ids (a page holds many charts
 and ids would collide); hover details come from SVG ``<title>`` children. One palette,
-:data:`CATEGORY_COLORS`, colours each operator category the same way in every chart. Every label
-is XML-escaped, and the output is a pure function of the input (same numbers, same bytes).
+:data:`CATEGORY_COLORS`, colours each operator category the same way in every chart. Every number
+drawn on a chart carries its unit (``ms``, ``%``, ``×``), tick labels included, and milliseconds
+are written as in the tables (:func:`pytest_sme2.units.fmt_ms`). Every label is XML-escaped, and
+the output is a pure function of the input (same numbers, same bytes).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 
 from ..analysis import OperatorDetail
 from ..categories import CATEGORIES, CONVOLUTION, DATA_MOVEMENT, ELEMENTWISE, GEMM, OTHER
+from ..units import fmt_ms
 
 #: Colour of each operator category in every chart and table (Okabe-Ito based: colour-blind safe;
 #: the two matrix-compute categories share the blue family, Data Movement stands out in vermillion).
@@ -40,6 +43,7 @@ MUTED: Final = "#57606A"
 GRID: Final = "#D8DEE4"
 # Average glyph width of the chart font at 11 px; SVG cannot measure text, so layout estimates it.
 CHAR_W: Final = 6.3
+BOLD_CHAR_W: Final = 7.2
 
 
 def category_color(category: str) -> str:
@@ -177,7 +181,7 @@ def category_stacked_bars(
     scale = (width - left - right) / ticks[-1]
     present = [c for c in CATEGORIES if any(v[c] > 0 for _, v in rows)]
     body = _legend([(c, category_color(c)) for c in present], 12, 40)
-    body += _x_axis(ticks, scale, left=left, top=top - 6, bottom=bottom, label=axis_label)
+    body += _x_axis(ticks, scale, left=left, top=top - 6, bottom=bottom, label=axis_label, suffix=" ms")
     for i, ((label, values), total) in enumerate(zip(rows, totals, strict=True)):
         y = top + i * (bar_h + gap)
         body.append(_text(left - 8, y + bar_h / 2 + 4, _ellipsize(label, 30), size=12, anchor="end", weight="600"))
@@ -199,13 +203,15 @@ def category_stacked_bars(
                                       fill=_text_color_on(fill)))
                     break
             x += w
-        body.append(_text(x + 6, y + bar_h / 2 + 4, f"{total:.3f} ms", size=11, weight="600"))
+        total_text = f"{fmt_ms(total)} ms"
+        body.append(_text(x + 6, y + bar_h / 2 + 4, total_text, size=11, weight="600"))
         first = totals[0]
         if compare_to_first and i > 0 and first > 0 and total > 0:
             ratio = first / total
             how = f"{ratio:.2f}× faster" if ratio >= 1 else f"{1 / ratio:.2f}× slower"
-            body.append(_text(x + 6 + 10 * CHAR_W, y + bar_h / 2 + 4, f"{how} than {_ellipsize(rows[0][0], 14)}",
-                              size=10.5, fill=MUTED))
+            # The total is bold, so wider per character than CHAR_W.
+            body.append(_text(x + 6 + len(total_text) * BOLD_CHAR_W + 8, y + bar_h / 2 + 4,
+                              f"{how} than {_ellipsize(rows[0][0], 14)}", size=10.5, fill=MUTED))
     return _svg(width, height, title, body, kind="categories")
 
 
@@ -263,7 +269,7 @@ def latency_series_chart(
                      s.color or SERIES_COLORS[i % len(SERIES_COLORS)], s.show_median)
         for i, s in enumerate(series)
     ]
-    left, right, top, bottom_pad = 58.0, 168.0, 56.0, 44.0
+    left, right, top, bottom_pad = 72.0, 180.0, 56.0, 44.0
     plot_w, plot_h = width - left - right, height - top - bottom_pad
     bottom = top + plot_h
     measured = [x for s in arms for x in s.samples_ms]
@@ -303,9 +309,9 @@ def latency_series_chart(
     for t in yt:
         y = ymap(t)
         body.append(f'<line x1="{_n(left)}" y1="{_n(y)}" x2="{_n(left + plot_w)}" y2="{_n(y)}" stroke="{GRID}"/>')
-        body.append(_text(left - 6, y + 3.5, _tick_label(t, yt), size=10, anchor="end", fill=MUTED))
-    body.append(_text(14, top + plot_h / 2, "E2E latency (ms)", size=11, anchor="middle", fill=MUTED,
-                      extra=f' transform="rotate(-90 14 {_n(top + plot_h / 2)})"'))
+        body.append(_text(left - 6, y + 3.5, _tick_label(t, yt) + " ms", size=10, anchor="end", fill=MUTED))
+    body.append(_text(12, top + plot_h / 2, "E2E latency (ms)", size=11, anchor="middle", fill=MUTED,
+                      extra=f' transform="rotate(-90 12 {_n(top + plot_h / 2)})"'))
     xt = [t for t in _nice_ticks(0, runs, 6) if float(t).is_integer() and t <= runs]
     for t in xt:
         body.append(_text(xmap(int(t)), bottom + 14, f"{int(t)}", size=10, anchor="middle", fill=MUTED))
@@ -319,7 +325,7 @@ def latency_series_chart(
         body.append(f'<line class="sme2-baseline" x1="{_n(left)}" y1="{_n(yb)}" x2="{_n(left + plot_w)}" '
                     f'y2="{_n(yb)}" stroke="{BASELINE_COLOR}" stroke-width="1.5" stroke-dasharray="5 3">'
                     f"<title>{_esc(f'baseline median {baseline_ms:.3f} ms')}</title></line>")
-        labels.append((yb + 4, f"baseline {baseline_ms:.3f}", BASELINE_COLOR))
+        labels.append((yb + 4, f"baseline {fmt_ms(baseline_ms)} ms", BASELINE_COLOR))
     for s in arms:
         color = s.color or TEXT
         if s.samples_ms:
@@ -336,7 +342,7 @@ def latency_series_chart(
             ym = ymap(med)
             body.append(f'<line class="sme2-median" x1="{_n(left)}" y1="{_n(ym)}" x2="{_n(left + plot_w)}" '
                         f'y2="{_n(ym)}" stroke="{color}" stroke-width="1.2" stroke-dasharray="2 2"/>')
-            labels.append((ym + 4, f"median {med:.3f}", color))
+            labels.append((ym + 4, f"median {fmt_ms(med)} ms", color))
         if s.cold_ms is not None:
             x = xmap(0)
             tip = f"<title>{_esc(f'{s.label} cold run 0: {s.cold_ms:.3f} ms (not in the statistics)')}</title>"
@@ -344,12 +350,12 @@ def latency_series_chart(
                 y = ymap(s.cold_ms)
                 body.append(f'<path class="sme2-cold" data-value="{s.cold_ms:.6f}" d="M{_n(x)} {_n(y - 6)} l6 6 '
                             f'l-6 6 l-6 -6 z" fill="#FFFFFF" stroke="{color}" stroke-width="1.8">{tip}</path>')
-                body.append(_text(x + 8, y - 6, f"cold {s.cold_ms:.3f}", size=10, fill=color))
+                body.append(_text(x + 8, y - 6, f"cold {fmt_ms(s.cold_ms)} ms", size=10, fill=color))
             else:
                 y = top + 2
                 body.append(f'<path class="sme2-cold sme2-offscale" data-value="{s.cold_ms:.6f}" d="M{_n(x)} {_n(y)} '
                             f'l6 9 l-12 0 z" fill="#FFFFFF" stroke="{color}" stroke-width="1.8">{tip}</path>')
-                body.append(_text(x + 9, y + 9, f"cold {s.cold_ms:.3f} ↑ off scale", size=10, fill=color))
+                body.append(_text(x + 9, y + 9, f"cold {fmt_ms(s.cold_ms)} ms ↑ off scale", size=10, fill=color))
     # Distribution strip: a box per series, on the same y scale as the points.
     bx = left + plot_w + 14
     for i, s in enumerate(arms):
@@ -415,7 +421,7 @@ def operator_bars(
     if any(o.backend == "portable" for o in rows):
         legend.append(("portable (not delegated)", ""))
     body = _legend(legend, 12, 40, dashed=("portable (not delegated)",))
-    body += _x_axis(ticks, scale, left=left, top=top_y - 6, bottom=bottom, label="ms per run")
+    body += _x_axis(ticks, scale, left=left, top=top_y - 6, bottom=bottom, label="ms per run", suffix=" ms")
     for i, o in enumerate(rows):
         y = top_y + i * (bar_h + gap)
         portable = o.backend == "portable"
@@ -430,7 +436,7 @@ def operator_bars(
             f'x="{_n(left)}" y="{_n(y)}" width="{_n(w)}" height="{_n(bar_h)}" rx="2" '
             f'fill="{category_color(o.category)}"{outline}><title>{_esc(tip)}</title></rect>'
         )
-        value = f"{o.total_ms:.3f} ms · {o.share:.1%}" + (" · portable" if portable else "")
+        value = f"{fmt_ms(o.total_ms)} ms · {o.share:.1%}" + (" · portable" if portable else "")
         body.append(_text(left + w + 6, y + bar_h / 2 + 4, value, size=10.5, fill=TEXT if not portable else "#A40E26"))
     return _svg(width, height, title, body, kind="operators")
 
@@ -484,10 +490,10 @@ def speedup_bars(
             body.append(f'<path d="M{_n(xl)} {_n(yc - 5)} v10 M{_n(xl)} {_n(yc)} H{_n(xh)} M{_n(xh)} {_n(yc - 5)} v10" '
                         f'stroke="{TEXT}" stroke-width="1.3" fill="none"/>')
             end = max(end, r.high)
-        label = f"{r.estimate:.2f}×" + (f" [{r.low:.2f}–{r.high:.2f}]" if ci else "")
+        label = f"{r.estimate:.2f}×" + (f" [{r.low:.2f}×–{r.high:.2f}×]" if ci else "")
         body.append(_text(left + end * scale + 6, y + bar_h / 2 + 4, label, size=10.5, weight="600"))
         if r.note:
-            body.append(_text(left + end * scale + 6 + len(label) * CHAR_W + 6, y + bar_h / 2 + 4, r.note,
+            body.append(_text(left + end * scale + 6 + len(label) * BOLD_CHAR_W + 6, y + bar_h / 2 + 4, r.note,
                               size=10, fill=MUTED, italic=True))
     # Drawn last so the bars do not hide it.
     x1 = left + scale

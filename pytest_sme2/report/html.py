@@ -17,17 +17,17 @@ stylesheet of ours is guaranteed to be on the page when the table renders.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from html import escape
-from typing import Any
 
 import numpy as np
 
-from ..categories import CATEGORIES
 from ..gate import Check, Status
+from ..units import fmt_ms, fmt_x
+from . import tables
+from .cells import Cell, Kind, Table, cell_text
 from .charts import (
     SERIES_COLORS,
     SampleSeries,
@@ -38,7 +38,6 @@ from .charts import (
     operator_bars,
     speedup_bars,
 )
-from .markdown import fmt_ms, fmt_pct, fmt_x, recommendations
 from .results import (
     BASELINE_WRITTEN,
     FAILED,
@@ -103,6 +102,7 @@ _RULES: tuple[tuple[str, str], ...] = (
     (".sme2-nowrap", "white-space:nowrap"),
     (".sme2-recs", "margin:4px 0 4px 18px;padding:0"),
     (".sme2-muted", "color:#57606A"),
+    (".sme2-note", "color:#57606A;font-size:11px;margin:2px 0 6px;max-width:640px"),
     (".sme2-summary", "font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;"
                       "color:#1F2328;font-size:13px;margin:8px 0"),
 )
@@ -133,23 +133,61 @@ def _pill(status: str) -> str:
     return f'<span class="sme2-pill sme2-status-{_e(status)}" style="color:{fg};background:{bg}">{_e(status)}</span>'
 
 
-def _table(header: Sequence[str] | None, rows: Sequence[Sequence[str]], numeric: Sequence[int] = (),
-           cls: str = "") -> str:
-    """An HTML table; cells are already-escaped HTML; columns in ``numeric`` align right.
+def _swatch(category: str) -> str:
+    return (f'<span class="sme2-nowrap"><span class="sme2-swatch" style="background:{category_color(category)}">'
+            f"</span>{_e(category)}</span>")
 
-    Without ``header`` the first column is written as row headers (a key/value table).
+
+def _tag(backend: str) -> str:
+    if backend == "portable":
+        return '<span class="sme2-tag sme2-tag-portable">portable</span>'
+    if not backend or backend == "—":
+        return '<span class="sme2-muted">—</span>'
+    return f'<span class="sme2-tag sme2-tag-delegated">{_e(backend)}</span>'
+
+
+def _cell(cell: Cell) -> str:
+    """One cell as HTML: categories get their swatch, backends a tag, statuses a pill, shares a bar."""
+    value = cell_text(cell)
+    if cell.kind is Kind.TEXT:
+        out = _text(value).replace("\n", "<br>")
+    elif cell.kind is Kind.CODE:
+        out = f"<code>{_e(value)}</code>" if cell.value else '<span class="sme2-muted">—</span>'
+    elif cell.kind is Kind.CATEGORY:
+        out = _swatch(value)
+    elif cell.kind is Kind.BACKEND:
+        out = _tag(value)
+    elif cell.kind is Kind.STATUS:
+        out = _pill(value)
+    elif cell.kind is Kind.SHARE and cell.bar and isinstance(cell.value, float) and math.isfinite(cell.value):
+        out = (f'{_e(value)}<span class="sme2-share" style="width:{max(1.0, cell.value * 80):.0f}px;'
+               f'background:{category_color(cell.bar)}"></span>')
+    else:
+        out = _e(value)
+    if cell.note:
+        out += f' <span class="sme2-muted">{_e(cell.note)}</span>'
+    return f"<b>{out}</b>" if cell.strong and out else out
+
+
+def render_table(table: Table, *, title: bool = True) -> str:
+    """A table as HTML (numeric columns right-aligned), its title as ``<h4>``, its notes below it.
+
+    A keyed table has no header row; its first column is written as row headers.
     """
+    numeric = {i for i, col in enumerate(table.columns) if col.numeric}
     body = []
-    for row in rows:
+    for row in table.rows:
         cells = "".join(
-            f"<th>{c}</th>" if header is None and i == 0
-            else f'<td class="sme2-num">{c}</td>' if i in numeric else f"<td>{c}</td>"
-            for i, c in enumerate(row)
+            f"<th>{_cell(x)}</th>" if table.keyed and i == 0
+            else f'<td class="sme2-num">{_cell(x)}</td>' if i in numeric else f"<td>{_cell(x)}</td>"
+            for i, x in enumerate(row)
         )
         body.append(f"<tr>{cells}</tr>")
-    extra = f" {cls}" if cls else ""
-    head = "" if header is None else "<thead><tr>" + "".join(f"<th>{h}</th>" for h in header) + "</tr></thead>"
-    return f'<table class="sme2-table{extra}">{head}<tbody>{"".join(body)}</tbody></table>'
+    head = "" if table.keyed else "<thead><tr>" + "".join(f"<th>{_e(c.title)}</th>" for c in table.columns) + \
+        "</tr></thead>"
+    notes = "".join(f'<p class="sme2-note">{_text(n)}</p>' for n in table.notes)
+    heading = f"<h4>{_e(table.title)}</h4>" if title else ""
+    return f'{heading}<table class="sme2-table">{head}<tbody>{"".join(body)}</tbody></table>{notes}'
 
 
 def _card(svg: str) -> str:
@@ -259,129 +297,16 @@ def _charts(test: TestResult) -> str:
 # --------------------------------------------------------------------------------------- tables
 
 
-def _swatch(category: str) -> str:
-    return (f'<span class="sme2-nowrap"><span class="sme2-swatch" style="background:{category_color(category)}">'
-            f"</span>{_e(category)}</span>")
-
-
-def _operators_table(test: TestResult, top: int) -> str:
-    a = test.analysis
-    if a is None or not a.operator_details:
-        return ""
-    off = {o.name: o for o in test.profile_off.analysis.operator_details} if test.profile_off else {}
-    cmp = test.comparison
-    header = ["operator", "category", "calls/run", "avg ms/call", "ms per run", "% of E2E", "backend"]
-    if off and cmp is not None:
-        header[5:5] = [f"{_e(cmp.off_label)} ms", "speedup"]
-    header.append("kernel hint")
-    rows = []
-    for o in a.operator_details[:top]:
-        tag = ('<span class="sme2-tag sme2-tag-portable">portable</span>' if o.backend == "portable"
-               else f'<span class="sme2-tag sme2-tag-delegated">{_e(o.backend or "delegated")}</span>')
-        share = (f'{fmt_pct(o.share)}<span class="sme2-share" style="width:{max(1.0, o.share * 80):.0f}px;'
-                 f'background:{category_color(o.category)}"></span>')
-        row = [f"<code>{_e(o.name)}</code>", _swatch(o.category), f"{o.count:g}", fmt_ms(o.avg_ms),
-               fmt_ms(o.total_ms), share, tag]
-        if off and cmp is not None:
-            before = off.get(o.name)
-            row[5:5] = [fmt_ms(before.total_ms) if before else "—",
-                        fmt_x(before.total_ms / o.total_ms) if before and o.total_ms > 0 else "—"]
-        row.append(f"<code>{_e(o.kernel_hint)}</code>" if o.kernel_hint else '<span class="sme2-muted">—</span>')
-        rows.append(row)
-    numeric = list(range(2, 6 + (2 if off and cmp is not None else 0)))
-    title = f"Top operators ({min(top, len(a.operator_details))} of {len(a.operator_details)}), mean per measured run"
-    return f"<h4>{_e(title)}</h4>" + _table(header, rows, numeric)
-
-
-def _categories_table(test: TestResult) -> str:
-    cmp, a = test.comparison, test.analysis
-    if cmp is not None and cmp.per_operator:
-        rows = []
-        for c in cmp.categories:
-            ci = (f"{fmt_x(c.speedup)} ({fmt_x(c.speedup_ci.low)}–{fmt_x(c.speedup_ci.high)})"
-                  if c.speedup_ci else fmt_x(c.speedup))
-            rows.append([_swatch(c.category), fmt_ms(c.off_ms), fmt_pct(c.off_share), fmt_ms(c.on_ms),
-                         fmt_pct(c.on_share), f"{c.share_change_pp:+.1f}", _e(ci)])
-        header = ["category", f"{_e(cmp.off_label)} ms", "%", f"{_e(cmp.on_label)} ms", "%", "Δ share (pp)",
-                  "speedup (95% CI)"]
-        return "<h4>Operator categories</h4>" + _table(header, rows, range(1, 7))
-    b = test.baseline
-    if a is not None and a.per_operator and b is not None and b.per_operator and b.category_totals_ms:
-        b_mean = sum(b.category_totals_ms.values())
-        rows = []
-        for cat in CATEGORIES:
-            was, now = b.category_totals_ms.get(cat, 0.0), a.category_totals_ms.get(cat, 0.0)
-            rows.append([_swatch(cat), fmt_ms(was), fmt_pct(was / b_mean if b_mean > 0 else None), fmt_ms(now),
-                         fmt_pct(a.category_share.get(cat)), f"{now - was:+.3f}"])
-        header = ["category", "baseline ms", "%", "current ms", "%", "Δ ms"]
-        return "<h4>Operator categories</h4>" + _table(header, rows, range(1, 6))
-    if a is not None and a.per_operator:
-        rows = [[_swatch(c), fmt_ms(a.category_totals_ms.get(c, 0.0)), fmt_pct(a.category_share.get(c))]
-                for c in CATEGORIES]
-        return "<h4>Operator categories</h4>" + _table(["category", "ms per run", "% of E2E"], rows, (1, 2))
-    return ""
-
-
-def _checks_table(test: TestResult) -> str:
-    checks = list(test.verdict.checks) if test.verdict else []
-    cmp = test.comparison
-    if cmp is not None and all(c.name != cmp.speedup_check.name for c in checks):
-        checks.append(cmp.speedup_check)
-    if not checks:
-        return ""
-    rows = []
-    for c in checks:
-        status = _pill(c.status.value) + ('<span class="sme2-muted">advisory</span>' if c.advisory else "")
-        margin = ("—" if c.margin is None else f"≥ {fmt_x(c.margin)}" if "speedup" in c.name
-                  else f"±{c.margin * 100:.1f}%")
-        baseline = fmt_ms(c.baseline) if not c.name.endswith("_budget") and "speedup" not in c.name else (
-            f"≤ {fmt_ms(c.baseline)}" if c.name.endswith("_budget") else "—")
-        rows.append([f"<code>{_e(c.name)}</code>", status, baseline, fmt_ms(c.candidate), _e(_check_text(c)),
-                     _e(margin)])
-    return ("<h4>Verdict checks</h4>"
-            + _table(["check", "status", "baseline ms", "current ms", "change / speedup (95% CI)", "margin"], rows,
-                     (2, 3, 5)))
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, bool) or v is None:
-        return {True: "yes", False: "no", None: "—"}[v]
-    if isinstance(v, (dict, list, tuple)):
-        return f"<code>{_e(json.dumps(v, sort_keys=True, default=str))}</code>"
-    return _e(v)
-
-
-def _fingerprint_table(test: TestResult) -> str:
-    rows: list[list[str]] = []
-    cmp = test.comparison
-    for p in (test.profile_off, test.profile):
-        if p is None:
-            continue
-        label = (cmp.off_label if p is test.profile_off else cmp.on_label) if cmp else (p.variant or "runner")
-        rows.append([f"runner ({_e(label)})", f"{_e(p.runner)} · {_e(p.build or 'build unknown')} · "
-                                              f"{p.threads} thread{'s' if p.threads != 1 else ''}"])
-    p = test.profile
-    if p is not None:
-        seen = set()
-        for key, value in [*p.device.items(), *p.fingerprint.items()]:
-            if key in seen or value in (None, "", [], {}) or key == "extra":
-                continue
-            seen.add(key)
-            rows.append([_e(key), _value(value)])
-    if test.baseline is not None:
-        rows.append(["baseline", f"{len(test.baseline.samples_ms)} samples, created "
-                                 f"{_e(test.baseline.created or 'unknown')}"
-                     + (f"<br><code>{_e(test.baseline_path)}</code>" if test.baseline_path else "")])
-    if not rows:
-        return ""
-    return "<h4>Device and runner fingerprint</h4>" + _table(None, rows)
+def _table_html(table: Table | None) -> str:
+    return render_table(table) if table is not None else ""
 
 
 def _recommendations(test: TestResult, n: int = 4) -> str:
-    recs = recommendations(test)[:n]
+    recs = tables.recommendations(test)[:n]
     if not recs:
         return ""
-    return "<h4>Recommendations</h4><ol class=\"sme2-recs\">" + "".join(f"<li>{_text(r)}</li>" for r in recs) + "</ol>"
+    return ("<h4>Recommendations</h4><ol class=\"sme2-recs\">" + "".join(f"<li>{_text(r.text)}</li>" for r in recs)
+            + "</ol>")
 
 
 # ---------------------------------------------------------------------------------- public API
@@ -391,12 +316,12 @@ def html_section(test_result: TestResult, *, top: int = 10) -> str:
     """The pytest-html extras fragment of one test (self-contained: it carries its own CSS)."""
     t = test_result
     parts = [_css(), _headline(t), _findings(t), _charts(t)]
-    tables = [x for x in (_categories_table(t), _checks_table(t)) if x]
-    if tables:
-        parts.append('<div class="sme2-grid">' + "".join(f"<div>{x}</div>" for x in tables) + "</div>")
-    parts.append(_operators_table(t, top))
-    parts.append('<div class="sme2-grid"><div>' + _fingerprint_table(t) + '</div><div class="sme2-grow">'
-                 + _recommendations(t) + "</div></div>")
+    side = [x for x in (_table_html(tables.category_table(t)), _table_html(tables.checks_table(t))) if x]
+    if side:
+        parts.append('<div class="sme2-grid">' + "".join(f"<div>{x}</div>" for x in side) + "</div>")
+    parts.append(_table_html(tables.operator_table(t, top)))
+    parts.append('<div class="sme2-grid"><div>' + _table_html(tables.fingerprint_table(t))
+                 + '</div><div class="sme2-grow">' + _recommendations(t) + "</div></div>")
     return f'<div class="sme2-section" data-test-id="{_e(t.test_id)}">' + "".join(p for p in parts if p) + "</div>"
 
 

@@ -1,9 +1,10 @@
-"""Kernel view: which XNNPACK micro-kernels a runner build selected, as table rows and markdown.
+"""Kernel view: which XNNPACK micro-kernels a runner build selected, as rows and report tables.
 
 Two views, both from :mod:`pytest_sme2.kernels` logs: one build's kernel table (kind, kernel, ISA
 suffix, SME2 yes/no) and the side-by-side of two builds (what only SME2-off selected, what only
 SME2-on selected, what both share). The seeds' ``generate_kernel_view.py`` printed the same two
-tables from CSV files; here they come straight from the parsed log.
+tables from CSV files; here they come straight from the parsed log, as :class:`~.cells.Table`
+data the report formats render.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..kernels import KernelLog, KernelSelection, compare_kernels, is_sme2, isa_of
+from . import cells
+from .cells import Cell, Column, Table
 
 # ISA tokens as XNNPACK spells them after the ``__`` of a kernel name. Tile sizes, unroll factors and
 # strategy words (``2x4``, ``u32``, ``reuse``, ``rr2``) sit around them in no fixed order
@@ -110,33 +113,27 @@ def side_by_side(off: KernelLog, on: KernelLog) -> list[SideBySideRow]:
     return sorted(rows, key=lambda r: not r.changed)  # stable: keeps the log order within each group
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _code_lines(names: Sequence[str]) -> Cell:
+    return cells.text("\n".join(f"`{n}`" for n in names)) if names else cells.text("—")
 
 
-def _code_list(names: Sequence[str]) -> str:
-    return "<br>".join(f"`{_md_cell(n)}`" for n in names) if names else "—"
-
-
-def kernel_table_markdown(log: KernelLog) -> str:
-    """Markdown table of one build's kernels: kind, kernel, ISA suffix, SME2."""
-    rows = kernel_rows(log)
+def kernel_table(log: KernelLog) -> Table | None:
+    """One build's kernels: kind, kernel, ISA suffix, SME2 (None when the log selected none)."""
+    rows = [[cells.text(r.kind), cells.code(r.kernel), cells.text(r.isa), cells.text("yes" if r.sme2 else "no",
+                                                                                     strong=r.sme2)]
+            for r in kernel_rows(log)]
     if not rows:
-        return f"_No `Using ... microkernel` lines in {log.source}: was it written by a debug-logging build?_"
-    lines = ["| kind | kernel | ISA | SME2 |", "|---|---|---|:---:|"]
-    for r in rows:
-        lines.append(f"| {_md_cell(r.kind)} | `{_md_cell(r.kernel)}` | {_md_cell(r.isa)} | "
-                     f"{'**yes**' if r.sme2 else 'no'} |")
-    return "\n".join(lines)
+        return None
+    columns = (Column("kind"), Column("kernel"), Column("ISA"), Column("SME2"))
+    return Table(f"Kernels selected ({log.source})", columns, tuple(tuple(r) for r in rows))
 
 
-def side_by_side_markdown(off: KernelLog, on: KernelLog, *, off_label: str = "SME2 off",
-                          on_label: str = "SME2 on") -> str:
-    """Markdown table: per kernel kind, the kernels only each build selected, and the shared count."""
-    rows = side_by_side(off, on)
+def side_by_side_table(off: KernelLog, on: KernelLog, *, off_label: str = "SME2 off",
+                       on_label: str = "SME2 on") -> Table | None:
+    """Per kernel kind: the kernels only each build selected, and how many both selected."""
+    rows = [(cells.text(r.kind), _code_lines(r.only_off), _code_lines(r.only_on), cells.count(len(r.both)))
+            for r in side_by_side(off, on)]
     if not rows:
-        return "_Neither log names a selected kernel._"
-    lines = [f"| kind | only {_md_cell(off_label)} | only {_md_cell(on_label)} | in both |", "|---|---|---|---:|"]
-    for r in rows:
-        lines.append(f"| {_md_cell(r.kind)} | {_code_list(r.only_off)} | {_code_list(r.only_on)} | {len(r.both)} |")
-    return "\n".join(lines)
+        return None
+    columns = (Column("kind"), Column(f"only {off_label}"), Column(f"only {on_label}"), Column("in both", numeric=True))
+    return Table("Kernels side by side", columns, tuple(rows))

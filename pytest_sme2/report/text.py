@@ -1,20 +1,43 @@
-"""Plain-text tables for the terminal: the seeds' category table and the top operators."""
+"""Plain text for the terminal: the seeds' category list, the top operators, bottlenecks, latency.
+
+The category list keeps the seeds' layout (largest first, the category sum checked against E2E);
+its numbers and every other table come from :mod:`.tables`, as in the markdown and HTML reports.
+"""
 
 from __future__ import annotations
 
 from ..analysis import Analysis
-from ..categories import CATEGORIES
+from .cells import Cell, Kind, Table, cell_text
+from .tables import analysis_category_table, analysis_operator_table
+
+
+def _plain(cell: Cell) -> str:
+    out = cell_text(cell)
+    return f"{out} ({cell.note})" if cell.note else out
+
+
+def render_table(table: Table, *, indent: str = "  ") -> str:
+    """The table in aligned columns (numbers right-aligned) under its title, notes after it."""
+    grid = [[c.title for c in table.columns], *[[_plain(x) for x in row] for row in table.rows]]
+    widths = [max(len(r[i]) for r in grid) for i in range(len(table.columns))]
+    lines = [f"{table.title}:"]
+    for row in grid:
+        cells = [v.rjust(w) if col.numeric else v.ljust(w)
+                 for v, w, col in zip(row, widths, table.columns, strict=True)]
+        lines.append((indent + "  ".join(cells)).rstrip())
+    lines += [f"({note})" for note in table.notes]
+    return "\n".join(lines)
 
 
 def category_table(analysis: Analysis, *, title: str = "Category totals (ms per run)") -> str:
     """The category breakdown with ms and %, and the category sum checked against E2E."""
+    table = analysis_category_table(analysis)
+    rows = [r for r in table.rows if r[0].kind is Kind.CATEGORY]
     lines = [f"{title}:"]
-    shares = analysis.category_share
-    for cat in sorted(CATEGORIES, key=lambda c: -analysis.category_totals_ms[c]):
-        ms = analysis.category_totals_ms[cat]
-        lines.append(f"  - {cat + ':':<15}{ms:>10.3f}  ({shares[cat] * 100:5.1f}%)")
+    for name, ms, share in sorted(rows, key=lambda r: -float(r[1].value or 0.0)):
+        lines.append(f"  - {cell_text(name) + ':':<15}{float(ms.value or 0.0):>10.3f}  ({cell_text(share):>6})")
     lines.append("---")
-    lines.append(f"Total (category sum): {sum(analysis.category_totals_ms.values()):.3f} ms")
+    lines.append(f"Total (category sum): {sum(float(r[1].value or 0.0) for r in rows):.3f} ms")
     lines.append(f"E2E (Method::execute, mean of {analysis.runs_measured} measured runs): {analysis.e2e.mean:.3f} ms")
     if not analysis.per_operator:
         lines.append("(no per-operator trace: everything is Other; see the note above)")
@@ -34,16 +57,9 @@ def latency_line(analysis: Analysis) -> str:
 
 
 def operator_table(analysis: Analysis, *, top: int = 10) -> str:
-    if not analysis.operator_details:
-        return ""
-    lines = [f"Top operators (of {len(analysis.operator_details)}):",
-             f"  {'operator':<44}{'category':<15}{'calls':>6}{'avg ms':>10}{'total ms':>10}{'share':>8}  backend"]
-    for op in analysis.operator_details[:top]:
-        lines.append(
-            f"  {op.name[:43]:<44}{op.category:<15}{op.count:>6.0f}{op.avg_ms:>10.4f}{op.total_ms:>10.4f}"
-            f"{op.share * 100:>7.1f}%  {op.backend}" + (f"  [{op.kernel_hint}]" if op.kernel_hint else "")
-        )
-    return "\n".join(lines)
+    """The ``top`` operators by time per run ("" without a per-operator trace)."""
+    table = analysis_operator_table(analysis, top)
+    return render_table(table) if table is not None else ""
 
 
 def bottleneck_lines(analysis: Analysis) -> str:
@@ -53,4 +69,3 @@ def bottleneck_lines(analysis: Analysis) -> str:
         f"  - [{b.kind}] {b.name}: {b.total_ms:.3f} ms ({b.share * 100:.1f}%) — {b.advice}"
         for b in sorted(analysis.bottlenecks, key=lambda b: -b.share)
     )
-

@@ -1,0 +1,612 @@
+"""Every table a report shows, built once from results values as :class:`~.cells.Table` data.
+
+The markdown report, the HTML fragments and the terminal output render these; none of them
+builds a table of its own. Builders take a :class:`~.results.TestResult` (or a session) and
+return ``None`` when the test holds nothing for that table, so each format only decides where a
+table goes and how it looks.
+
+Also here: the few one-line texts several tables and formats share (:func:`device_summary`,
+:func:`config_text`, :func:`analyzed_text`) and :func:`recommendations`, the test-level entry to
+:func:`pytest_sme2.recommendations.recommend`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..analysis import BOTTLENECK_SHARE, Analysis
+from ..categories import CATEGORIES
+from ..gate import Check
+from ..profile import Profile
+from ..recommendations import Recommendation, recommend
+from ..stats import LatencyStats, summarize
+from ..units import fmt_change, fmt_ms, fmt_x
+from . import cells as c
+from .cells import Cell, Column, Table, plain_value
+from .comparison import NOT_ACCELERATED, OnOffComparison
+from .results import STATUS_ORDER, SessionResults, TestResult, delta_text, speedup_text
+
+TOP_OPERATORS = 10
+
+_CATEGORY_NOTE = ("Mean per measured run. Other = E2E − the four named categories: pooling, norms, softmax, "
+                  "unmatched operators and runtime overhead, so the rows add up to E2E exactly.")
+_COARSE_NOTE = ("¹ under 2% of E2E in both builds: XNNPACK times operators in whole µs, so this ratio is "
+                "coarse.")
+_KERNEL_HINT_NOTE = ("Kernel hints are the widest kernel of the matching kind the XNNPACK log selected; the log proves "
+                     "selection, not which tile ran each call.")
+
+
+def _num(title: str) -> Column:
+    return Column(title, numeric=True)
+
+
+def _cols(*titles: str, text: int = 1) -> tuple[Column, ...]:
+    """The first ``text`` columns hold words, the rest numbers."""
+    return tuple(Column(t) if i < text else _num(t) for i, t in enumerate(titles))
+
+
+def _table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[Cell]], notes: Sequence[str] = (),
+           *, keyed: bool = False) -> Table:
+    return Table(title, tuple(columns), tuple(tuple(r) for r in rows), tuple(notes), keyed)
+
+
+def _code_or_dash(name: str | None) -> Cell:
+    return c.code(name) if name else c.text("—")
+
+
+# ------------------------------------------------------------------------------------------ arms
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One measured arm of a test: its label in the report and its profile."""
+
+    label: str
+    profile: Profile
+
+    @property
+    def analysis(self) -> Analysis:
+        return self.profile.analysis
+
+
+def arms(test: TestResult) -> list[Arm]:
+    """The measured arms, SME2 off first; labelled as the on/off comparison names them."""
+    cmp = test.comparison
+    out = []
+    if test.profile_off is not None:
+        out.append(Arm(cmp.off_label if cmp else "SME2 off", test.profile_off))
+    if test.profile is not None:
+        out.append(Arm(cmp.on_label if cmp else (test.profile.variant or "measured"), test.profile))
+    return out
+
+
+def recommendations(test: TestResult) -> tuple[Recommendation, ...]:
+    """:func:`~pytest_sme2.recommendations.recommend` for one test's measurement and judgement."""
+    off = test.profile_off.analysis if test.profile_off is not None else None
+    return recommend(test.analysis, off=off, comparison=test.comparison, verdict=test.verdict)
+
+
+# ------------------------------------------------------------------------------------ one-liners
+
+
+def config_text(config: Mapping[str, Any]) -> str:
+    """The user-facing options of a session on one line: ``device=host · runs=30 × blocks=5 · ...``.
+
+    Only what decides how the numbers were taken and judged (device, runs and blocks, warm-up,
+    threads, margin, strict, update-baseline); runner paths, output files and other settings stay
+    in the results JSON. Options the session did not record are left out.
+    """
+
+    def get(key: str) -> Any:
+        return config.get(key, config.get(key.replace("_", "-")))
+
+    def show(value: Any) -> str:
+        return "yes" if value is True else "no" if value is False else str(value)
+
+    parts = [f"device={get('device')}"] if get("device") is not None else []
+    size = [f"{key}={get(key)}" for key in ("runs", "blocks") if get(key) is not None]
+    if size:
+        parts.append(" × ".join(size))
+    parts += [f"{key}={get(key)}" for key in ("warmup", "threads") if get(key) is not None]
+    margin = get("margin")  # in percent, as --sme2-margin takes it
+    if isinstance(margin, (int, float)) and not isinstance(margin, bool):
+        parts.append(f"margin={margin:g}%")
+    elif margin is not None:
+        parts.append(f"margin={margin}")
+    parts += [f"{key.replace('_', '-')}={show(get(key))}" for key in ("strict", "update_baseline")
+              if get(key) is not None]
+    return " · ".join(parts)
+
+
+def identity_of(facts: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``device_identity`` (or ``identity``) mapping of a fingerprint; a bare string is its summary."""
+    for key in ("device_identity", "identity"):
+        value = facts.get(key)
+        if isinstance(value, Mapping):
+            return value
+        if isinstance(value, str) and value:
+            return {"summary": value}
+    return None
+
+
+def device_summary(device: Mapping[str, Any], fingerprint: Mapping[str, Any]) -> str:
+    """One line naming the device: the identity's own summary when the fingerprint has one."""
+    src = {**fingerprint, **{k: v for k, v in device.items() if v not in (None, "", [], {})}}
+    identity = identity_of(src) or {}
+    sme2 = src.get("sme2")
+    sme2_text = "" if sme2 is None else "SME2: " + ("yes" if sme2 else "no")
+    summary = identity.get("summary") or identity.get("description")
+    if summary:
+        known = "sme2" in str(summary).lower()
+        return ", ".join(p for p in (str(summary), "" if known else sme2_text) if p)
+    parts = [str(identity[k]) for k in ("vendor", "family", "model", "stepping") if identity.get(k)]
+    for key in ("model", "name", "soc", "cpu_model", "arch", "os_version"):
+        if src.get(key):
+            parts.append(str(src[key]))
+    if src.get("cores"):
+        parts.append(f"{src['cores']} cores")
+    if sme2_text:
+        parts.append(sme2_text)
+    return ", ".join(dict.fromkeys(parts)) or "—"
+
+
+def _looks_like_path(source: str) -> bool:
+    return "/" in source or "\\" in source or source.endswith((".etdump", ".etdp", ".bin"))
+
+
+def _arm_sources(arm: Arm) -> str:
+    """What one arm's numbers were read from: its trace(s) and XNNPACK log, or the runner's timings."""
+    p, a = arm.profile, arm.analysis
+    traces = [str(r.trace_path) for r in p.runs if r.trace_path is not None]
+    pte_name = str(p.model.get("pte_path", "")).replace("\\", "/").rsplit("/", 1)[-1]
+    if not traces and a.source and a.source != pte_name and _looks_like_path(a.source):
+        traces = [a.source]
+    if traces:
+        what = f"trace `{traces[0]}`"
+        if len(traces) > 1:
+            what += f" and {len(traces) - 1} more block(s)"
+    elif a.per_operator:
+        what = f"trace of {a.source or 'unknown source'}"
+    else:
+        what = f"E2E times measured by the {p.runner} runner (no trace)"
+    log = a.kernel_log.get("source") if a.kernel_log else None
+    if log:
+        what += f", XNNPACK log `{log}`"
+    return what
+
+
+def analyzed_text(test: TestResult) -> str:
+    """What was analyzed: the model and its ``.pte``, then each arm's trace (or timings) and log.
+
+    Lines are separated by newlines; paths are ```code``` spans.
+    """
+    info = test.model_info
+    head = test.label if test.label != test.test_id else ""
+    pte = info.get("pte_path")
+    if pte:
+        head = f"{head}, `{pte}`" if head else f"`{pte}`"
+    lines = [head] if head else []
+    measured = arms(test)
+    for arm in measured:
+        prefix = f"{arm.label}: " if len(measured) > 1 or test.comparison is not None else ""
+        lines.append(prefix + _arm_sources(arm))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------- latency
+
+
+_STAT_ROWS: tuple[tuple[str, str], ...] = (
+    ("Median", "median"), ("Mean", "mean"), ("Min", "min"), ("Max", "max"), ("Std dev", "std"),
+    ("P90", "p90"), ("P99", "p99"),
+)
+
+
+def _stat(s: LatencyStats, key: str) -> float:
+    return float(getattr(s, key))
+
+
+def latency_table(test: TestResult) -> Table | None:
+    """E2E statistics: SME2 off vs on, baseline vs current, or one measurement."""
+    cmp, a = test.comparison, test.analysis
+    if cmp is not None:
+        off, on = cmp.off_e2e, cmp.on_e2e
+        rows = [[c.text(name), c.ms(_stat(off, k)), c.ms(_stat(on, k)),
+                 c.ratio(_stat(off, k) / _stat(on, k) if _stat(on, k) > 0 else None)] for name, k in _STAT_ROWS]
+        rows += [[c.text("CV"), c.share(off.cv), c.share(on.cv), c.EMPTY],
+                 [c.text("Cold (run 0)"), c.ms(off.cold), c.ms(on.cold),
+                  c.ratio(off.cold / on.cold if off.cold and on.cold else None)],
+                 [c.text("Runs measured"), c.count(off.count), c.count(on.count), c.EMPTY]]
+        return _table("E2E latency", _cols("E2E (ms)", cmp.off_label, cmp.on_label, "off / on"), rows)
+    if a is None:
+        return None
+    s = a.e2e
+    if test.baseline is not None:
+        b = summarize(test.baseline.samples_ms)
+        rows = [[c.text(name), c.ms(_stat(b, k)), c.ms(_stat(s, k)),
+                 c.change(_stat(s, k) / _stat(b, k) if _stat(b, k) > 0 else None)] for name, k in _STAT_ROWS]
+        rows += [[c.text("CV"), c.share(b.cv), c.share(s.cv), c.EMPTY],
+                 [c.text("Cold (run 0)"), c.ms(None), c.ms(s.cold), c.EMPTY],
+                 [c.text("Runs measured"), c.count(b.count), c.count(s.count), c.EMPTY]]
+        return _table("E2E latency", _cols("E2E (ms)", "baseline", "current", "change"), rows)
+    rows = [[c.text(name), c.ms(_stat(s, k))] for name, k in _STAT_ROWS]
+    rows += [[c.text("CV"), c.share(s.cv)], [c.text("Cold (run 0)"), c.ms(s.cold)],
+             [c.text("Runs measured"), c.count(s.count)]]
+    return _table("E2E latency", _cols("E2E (ms)", "value"), rows)
+
+
+# ---------------------------------------------------------------------------------- categories
+
+
+def _e2e_row(*cells: Cell) -> list[Cell]:
+    return [c.text("E2E (mean)", strong=True), *cells]
+
+
+def analysis_category_table(a: Analysis) -> Table:
+    """One measurement's categories: ms per run and share of E2E, with the E2E total."""
+    rows = [[c.category(cat), c.ms(a.category_totals_ms.get(cat, 0.0)), c.share(a.category_share.get(cat))]
+            for cat in CATEGORIES]
+    rows.append(_e2e_row(c.ms(a.e2e.mean, strong=True), c.share(1.0)))
+    return _table("Operator categories", _cols("category", "ms per run", "% of E2E"), rows, (_CATEGORY_NOTE,))
+
+
+def category_table(test: TestResult) -> Table | None:
+    """Operator categories: SME2 off vs on with speedups, baseline vs current, or one measurement.
+
+    ``None`` without a per-operator trace (every millisecond would be Other).
+    """
+    cmp, a = test.comparison, test.analysis
+    if a is None or not a.per_operator:
+        return None
+    if cmp is not None and cmp.per_operator:
+        rows = []
+        coarse = False
+        for s in cmp.categories:
+            mark = ""
+            if not s.resolvable and math.isfinite(s.speedup):
+                mark, coarse = "¹", True
+            ci = s.speedup_ci
+            rows.append([c.category(s.category), c.ms(s.off_ms), c.share(s.off_share), c.ms(s.on_ms),
+                         c.share(s.on_share), c.delta_pp(s.share_change_pp),
+                         c.ratio(s.speedup, ci.low if ci else None, ci.high if ci else None, mark=mark)])
+        off_mean, on_mean = cmp.off_e2e.mean, cmp.on_e2e.mean
+        rows.append(_e2e_row(c.ms(off_mean, strong=True), c.share(1.0), c.ms(on_mean, strong=True), c.share(1.0),
+                             c.EMPTY, c.ratio(off_mean / on_mean if on_mean > 0 else None)))
+        notes = (_CATEGORY_NOTE, _COARSE_NOTE) if coarse else (_CATEGORY_NOTE,)
+        return _table("Operator categories",
+                      _cols("category", f"{cmp.off_label} ms", "%", f"{cmp.on_label} ms", "%", "Δ share (pp)",
+                            "speedup (95% CI)"), rows, notes)
+    b = test.baseline
+    if b is not None and b.per_operator and b.category_totals_ms:
+        b_mean = sum(b.category_totals_ms.values())
+        rows = []
+        for cat in CATEGORIES:
+            was, now = b.category_totals_ms.get(cat, 0.0), a.category_totals_ms.get(cat, 0.0)
+            rows.append([c.category(cat), c.ms(was), c.share(was / b_mean if b_mean > 0 else None), c.ms(now),
+                         c.share(a.category_share.get(cat)), c.delta_ms(now - was)])
+        rows.append(_e2e_row(c.ms(b_mean, strong=True), c.share(1.0), c.ms(a.e2e.mean, strong=True), c.share(1.0),
+                             c.delta_ms(a.e2e.mean - b_mean)))
+        return _table("Operator categories", _cols("category", "baseline ms", "%", "current ms", "%", "Δ ms"), rows,
+                      (_CATEGORY_NOTE,))
+    return analysis_category_table(a)
+
+
+# ----------------------------------------------------------------------------------- operators
+
+
+def analysis_operator_table(a: Analysis, top: int = TOP_OPERATORS, *, off: Analysis | None = None,
+                            off_label: str = "") -> Table | None:
+    """The ``top`` operators by time per run; with ``off``, that arm's time and the speedup too."""
+    if not a.operator_details:
+        return None
+    before = {o.name: o for o in off.operator_details} if off is not None and off_label else {}
+    rows = []
+    for o in a.operator_details[:top]:
+        row = [c.code(o.name), c.category(o.category), c.backend(o.backend or "—"), c.count(o.count), c.ms(o.avg_ms),
+               c.ms(o.total_ms), c.share(o.share, bar=o.category)]
+        if before:
+            was = before.get(o.name)
+            row += [c.ms(was.total_ms if was else None),
+                    c.ratio(was.total_ms / o.total_ms if was and o.total_ms > 0 else None)]
+        row.append(_code_or_dash(o.kernel_hint))
+        rows.append(row)
+    titles = ["operator", "category", "backend", "calls/run", "avg ms/call", "ms per run", "% of E2E"]
+    if before:
+        titles += [f"{off_label} ms", "speedup"]
+    columns = [*_cols(*titles, text=3), Column("kernel hint")]
+    shown = min(top, len(a.operator_details))
+    return _table(f"Top operators ({shown} of {len(a.operator_details)}), mean per measured run", columns, rows,
+                  (_KERNEL_HINT_NOTE,))
+
+
+def operator_table(test: TestResult, top: int = TOP_OPERATORS) -> Table | None:
+    """The test's top operators; an on/off test also shows the SME2-off time and the speedup."""
+    a = test.analysis
+    if a is None:
+        return None
+    off = test.profile_off.analysis if test.profile_off is not None else None
+    label = test.comparison.off_label if test.comparison is not None else ""
+    return analysis_operator_table(a, top, off=off, off_label=label)
+
+
+def bottleneck_table(test: TestResult) -> Table | None:
+    """Categories and operators above 5 % of E2E, with the SME2-off share when there is one."""
+    a = test.analysis
+    if a is None or not a.per_operator or not a.bottlenecks:
+        return None
+    off = test.profile_off.analysis if test.profile_off is not None and test.comparison is not None else None
+    off_share: dict[str, float] = {}
+    if off is not None:
+        off_share.update({o.name: o.share for o in off.operator_details})
+        off_share.update(off.category_share)
+    rows = []
+    for b in sorted(a.bottlenecks, key=lambda b: -b.share):
+        row = [c.text(b.kind), c.code(b.name) if b.kind != "category" else c.text(b.name), c.ms(b.total_ms),
+               c.share(b.share)]
+        if off is not None:
+            row.append(c.share(off_share.get(b.name)))
+        row.append(c.text(b.advice))
+        rows.append(row)
+    titles = ["kind", "name", "ms per run", "% of E2E"]
+    if off is not None and test.comparison is not None:
+        titles.append(f"% with {test.comparison.off_label}")
+    columns = [*_cols(*titles, text=2), Column("what to look at")]
+    return _table(f"Bottlenecks (> {BOTTLENECK_SHARE:.0%} of E2E)", columns, rows)
+
+
+def _kernel_change(before: str | None, after: str | None) -> Cell:
+    if not before and not after:
+        return c.text("—")
+    if before == after:
+        return c.text(f"`{after}` (same)")
+    return c.text(f"{f'`{before}`' if before else '—'} → {f'`{after}`' if after else '—'}")
+
+
+def accelerated_table(cmp: OnOffComparison, n: int = 8) -> Table | None:
+    """Operators that saved the most time per run (at least 1.10× faster)."""
+    top = cmp.top_accelerated(n)
+    if not top:
+        return None
+    rows = [[c.code(o.name), c.category(o.category), c.ms(o.off_ms), c.ms(o.on_ms), c.ratio(o.speedup),
+             c.ms(o.saved_ms), _kernel_change(o.kernel_off, o.kernel_on)] for o in top]
+    columns = [*_cols("operator", "category", f"{cmp.off_label} ms", f"{cmp.on_label} ms", "speedup", "saved ms",
+                      text=2), Column("kernel hint (off → on)")]
+    return _table("Top accelerated operators", columns, rows)
+
+
+def not_accelerated_table(cmp: OnOffComparison) -> Table | None:
+    """Operators under 1.10× that still weigh at least 1 % of E2E with SME2 on."""
+    slow = cmp.not_accelerated()
+    if not slow:
+        return None
+    rows = [[c.code(o.name), c.category(o.category), c.backend(o.backend or "—"), c.ms(o.off_ms), c.ms(o.on_ms),
+             c.ratio(o.speedup), c.share(o.on_share)] for o in slow]
+    return _table(f"Not accelerated (under {NOT_ACCELERATED:.2f}×)",
+                  _cols("operator", "category", "backend", f"{cmp.off_label} ms", f"{cmp.on_label} ms", "speedup",
+                        f"% of E2E ({cmp.on_label})", text=3), rows)
+
+
+def portable_split_table(test: TestResult) -> Table | None:
+    """Time per run on delegated and portable operators and in the runtime, per arm."""
+    measured = [arm for arm in arms(test) if arm.analysis.per_operator]
+    if not measured:
+        return None
+    rows = []
+    for what, key in (("Delegated (XNNPACK / backend)", "delegated"), ("Portable (not delegated)", "portable"),
+                      ("Runtime overhead (E2E − operators)", "overhead")):
+        row = [c.text(what)]
+        for arm in measured:
+            a = arm.analysis
+            mean = a.e2e.mean
+            value = {"delegated": a.delegated_ms, "portable": a.portable_ms,
+                     "overhead": mean - a.delegated_ms - a.portable_ms}[key]
+            row += [c.ms(value), c.share(value / mean if mean > 0 else None)]
+        rows.append(row)
+    titles = [""]
+    for arm in measured:
+        titles += [f"{arm.label} ms", "%"]
+    return _table("Portable vs delegated", _cols(*titles), rows)
+
+
+def portable_operator_table(test: TestResult) -> Table | None:
+    """Every operator on the portable kernels, with its share in both arms of an on/off test."""
+    measured = [arm for arm in arms(test) if arm.analysis.per_operator]
+    if not measured:
+        return None
+    current = measured[-1]
+    portable = [o for o in current.analysis.operator_details if o.backend == "portable"]
+    if not portable:
+        return None
+    before = {o.name: o for o in measured[0].analysis.operator_details} if len(measured) > 1 else {}
+    rows = []
+    for o in portable:
+        row = [c.code(o.name), c.category(o.category), c.count(o.count), c.ms(o.total_ms), c.share(o.share)]
+        if before:
+            was = before.get(o.name)
+            row.append(c.share(was.share if was else None))
+        rows.append(row)
+    titles = ["portable operator", "category", "calls/run", "ms per run", f"% of E2E ({current.label})"]
+    if before:
+        titles.append(f"% ({measured[0].label})")
+    return _table("Portable operators", _cols(*titles, text=2), rows)
+
+
+# -------------------------------------------------------------------------------------- verdict
+
+
+def _check_change(check: Check) -> str:
+    iv = check.interval
+    if iv is None:
+        return "—"
+    if check.name in ("speedup", "min_speedup"):
+        return f"{fmt_x(iv.estimate)} ({fmt_x(iv.low)}–{fmt_x(iv.high)})"
+    if check.name.endswith("_budget"):
+        return f"{fmt_ms(iv.estimate)} ms ({fmt_ms(iv.low)}–{fmt_ms(iv.high)})"
+    return f"{fmt_change(iv.estimate)} ({fmt_change(iv.low)}..{fmt_change(iv.high)})"
+
+
+def _check_margin(check: Check) -> str:
+    if check.name in ("speedup", "min_speedup"):
+        return f"≥ {fmt_x(check.margin)}" if check.margin is not None else "—"
+    if check.name.endswith("_budget"):
+        return f"≤ {fmt_ms(check.baseline)} ms"
+    return f"±{check.margin * 100:.1f}%" if check.margin is not None else "—"
+
+
+def all_checks(test: TestResult) -> list[Check]:
+    """The verdict's checks, plus the on/off speedup check when the verdict does not hold it."""
+    checks = list(test.verdict.checks) if test.verdict is not None else []
+    cmp = test.comparison
+    if cmp is not None and all(x.name != cmp.speedup_check.name for x in checks):
+        checks.append(cmp.speedup_check)
+    return checks
+
+
+def checks_table(test: TestResult) -> Table | None:
+    """One row per check: status, baseline and current value, the change with its CI, the margin."""
+    checks = all_checks(test)
+    if not checks:
+        return None
+    rows = []
+    for x in checks:
+        budget = x.name.endswith("_budget")
+        rows.append([c.code(x.name), c.status(x.status.value, note="advisory" if x.advisory else ""),
+                     c.ms(None if budget else x.baseline), c.ms(x.candidate), c.text(_check_change(x)),
+                     c.text(_check_margin(x)), c.text(f"{x.p_value:.2g}" if x.p_value is not None else "—")])
+    columns = [Column("check"), Column("status"), *_cols("baseline ms", "current ms", "change (95% CI)", "margin", "p",
+                                                         text=0)]
+    return _table("Verdict checks", columns, rows)
+
+
+# ---------------------------------------------------------------------------------- fingerprint
+
+#: Fingerprint keys the runner rows already show.
+_SHOWN_WITH_RUNNER = frozenset({"runner", "runner_path", "variant", "threads", "extra"})
+
+
+def _runner_line(p: Profile) -> str:
+    runner_path = p.fingerprint.get("runner_path")
+    where = f" (`{runner_path}`)" if runner_path and runner_path != p.runner else ""
+    return f"{p.runner} · {p.build or 'build unknown'}{where} · {p.threads} thread{'s' if p.threads != 1 else ''}"
+
+
+def fingerprint_table(test: TestResult) -> Table | None:
+    """Device and runner facts: a one-line device summary, each arm's runner, then every fingerprint key.
+
+    Keys are whatever the profile's ``device`` and ``fingerprint`` mappings carry (nothing is
+    assumed present); nested values are written on one line (:func:`~.cells.plain_value`), and a
+    ``device_identity`` mapping is summarized on top and listed without its summary below.
+    """
+    rows: list[list[Cell]] = []
+    p = test.profile or test.profile_off
+    if p is not None:
+        rows.append([c.text("Device"), c.text(device_summary(p.device, p.fingerprint), strong=True)])
+    for arm in arms(test):
+        name = f"Runner ({arm.label})" if (test.comparison is not None or arm.profile.variant) else "Runner"
+        rows.append([c.text(name), c.text(_runner_line(arm.profile))])
+    if p is not None:
+        seen: set[str] = set()
+        for key, value in [*p.device.items(), *p.fingerprint.items()]:
+            if key in seen or key in _SHOWN_WITH_RUNNER or value in (None, "", [], {}):
+                continue
+            seen.add(key)
+            shown = value
+            if key in ("device_identity", "identity"):
+                # The Device row above carries its summary; the rest of the identity is listed here.
+                if isinstance(value, str):
+                    continue
+                if isinstance(value, Mapping):
+                    shown = {k: v for k, v in value.items() if k not in ("summary", "description")}
+                if not shown:
+                    continue
+            rows.append([c.text(str(key)), c.text(plain_value(shown))])
+    b = test.baseline
+    if b is not None:
+        rows.append([c.text("Baseline"), c.text(f"{len(b.samples_ms)} samples, created {b.created or 'unknown'}")])
+        if test.baseline_path:
+            rows.append([c.text("Baseline file"), c.code(test.baseline_path)])
+    if not rows:
+        return None
+    return _table("Device and runner fingerprint", (Column(""), Column("")), rows, keyed=True)
+
+
+# ------------------------------------------------------------------------------ session tables
+
+
+def summary_table(results: SessionResults) -> Table:
+    """One row per test, problems first: median, p90, change vs baseline, SME2 speedup, verdict."""
+    order = {s: i for i, s in enumerate(STATUS_ORDER)}
+    rows = []
+    for t in sorted(results.tests, key=lambda t: (order.get(t.status, len(order)), t.test_id)):
+        h = t.headline
+        rows.append([c.code(t.test_id), c.text(t.label), c.ms(h.median_ms), c.ms(h.p90_ms), c.text(delta_text(h)),
+                     c.text(speedup_text(h.speedup)), c.Cell(c.Kind.STATUS, h.status, strong=True)])
+    columns = [Column("test"), Column("model"), _num("median ms"), _num("p90 ms"), Column("vs baseline (95% CI)"),
+               Column("SME2 speedup (95% CI)"), Column("verdict")]
+    return _table("Summary", columns, rows)
+
+
+def session_names(sessions: Sequence[SessionResults]) -> list[str]:
+    """A column name per session: its device, numbered when two sessions share one."""
+    names: list[str] = []
+    for i, r in enumerate(sessions, 1):
+        name = r.device_label
+        names.append(f"{name} #{i}" if name in names else name)
+    return names
+
+
+def devices_table(sessions: Sequence[SessionResults], names: Sequence[str]) -> Table:
+    rows = []
+    for name, r in zip(names, sessions, strict=True):
+        p = next((t.profile for t in r.tests if t.profile is not None), None)
+        dev = device_summary(p.device, p.fingerprint) if p is not None else "—"
+        et = r.environment.get("executorch_version") or next(
+            (t.model_info.get("executorch_version") for t in r.tests if t.model_info.get("executorch_version")), "—")
+        rows.append([c.text(name), c.text(dev), c.count(len(r.tests)), c.text(r.created or "—"), c.text(str(et))])
+    return _table("Devices", _cols("device", "details", "tests", "date (UTC)", "ExecuTorch", text=5), rows)
+
+
+def results_matrix(sessions: Sequence[SessionResults], names: Sequence[str]) -> Table:
+    """One row per test, one column per session: median, SME2 speedup, change and status."""
+    test_ids = list(dict.fromkeys(t.test_id for r in sessions for t in r.tests))
+    rows = []
+    for tid in test_ids:
+        label = next(t.label for r in sessions for t in r.tests if t.test_id == tid)
+        row = [c.code(tid), c.text(label)]
+        for r in sessions:
+            t = next((t for t in r.tests if t.test_id == tid), None)
+            if t is None:
+                row.append(c.text("—"))
+                continue
+            h = t.headline
+            parts = [f"{fmt_ms(h.median_ms)} ms"]
+            if h.speedup is not None:
+                parts.append(f"{fmt_x(h.speedup.estimate)} SME2")
+            if h.delta_pct is not None:
+                parts.append(f"{h.delta_pct:+.1f}%")
+            parts.append(h.status)
+            row.append(c.text(" · ".join(parts)))
+        rows.append(row)
+    return _table("Results across devices", _cols("test", "model", *names, text=2 + len(names)), rows)
+
+
+def category_shares_table(sessions: Sequence[SessionResults], names: Sequence[str]) -> Table | None:
+    """Category shares of each test on each device (tests with a per-operator trace only)."""
+    test_ids = list(dict.fromkeys(t.test_id for r in sessions for t in r.tests))
+    rows = []
+    for tid in test_ids:
+        for name, r in zip(names, sessions, strict=True):
+            t = next((t for t in r.tests if t.test_id == tid), None)
+            a = t.analysis if t is not None else None
+            if t is None or a is None or not a.per_operator:
+                continue
+            rows.append([c.text(t.label), c.text(name), c.ms(a.e2e.mean),
+                         *[c.share(a.category_share.get(cat)) for cat in CATEGORIES], c.text(a.dominant_category)])
+    if not rows:
+        return None
+    columns = [Column("model"), Column("device"), _num("E2E mean ms"), *[_num(cat) for cat in CATEGORIES],
+               Column("largest")]
+    return _table("Where the time goes on each device", columns, rows)
