@@ -9,10 +9,12 @@ recipes below and stores the result under ``cache_dir/<name>/<key16>/``::
     meta.json        shapes, dtypes, versions, the cache key, the export time
 
 The key is a sha256 over everything that decides the bytes of the program: the model classes'
-source, the module tree, every parameter and buffer, the example inputs, the recipe and the
-torch/executorch/torchao versions. Re-exporting the same thing gives byte-identical files, so a
-hit can be returned at once. An entry is written in a temporary directory and renamed into place,
-so a killed or concurrent export never leaves a half-written entry.
+source (by qualified name, not by the module name a file happened to be imported under), the
+module tree, every parameter and buffer, the example inputs, the recipe and the
+torch/executorch/torchao versions; nothing in it depends on the process or the directory, so
+another session or another checkout of the same project hits. Re-exporting the same thing gives
+byte-identical files, so a hit can be returned at once. An entry is written in a temporary
+directory and renamed into place, so a killed or concurrent export never leaves a half-written entry.
 
 Recipes (verified on executorch 1.4.1 / torch 2.13 / torchao 0.18):
 
@@ -310,19 +312,26 @@ def _versions() -> dict[str, str]:
 
 
 def _class_sources(module: Any) -> list[str]:
-    """Source of every non-torch class in the module tree (``repr`` when the source is unavailable)."""
-    sources: dict[str, str] = {}
+    """Qualified name and source of every non-torch class in the module tree, sorted.
+
+    The module name is left out on purpose: it depends on how the defining file was imported (a
+    models file may be ``my_models`` in one session and ``pkg.my_models`` in another), while the
+    source text is what defines the class. ``repr`` stands in when the source is unavailable.
+    """
+    sources: set[str] = set()
+    seen: set[type] = set()
     for sub in module.modules():
         cls = type(sub)
-        qualname = f"{cls.__module__}.{cls.__qualname__}"
         # torch's own classes are pinned by the torch version in the key.
-        if qualname in sources or cls.__module__.split(".")[0] == "torch":
+        if cls in seen or cls.__module__.split(".", maxsplit=1)[0] == "torch":
             continue
+        seen.add(cls)
         try:
-            sources[qualname] = inspect.getsource(cls)
+            text = inspect.getsource(cls)
         except (OSError, TypeError):  # defined in a REPL or a compiled module
-            sources[qualname] = repr(sub)
-    return [f"{q}\n{s}" for q, s in sorted(sources.items())]
+            text = repr(sub)
+        sources.add(f"{cls.__qualname__}\n{text}")
+    return sorted(sources)
 
 
 def _hash_tensor(h: Any, label: str, tensor: Any) -> None:

@@ -1,0 +1,195 @@
+"""A user's own project, as a new user meets it: own models file, own tests, separate processes.
+
+The slow tests run real processes in a temporary project directory (this checkout on ``PYTHONPATH``):
+a second session must hit the export cache, models come from the user's file or an installed
+package's entry point, the wheel holds only ``pytest_sme2``, and third-party noise stays out of the
+user's output. The quick ones check how a models file is imported, in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_sme2 import models
+from pytest_sme2.errors import ModelError
+
+REPO = Path(__file__).resolve().parent.parent
+
+MY_MODELS = '''
+import torch
+from torch import nn
+
+from pytest_sme2.models import register_model
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 8)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+@register_model("tiny")
+def tiny():
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = Tiny()
+    return model.eval(), (torch.ones(1, 16),)
+'''
+
+#: Export ``tiny`` through the library (what both front ends call) and say whether it was a cache hit.
+EXPORT_SCRIPT = '''
+import json, sys
+from pytest_sme2.export import export_model
+from pytest_sme2.models import load_model_sources
+
+load_model_sources(["my_models.py"])
+lines = []
+exported = export_model("tiny", cache_dir=".sme2_cache", progress=lines.append)
+print(json.dumps({"cached": exported.cached, "key": exported.cache_key, "progress": lines}))
+'''
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """The environment of a user's process: this checkout importable, nothing of the test session's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHONHASHSEED"))}
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+def _project(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (root / name).write_text(textwrap.dedent(text))
+    return root
+
+
+def _python(project: Path, *args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], cwd=project, env=_env(**env), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+# ------------------------------------------------------------------------------------ models files
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> object:
+    """An empty model registry; sys.path and the modules a test imports are put back afterwards."""
+    monkeypatch.setattr(models, "_REGISTRY", {})
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    yield models
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+
+
+REGISTERS = """
+from pytest_sme2.models import register_model
+
+
+@register_model({name!r})
+def factory():
+    return None, ()
+"""
+
+
+def test_a_models_file_is_the_module_its_tests_import(tmp_path: Path, registry: object) -> None:
+    """``--sme2-models my_models.py`` and ``from my_models import MyNet`` in a test are one module, so the
+    model is registered once (before: a second copy under a private name, and "registered twice")."""
+    _project(tmp_path, {"my_models.py": REGISTERS.format(name="mine")})
+    models.load_model_sources(["my_models.py"], base_dir=tmp_path)
+    import my_models  # type: ignore[import-not-found]  # what the user's test file does
+
+    assert Path(my_models.__file__).resolve() == tmp_path / "my_models.py"
+    assert models.get_model("mine").factory is my_models.factory
+    assert models.get_model("mine").origin == f"{tmp_path / 'my_models.py'}:factory"
+    models.load_model_sources([str(tmp_path / "my_models.py")])  # again, by absolute path: nothing new
+    assert sys.modules["my_models"] is my_models
+    assert not [m for m in sys.modules if m.startswith("_sme2_models")]
+
+
+@pytest.mark.parametrize("package_first", [True, False], ids=["package-imported-first", "file-loaded-first"])
+def test_a_models_file_inside_a_package_is_imported_as_part_of_it(tmp_path: Path, registry: object,
+                                                                  package_first: bool) -> None:
+    """This repository's case: the ini names ``example_models/models.py`` while tests import
+    ``example_models.models``. Either order gives one module and one registration."""
+    _project(tmp_path / "suite", {"__init__.py": "from . import models\n",
+                                  "models.py": REGISTERS.format(name="suite_model")})
+    sys.path.insert(0, str(tmp_path))
+    if package_first:
+        import suite.models  # type: ignore[import-not-found]
+    models.load_model_sources(["suite/models.py"], base_dir=tmp_path)
+    import suite.models
+
+    assert Path(suite.models.__file__).resolve() == tmp_path / "suite" / "models.py"
+    assert models.get_model("suite_model").factory is suite.models.factory
+    assert not [m for m in sys.modules if m.startswith("_sme2_models")]
+
+
+def test_a_models_file_named_like_another_module_gets_a_private_name(tmp_path: Path, registry: object) -> None:
+    import csv
+
+    _project(tmp_path, {"csv.py": REGISTERS.format(name="shadow")})
+    models.load_model_sources([str(tmp_path / "csv.py")])
+    assert sys.modules["csv"] is csv, "the standard library's csv must stay what it is"
+    factory = models.get_model("shadow").factory
+    assert factory.__module__.startswith("_sme2_models_csv_")
+    assert models.get_model("shadow").origin == f"{tmp_path / 'csv.py'}:factory"
+
+
+def test_one_name_from_two_files_is_an_error_naming_both(tmp_path: Path, registry: object) -> None:
+    _project(tmp_path / "a", {"first_models.py": REGISTERS.format(name="net")})
+    _project(tmp_path / "b", {"second_models.py": REGISTERS.format(name="net")})
+    models.load_model_sources([str(tmp_path / "a" / "first_models.py")])
+    with pytest.raises(ModelError) as info:
+        models.load_model_sources([str(tmp_path / "b" / "second_models.py")])
+    message = str(info.value)
+    assert "model name 'net' is registered twice" in message
+    assert str(tmp_path / "a" / "first_models.py") in message and str(tmp_path / "b" / "second_models.py") in message
+
+
+def test_a_missing_or_broken_models_file_names_it(tmp_path: Path, registry: object) -> None:
+    with pytest.raises(ModelError, match=r"models file .*nope\.py does not exist"):
+        models.load_model_sources(["nope.py"], base_dir=tmp_path)
+    _project(tmp_path, {"broken_models.py": "raise RuntimeError('no GPU here')\n"})
+    with pytest.raises(ModelError, match=r"importing models file broken_models.py failed: RuntimeError: no GPU here"):
+        models.load_model_sources(["broken_models.py"], base_dir=tmp_path)
+    assert "broken_models" not in sys.modules
+
+
+# ------------------------------------------------------------------------------------ export cache
+
+
+@pytest.mark.slow
+def test_export_cache_hits_in_a_second_process_and_another_checkout(tmp_path: Path) -> None:
+    """String hashes are salted per process (PYTHONHASHSEED); nothing in the key may depend on them, nor on
+    the directory the project is checked out in."""
+    first_dir = _project(tmp_path / "checkout_a", {"my_models.py": MY_MODELS, "export_it.py": EXPORT_SCRIPT})
+    first = _python(first_dir, "export_it.py", PYTHONHASHSEED="1")
+    assert first.returncode == 0, first.stderr
+    made = json.loads(first.stdout.splitlines()[-1])
+    assert made["cached"] is False and made["progress"][0] == "exporting tiny fp32/xnnpack ..."
+
+    again = _python(first_dir, "export_it.py", PYTHONHASHSEED="2")
+    assert again.returncode == 0, again.stderr
+    hit = json.loads(again.stdout.splitlines()[-1])
+    assert hit == {"cached": True, "key": made["key"], "progress": []}, "a second process exported again"
+
+    # The same project elsewhere (another clone, a CI workspace), its cache carried along.
+    second_dir = tmp_path / "elsewhere" / "checkout_b"
+    shutil.copytree(first_dir, second_dir)
+    moved = _python(second_dir, "export_it.py", PYTHONHASHSEED="3")
+    assert moved.returncode == 0, moved.stderr
+    assert json.loads(moved.stdout.splitlines()[-1]) == hit
+    assert [p.name for p in (second_dir / ".sme2_cache" / "tiny").iterdir()] == [made["key"][:16]]
