@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,63 @@ def test_export_cache_hits_in_a_second_process_and_another_checkout(tmp_path: Pa
     assert moved.returncode == 0, moved.stderr
     assert json.loads(moved.stdout.splitlines()[-1]) == hit
     assert [p.name for p in (second_dir / ".sme2_cache" / "tiny").iterdir()] == [made["key"][:16]]
+
+
+# ------------------------------------------------------------------------------------------ packaging
+
+
+def test_the_wheel_installs_only_pytest_sme2(tmp_path: Path) -> None:
+    """example_models/ is this repository's example suite; before, it landed in site-packages as a
+    top-level package (with its test files) and the library imported it by name."""
+    src = tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", ".sme2_*")
+    for name in ("pytest_sme2", "example_models", "tests", "benchmarks"):
+        shutil.copytree(REPO / name, src / name, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    built = _python(src, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", ".", "-w",
+                    str(tmp_path / "dist"), timeout=300)
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = (tmp_path / "dist").glob("pytest_sme2-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        top = {n.split("/")[0] for n in names}
+        dist_info = next(t for t in top if t.endswith(".dist-info"))
+        entry_points = archive.read(f"{dist_info}/entry_points.txt").decode()
+    assert top == {"pytest_sme2", dist_info}, sorted(top)
+    assert "pytest_sme2/py.typed" in names and "pytest_sme2/plugin/__init__.py" in names
+    assert "[pytest11]\nsme2 = pytest_sme2.plugin" in entry_points
+    assert "pytest-sme2 = pytest_sme2.cli:main" in entry_points
+
+
+DIST_INFO_METADATA = "Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+
+
+def _installed(site: Path, dist: str, package: str, source: str) -> None:
+    """A package as pip installs it: the module plus a dist-info declaring a pytest_sme2.models entry point."""
+    _project(site / package, {"__init__.py": source})
+    info = site / f"{dist}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(DIST_INFO_METADATA.format(name=dist))
+    (info / "entry_points.txt").write_text(f"[pytest_sme2.models]\n{package} = {package}\n")
+
+
+def test_models_from_an_installed_packages_entry_point(tmp_path: Path) -> None:
+    """A package ships models the way pytest plugins ship hooks: no --sme2-models needed."""
+    site = tmp_path / "site"
+    _installed(site, "acme-models", "acme_models", REGISTERS.format(name="acme_net"))
+    code = "from pytest_sme2.models import get_model; print(get_model('acme_net').origin)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          check=False, env={**_env(), "PYTHONPATH": os.pathsep.join([str(REPO), str(site)])})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"{site / 'acme_models' / '__init__.py'}:factory"
+
+    # A broken one names itself and the package it came from, instead of a traceback from importlib.
+    _installed(site, "broken-models", "broken_models", "raise ImportError('needs torchvision')\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_sme2", "profile", "--model", "acme_net"], cwd=tmp_path, capture_output=True,
+        text=True, timeout=120, check=False, env={**_env(), "PYTHONPATH": os.pathsep.join([str(REPO), str(site)])})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert ("pytest-sme2 profile: error: the pytest_sme2.models entry point 'broken_models' = 'broken_models' of "
+            "broken-models failed to load: ImportError: needs torchvision") in proc.stderr
+    assert "Traceback" not in proc.stderr
