@@ -209,6 +209,10 @@ def test_export_failure_names_model_recipe_stage_and_first_line(tmp_path: Path) 
     assert message.startswith("exporting branchy fp32/xnnpack failed in torch.export.export: ")
     assert "Traceback" not in message and len(message.splitlines()) == 1
     assert not list((tmp_path / "branchy").glob(f"{TMP_PREFIX}*")), "a failed export must clean up"
+    # What torch printed and warned while failing is kept, and the message says where.
+    (kept,) = (tmp_path / "branchy").glob("*-failed-export.log")
+    assert message.endswith(f" torch/executorch output of this export: {kept}")
+    assert kept.read_text().startswith("==== export branchy fp32/xnnpack (")
 
 
 def test_unwritable_cache_dir_is_an_export_error_naming_it(tmp_path: Path) -> None:
@@ -301,6 +305,7 @@ def test_exported_model_round_trips_through_a_dict(export_cache: Path) -> None:
     data = exported.to_dict()
     assert data["schema_version"] == 1
     assert ExportedModel.from_dict(json.loads(json.dumps(data))) == exported
+    assert exported.log_path == exported.entry_dir / "export.log" and exported.log_path.is_file()
 
 
 def test_etrecord_holds_the_programs_of_this_export(export_cache: Path) -> None:
