@@ -217,7 +217,7 @@ def export_model(
                     module, example_inputs, dtype=dtype, backend=backend, out=tmp, model_name=model_name,
                     cache_root=cache_root,
                 )
-        except ExportError as exc:
+        except _LoweringFailed as exc:
             kept = model_dir / f"{key[:16]}-failed-{EXPORT_LOG_FILE}"
             raise _keep_failure_log(exc, tmp / EXPORT_LOG_FILE, kept) from None
         seconds = time.perf_counter() - started
@@ -273,13 +273,19 @@ def _resolve(
     return module, chosen, model_name
 
 
+class _LoweringFailed(ExportError):
+    """torch.export or the lowering failed (not a cache write): what torch printed is worth keeping."""
+
+
 def _keep_failure_log(exc: ExportError, log: Path, keep: Path) -> ExportError:
     """The same error, naming where the failed export's torch/executorch output was kept."""
     try:
+        if not log.is_file() or log.stat().st_size == 0:
+            return ExportError(str(exc))
         shutil.move(log, keep)
     except OSError:
-        return exc
-    return type(exc)(f"{exc} torch/executorch output of this export: {keep}")
+        return ExportError(str(exc))
+    return ExportError(f"{exc} torch/executorch output of this export: {keep}")
 
 
 def _safe_dir_name(name: str) -> str:
@@ -465,7 +471,7 @@ def _lower_and_save(
         executorch_program = edge.to_executorch()
         etrecord = executorch_program.get_etrecord()
     except Exception as exc:
-        raise ExportError(
+        raise _LoweringFailed(
             f"exporting {label} failed in {stage}: {_first_line(exc)}. The model may use an operator "
             f"or Python construct that torch.export or the {backend} backend does not support; "
             "run the same export in Python to see the full error."

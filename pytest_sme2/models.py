@@ -102,16 +102,27 @@ def register_model(name: str) -> Callable[[ModelFactory], ModelFactory]:
     return decorate
 
 
+def resolve_model_sources(sources: Iterable[str], base_dir: str | Path) -> tuple[str, ...]:
+    """``sources`` with every relative ``.py`` path made absolute against ``base_dir``; module names as they are.
+
+    For paths written in an ini file: they are relative to that file, not to where pytest was started.
+    """
+    resolved = []
+    for source in sources:
+        path = Path(source)
+        is_file = source.endswith(".py") or (Path(base_dir) / path).is_file()
+        resolved.append(str(Path(base_dir) / path) if is_file and not path.is_absolute() else source)
+    return tuple(resolved)
+
+
 def load_model_sources(sources: Iterable[str], *, base_dir: str | Path | None = None) -> None:
     """Import modules (dotted names) or ``.py`` files so that their ``register_model`` calls run.
 
-    A relative file path is taken relative to ``base_dir`` when given (the ini file's directory, for
-    paths written in an ini file), else to the current directory.
+    A relative file path is taken relative to ``base_dir`` when given (see :func:`resolve_model_sources`),
+    else to the current directory.
     """
-    for source in sources:
+    for source in resolve_model_sources(sources, base_dir) if base_dir is not None else sources:
         path = Path(source)
-        if base_dir is not None and not path.is_absolute():
-            path = Path(base_dir) / path
         if source.endswith(".py") or path.is_file():
             if not path.is_file():
                 raise ModelError(f"models file {path} does not exist; pass a .py file or a module name")

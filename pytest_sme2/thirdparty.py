@@ -72,6 +72,8 @@ class Diverted:
     log_path: Path
     warnings: int = 0
     log_records: int = 0
+    #: why the log could not be written ("" when it was): the output was then dropped
+    error: str = ""
 
 
 @contextlib.contextmanager
@@ -87,13 +89,63 @@ def third_party_output(log_path: str | Path | None, *, label: str = "",
         yield None
         return
     path = Path(log_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     diverted = Diverted(path)
-    with path.open("a", encoding="utf-8", errors="backslashreplace", buffering=1) as log:
+    log = _open_log(path, diverted)
+    try:
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         log.write(f"==== {label or 'third-party output'} ({stamp})\n")
         with _loggers_to(log, diverted), _warnings_to(log, diverted), _outputs_to(log, python_output):
             yield diverted
+    finally:
+        log.close()
+
+
+class _Log:
+    """The log file, never failing the caller: noise lost to a full disk is no loss (the caller's own
+    writes to that disk report it)."""
+
+    def __init__(self, file: TextIO, diverted: Diverted) -> None:
+        self.file = file
+        self.diverted = diverted
+
+    def write(self, text: str) -> int:
+        try:
+            return self.file.write(text)
+        except (OSError, ValueError) as exc:
+            self.diverted.error = self.diverted.error or str(exc)
+            return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.file.flush()
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def isatty(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.file.close()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, errors
+        return getattr(self.file, name)
+
+
+def _open_log(path: Path, diverted: Diverted) -> Any:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        file = path.open("a", encoding="utf-8", errors="backslashreplace", buffering=1)
+    except OSError as exc:
+        diverted.error = f"{exc.strerror or exc}"
+        # Still diverted, only not kept; closed with the log at the end of the block.
+        file = Path(os.devnull).open("a", encoding="utf-8")  # noqa: SIM115
+    return _Log(file, diverted)
 
 
 # ------------------------------------------------------------------------------------------ warnings
@@ -166,6 +218,9 @@ class _CountingHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def emit(self, record: logging.LogRecord) -> None:
         self.diverted.log_records += 1
         super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass  # a record that cannot be written to the log is noise lost, not an error of the caller
 
 
 @contextlib.contextmanager

@@ -523,7 +523,7 @@ WRONG_USE_TESTS = """
 
 
 def test_wrong_uses_of_markers_and_fixtures_fail_that_test_without_a_traceback(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\n")
+    pytester.makeini(f"[pytest]\nsme2_models = {REPO / 'example_models' / 'models.py'}\n")
     pytester.makepyfile(test_wrong=textwrap.dedent(WRONG_USE_TESTS.format(data=str(DATA))))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-rfE",
                                            f"--sme2-cache-dir={pytester.path / 'cache'}", timeout=300)

@@ -166,3 +166,18 @@ def test_attribution_by_file_and_category() -> None:
     # "torchvision" or a user's "torch_utils.py" beside the package is not torch
     assert not is_third_party("x", DeprecationWarning, _inside("torch").replace("/torch/", "/torch_utils/"))
     assert not is_third_party("open_text is deprecated", DeprecationWarning, "/home/me/my_models.py")
+
+
+def test_a_log_that_cannot_be_written_never_fails_the_caller(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The block still keeps the noise out of the user's output; the reason is on the Diverted record."""
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the log's directory should be")
+    with third_party_output(blocker / "third_party.log", python_output=True) as diverted:
+        os.write(2, b"[cpuinfo_utils.cpp:71] Reading file\n")
+        print("[threadpool.cpp:66] Resetting threadpool")
+        warnings.warn_explicit("deprecated inside torch", DeprecationWarning, _inside("torch"), 1,
+                               module="torch.jit._script")
+        logging.getLogger("torchao").warning("Failed to load _C_mxfp8.so")
+    assert diverted is not None and diverted.error and diverted.warnings == 1
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
