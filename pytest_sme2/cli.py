@@ -4,8 +4,9 @@ Commands: ``analyze`` (a trace), ``profile`` (export + run + analyze a registere
 ``compare`` (the regression gate on two result files, exit 1 on a regression), ``report`` (markdown
 from a results JSON or run directory) and ``export-trace`` (Chrome/Perfetto JSON).
 
-Exit codes: 0 ok; 1 a regression (or, with ``--strict``, an inconclusive comparison); 2 bad input or
-usage (one line naming the file and the fix, never a traceback); 3 a runner or device failed.
+Exit codes: 0 ok; 1 the gate failed: a regression, a test of OLD that NEW does not have (a test that
+was not measured must not look green), or with ``--strict`` an inconclusive comparison; 2 bad input
+or usage (one line naming the file and the fix, never a traceback); 3 a runner or device failed.
 """
 
 from __future__ import annotations
@@ -19,9 +20,21 @@ from typing import Any
 
 from . import __version__
 from .errors import ConfigError, Sme2Error
-from .options import executable_file, existing_file, nonnegative_float, nonnegative_int, percent, positive_int
+from .options import (
+    executable_file,
+    existing_file,
+    nonnegative_float,
+    nonnegative_int,
+    percent,
+    positive_int,
+    rules_file,
+)
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_RUN_FAILED = 0, 1, 2, 3
+
+
+RULES_HELP = ('JSON file of extra operator-category rules, tried before the defaults: a list of {"category": ..., '
+              '"pattern": ...}, or {"rules": [...], "replace": true} to drop the defaults')
 
 
 def _add_analyze(sub: Any) -> None:
@@ -32,7 +45,7 @@ def _add_analyze(sub: Any) -> None:
     p.add_argument("--xnnlog", type=Path, help="XNNPACK debug log of the same runner build, for kernel hints")
     p.add_argument("--warmup", type=nonnegative_int, default=1,
                    help="leading runs left out of statistics (run 0 is cold; default 1)")
-    p.add_argument("--rules", type=Path, help="JSON file of extra category rules, tried before the defaults")
+    p.add_argument("--rules", type=rules_file, help=RULES_HELP)
     p.add_argument("--json", type=Path, default=Path("analysis_summary.json"), dest="json_out",
                    help="where to write the analysis summary (default ./analysis_summary.json)")
     p.add_argument("--csv-dir", type=Path, help="where to write the timeline and ops-stats CSVs "
@@ -70,6 +83,8 @@ def _add_profile(sub: Any) -> None:
     p.add_argument("--fixed-performance", action="store_true",
                    help="android: fixed performance mode while measuring (Android 11+)")
     p.add_argument("--timeout", type=positive_int, default=600, help="seconds per runner process (default 600)")
+    p.add_argument("--rules", type=rules_file,
+                   help=RULES_HELP + " (needs a runner that records a per-operator trace: --runner)")
     p.add_argument("--models-from", action="append", default=[], dest="model_sources",
                    help="module name or .py file that registers models (repeatable)")
     p.add_argument("--cache-dir", type=Path, default=Path(".sme2_cache"), help="export cache (default .sme2_cache)")
@@ -104,12 +119,16 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_report_commands(sub: Any) -> None:
     p = sub.add_parser("report", help="render the markdown report from a --sme2-json results file or a run directory")
     p.add_argument("source", type=Path, nargs="+", help="results JSON file(s) or directories holding them")
-    p.add_argument("--out", type=Path, default=Path("report.md"), help="markdown file to write (default report.md)")
+    p.add_argument("--out", type=Path, help="markdown file to write (default: print the report)")
     p.add_argument("--combine", action="store_true", help="one combined report across several results files/devices")
     p.add_argument("--title", help="report title")
-    t = sub.add_parser("export-trace", help="convert an ETDump to Chrome trace / Perfetto JSON")
-    t.add_argument("trace", type=Path)
-    t.add_argument("--out", type=Path, default=Path("trace.json"))
+    t = sub.add_parser("export-trace", help="convert an ETDump to Chrome trace / Perfetto JSON",
+                       description="Convert an ETDump to Chrome trace JSON: one track per run, each operator "
+                       "nested in its execute call. Open it in https://ui.perfetto.dev or chrome://tracing.")
+    t.add_argument("trace", type=Path,
+                   help="ETDump file written by a tracer-enabled executor_runner (or by the profile command)")
+    t.add_argument("--out", type=Path, default=Path("trace.json"),
+                   help="where to write the trace JSON (default trace.json)")
 
 
 # ---------------------------------------------------------------------------------------- analyze
@@ -156,11 +175,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from .atomic import check_writable_dir, write_atomic
+    from .categories import CategoryRules
     from .export import export_model
     from .models import get_model, load_model_sources
     from .profile import ProgramFile, profile_exported, stderr_progress
     from .report.text import category_table, latency_line, operator_table
     from .runners import make_runner
+    from .thirdparty import third_party_output
 
     load_model_sources(args.model_sources)
     device = args.device or ("host" if args.runner else "local")
@@ -173,6 +194,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
                           f"--device android only (device is {device!r})")
     if args.inputs and args.pte is None:
         raise ConfigError("--inputs goes with --pte; a registered model (--model) brings its own example inputs")
+    rules = CategoryRules.load(args.rules) if args.rules else None
     specs = [get_model(name) for name in args.models or ()]  # an unknown name fails here, before anything
     runner = make_runner(device, runner_path=args.runner, serial=args.serial, timeout_s=args.timeout, **android)
     check_writable_dir(args.out, what="--out directory")  # before minutes of export and measurement
@@ -185,10 +207,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
     for exported in targets:
         label = "_".join(part for part in (exported.name, exported.dtype, exported.backend) if part != "unknown")
         out_dir = args.out / label
-        profile = profile_exported(
-            exported, runner, runs=args.runs, warmup=args.warmup, threads=args.threads, out_dir=out_dir,
-            blocks=args.blocks, timeout_s=args.timeout, label=label, progress=stderr_progress,
-        )
+        # What the runtime prints (executorch's C++ log, cpuinfo) is not the result: into a log file.
+        third_party_log = out_dir / "third_party.log"
+        with third_party_output(third_party_log, label=f"profile {label}", python_output=True):
+            profile = profile_exported(
+                exported, runner, runs=args.runs, warmup=args.warmup, threads=args.threads, out_dir=out_dir,
+                blocks=args.blocks, timeout_s=args.timeout, label=label, rules=rules, progress=stderr_progress,
+            )
         analysis = profile.analysis
         where = f"{runner.name} {profile.device.get('serial', '')}".rstrip()
         print(f"== {label} on {where} ({profile.build}), {args.threads} thread(s); {args.blocks} block(s) of "
@@ -197,6 +222,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
             print(f"INVALID: {profile.invalid_reason}")
         if profile.note:
             print(f"note: {profile.note}")
+        if rules is not None and not analysis.per_operator:
+            print(f"note: --rules {args.rules} changes nothing here: {runner.name} records no per-operator trace "
+                  "(pass --runner, a tracer-enabled executor_runner)")
         print(latency_line(analysis))
         print(category_table(analysis))
         if analysis.per_operator:
@@ -205,7 +233,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         summary["profile"] = {k: v for k, v in profile.to_dict().items() if k != "analysis"}
         path = write_atomic(out_dir / "analysis_summary.json", json.dumps(summary, indent=2) + "\n",
                             what="analysis summary")
-        print(f"Wrote: {path}\n")
+        print(f"Wrote: {path} (runtime output: {third_party_log})\n")
     return EXIT_OK
 
 
@@ -241,7 +269,11 @@ def _samples_by_test(path: Path) -> dict[str, Any]:
                 f"{exc}); re-create it with pytest-sme2 analyze or profile"
             ) from None
         cats = a.category_per_run_ms if a.per_operator else {}
-        return {"": Samples(a.measured_ms, a.block_sizes, cats, a.block_sizes if cats else ())}
+        # ``profile`` records why a measurement cannot be trusted (thermal throttling): it must come out
+        # INVALID, never a regression or a pass.
+        profile = data.get("profile")
+        invalid = str(profile.get("invalid_reason") or "") if isinstance(profile, Mapping) else ""
+        return {"": Samples(a.measured_ms, a.block_sizes, cats, a.block_sizes if cats else (), invalid)}
     if "tests" in data:
         from .report.results import SessionResults
 
@@ -259,9 +291,13 @@ def _samples_by_test(path: Path) -> dict[str, Any]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from .atomic import write_atomic
-    from .gate import GateConfig, Status, gate
+    from .gate import GateConfig, gate
 
     old, new = _samples_by_test(args.old), _samples_by_test(args.new)
+    strict = ", strict" if args.strict else ""
+    print(f"pytest-sme2 compare: baseline {args.old} -> candidate {args.new} (margin +{args.margin:g}%{strict})")
+    missing: list[str] = []
+    not_in_old: list[str] = []
     if "" in old and "" in new and len(old) == len(new) == 1:
         pairs = [("", old[""], new[""])]
     else:
@@ -269,12 +305,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not common:
             raise ConfigError(f"{args.old} and {args.new} have no test in common; compare files of the same suite")
         pairs = [(k, old[k], new[k]) for k in common]
+        missing = [k for k in old if k not in new]
+        not_in_old = [k for k in new if k not in old]
     config = GateConfig(margin=args.margin / 100, strict=args.strict)
     worst = EXIT_OK
     verdicts = {}
+    counts: dict[str, int] = {}
     for test_id, a, b in pairs:
         verdict = gate(a, b, config)
         verdicts[test_id or "comparison"] = verdict.to_dict()
+        counts[verdict.status.value] = counts.get(verdict.status.value, 0) + 1
         e2e = verdict.e2e
         head = f"{verdict.status.value.upper():<12} {test_id or args.new.name}"
         if e2e and e2e.interval:
@@ -284,11 +324,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"    {line}")
         if verdict.failed:
             worst = EXIT_REGRESSION
-        elif verdict.status is Status.INVALID and worst == EXIT_OK:
-            worst = EXIT_OK
+    for test_id in missing:
+        print(f"{'MISSING':<12} {test_id}  in {args.old.name}, not measured in {args.new.name} (not run, skipped, or "
+              "failed before it measured): not compared")
+    for test_id in not_in_old:
+        print(f"{'NOT IN OLD':<12} {test_id}  nothing to compare it with in {args.old.name}")
+    if missing:
+        worst = EXIT_REGRESSION  # a test that was not measured must not look green
+    tally = [f"{n} {status}" for status, n in sorted(counts.items())]
+    if missing:
+        tally.append(f"{len(missing)} missing from {args.new.name}")
+    if not_in_old:
+        tally.append(f"{len(not_in_old)} not in {args.old.name}")
+    print(f"{len(pairs)} compared: {', '.join(tally)}")
     if args.json_out:
-        write_atomic(args.json_out, json.dumps({"schema_version": 1, "verdicts": verdicts}, indent=2) + "\n",
-                     what="verdicts")
+        doc = {"schema_version": 1, "verdicts": verdicts, "missing": missing, "not_in_old": not_in_old}
+        write_atomic(args.json_out, json.dumps(doc, indent=2) + "\n", what="verdicts")
     return worst
 
 
@@ -312,6 +363,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     loaded = [load_results(f) for f in files]
     combine = args.combine or len(loaded) > 1
     text = render_combined(loaded) if combine else render_markdown(loaded[0], title=args.title)
+    if args.out is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return EXIT_OK
     write_atomic(args.out, text, what="markdown report")
     print(f"Wrote: {args.out}")
     return EXIT_OK

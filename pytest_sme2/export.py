@@ -7,12 +7,16 @@ recipes below and stores the result under ``cache_dir/<name>/<key16>/``::
     model.etrecord   the ETRecord of the same export (graph + debug handles for the Inspector)
     input_0.bin ...  each example input as raw little-endian bytes, for executor_runner --inputs
     meta.json        shapes, dtypes, versions, the cache key, the export time
+    export.log       what torch/executorch/torchao printed and warned while exporting (kept out of
+                     the caller's output by :mod:`pytest_sme2.thirdparty`)
 
 The key is a sha256 over everything that decides the bytes of the program: the model classes'
-source, the module tree, every parameter and buffer, the example inputs, the recipe and the
-torch/executorch/torchao versions. Re-exporting the same thing gives byte-identical files, so a
-hit can be returned at once. An entry is written in a temporary directory and renamed into place,
-so a killed or concurrent export never leaves a half-written entry.
+source (by qualified name, not by the module name a file happened to be imported under), the
+module tree, every parameter and buffer, the example inputs, the recipe and the
+torch/executorch/torchao versions; nothing in it depends on the process or the directory, so
+another session or another checkout of the same project hits. Re-exporting the same thing gives
+byte-identical files, so a hit can be returned at once. An entry is written in a temporary
+directory and renamed into place, so a killed or concurrent export never leaves a half-written entry.
 
 Recipes (verified on executorch 1.4.1 / torch 2.13 / torchao 0.18):
 
@@ -50,6 +54,7 @@ from typing import Any
 
 from .errors import ConfigError, ExportError, ModelError
 from .models import ModelSpec, get_model
+from .thirdparty import third_party_output
 
 SCHEMA_VERSION = 1
 
@@ -67,6 +72,7 @@ CALIBRATION_SEED = 0
 PTE_FILE = "model.pte"
 ETRECORD_FILE = "model.etrecord"
 META_FILE = "meta.json"
+EXPORT_LOG_FILE = "export.log"
 TMP_PREFIX = ".tmp-"
 #: A temporary entry older than this is debris of a killed export, never one still being written.
 STALE_TMP_SECONDS = 3600.0
@@ -99,6 +105,8 @@ class ExportedModel:
     torch_version: str
     cached: bool
     export_seconds: float
+    #: torch/executorch output of the export (None for entries written before it was kept)
+    log_path: Path | None = None
 
     @property
     def entry_dir(self) -> Path:
@@ -135,6 +143,7 @@ class ExportedModel:
             "torch_version": self.torch_version,
             "cached": self.cached,
             "export_seconds": self.export_seconds,
+            "log_path": str(self.log_path) if self.log_path else None,
         }
 
     @classmethod
@@ -153,6 +162,7 @@ class ExportedModel:
             torch_version=str(data.get("torch_version", "")),
             cached=bool(data.get("cached", False)),
             export_seconds=float(data.get("export_seconds", 0.0)),
+            log_path=Path(data["log_path"]) if data.get("log_path") else None,
         )
 
 
@@ -200,11 +210,16 @@ def export_model(
         progress(f"exporting {label} ...")
     started = time.perf_counter()
     try:
-        with _torch_trace_log_muted():
-            saved_inputs = _lower_and_save(
-                module, example_inputs, dtype=dtype, backend=backend, out=tmp, model_name=model_name,
-                cache_root=cache_root,
-            )
+        try:
+            # What torch/executorch print and warn here is ours, not the caller's: into the entry's log.
+            with _torch_trace_log_muted(), third_party_output(tmp / EXPORT_LOG_FILE, label=f"export {label}"):
+                saved_inputs = _lower_and_save(
+                    module, example_inputs, dtype=dtype, backend=backend, out=tmp, model_name=model_name,
+                    cache_root=cache_root,
+                )
+        except _LoweringFailed as exc:
+            kept = model_dir / f"{key[:16]}-failed-{EXPORT_LOG_FILE}"
+            raise _keep_failure_log(exc, tmp / EXPORT_LOG_FILE, kept) from None
         seconds = time.perf_counter() - started
         meta = _meta(model_name, dtype=dtype, backend=backend, key=key, inputs=saved_inputs, seconds=seconds,
                      has_etrecord=True)
@@ -256,6 +271,21 @@ def _resolve(
                 "executor_runner feeds tensors only, so every example input must be a torch.Tensor"
             )
     return module, chosen, model_name
+
+
+class _LoweringFailed(ExportError):
+    """torch.export or the lowering failed (not a cache write): what torch printed is worth keeping."""
+
+
+def _keep_failure_log(exc: ExportError, log: Path, keep: Path) -> ExportError:
+    """The same error, naming where the failed export's torch/executorch output was kept."""
+    try:
+        if not log.is_file() or log.stat().st_size == 0:
+            return ExportError(str(exc))
+        shutil.move(log, keep)
+    except OSError:
+        return ExportError(str(exc))
+    return ExportError(f"{exc} torch/executorch output of this export: {keep}")
 
 
 def _safe_dir_name(name: str) -> str:
@@ -310,19 +340,26 @@ def _versions() -> dict[str, str]:
 
 
 def _class_sources(module: Any) -> list[str]:
-    """Source of every non-torch class in the module tree (``repr`` when the source is unavailable)."""
-    sources: dict[str, str] = {}
+    """Qualified name and source of every non-torch class in the module tree, sorted.
+
+    The module name is left out on purpose: it depends on how the defining file was imported (a
+    models file may be ``my_models`` in one session and ``pkg.my_models`` in another), while the
+    source text is what defines the class. ``repr`` stands in when the source is unavailable.
+    """
+    sources: set[str] = set()
+    seen: set[type] = set()
     for sub in module.modules():
         cls = type(sub)
-        qualname = f"{cls.__module__}.{cls.__qualname__}"
         # torch's own classes are pinned by the torch version in the key.
-        if qualname in sources or cls.__module__.split(".")[0] == "torch":
+        if cls in seen or cls.__module__.split(".", maxsplit=1)[0] == "torch":
             continue
+        seen.add(cls)
         try:
-            sources[qualname] = inspect.getsource(cls)
+            text = inspect.getsource(cls)
         except (OSError, TypeError):  # defined in a REPL or a compiled module
-            sources[qualname] = repr(sub)
-    return [f"{q}\n{s}" for q, s in sorted(sources.items())]
+            text = repr(sub)
+        sources.add(f"{cls.__qualname__}\n{text}")
+    return sorted(sources)
 
 
 def _hash_tensor(h: Any, label: str, tensor: Any) -> None:
@@ -434,7 +471,7 @@ def _lower_and_save(
         executorch_program = edge.to_executorch()
         etrecord = executorch_program.get_etrecord()
     except Exception as exc:
-        raise ExportError(
+        raise _LoweringFailed(
             f"exporting {label} failed in {stage}: {_first_line(exc)}. The model may use an operator "
             f"or Python construct that torch.export or the {backend} backend does not support; "
             "run the same export in Python to see the full error."
@@ -575,6 +612,7 @@ def _meta(
         "files": {
             "pte": PTE_FILE,
             "etrecord": ETRECORD_FILE if has_etrecord else None,
+            "log": EXPORT_LOG_FILE,
             "inputs": [f"input_{i}.bin" for i in range(len(inputs))],
         },
         "input_shapes": [list(t.shape) for t in inputs],
@@ -595,6 +633,7 @@ def _read_entry(entry: Path, key: str) -> ExportedModel | None:
         base = entry.absolute()
         pte = base / files["pte"]
         etrecord = base / files["etrecord"] if files.get("etrecord") else None
+        log = base / files["log"] if files.get("log") else None
         inputs = tuple(base / f for f in files["inputs"])
         if meta.get("cache_key") != key or not all(p.is_file() for p in (pte, *inputs)):
             return None
@@ -612,6 +651,7 @@ def _read_entry(entry: Path, key: str) -> ExportedModel | None:
             torch_version=str(meta["torch_version"]),
             cached=True,
             export_seconds=float(meta["export_seconds"]),
+            log_path=log if log is not None and log.is_file() else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -323,7 +323,7 @@ def _category_check(cat: str, reference: Samples, candidate: Samples, *, margin:
     name = f"category:{cat}"
     shift = shift_interval(a, b, reference.category_blocks(cat), candidate.category_blocks(cat),
                            confidence=confidence, log=False)
-    head = f"{a_med:.4f} -> {b_med:.4f} ms"
+    head = f"median {a_med:.4f} -> {b_med:.4f} ms"
     basis = (f"{margin * 100:.0f}% of {a_med:.4f} ms" if a_med >= floor else
              f"{margin * 100:.0f}% of {floor:.4f} ms: the baseline is below {MIN_CATEGORY_SHARE:.0%} of E2E, so the "
              "change is judged in ms")

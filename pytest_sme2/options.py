@@ -100,6 +100,19 @@ def existing_file(text: str) -> Path:
     return p
 
 
+def rules_file(text: str) -> Path:
+    """A JSON file of category rules that loads (see ``categories.CategoryRules.load``)."""
+    from .categories import CategoryRules
+    from .errors import ConfigError
+
+    p = Path(text).expanduser()
+    try:
+        CategoryRules.load(p)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return p
+
+
 # ----------------------------------------------------------------------------------------------
 # The pytest option table: every flag ``--sme2-*`` with an ini key ``sme2_*``. The plugin registers
 # these and builds one frozen Sme2Options from them; nothing else reads the pytest config.
@@ -173,8 +186,9 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("out-dir", "where runs write traces and logs (default: a pytest temp dir)"),
     OptionSpec("models", "module or .py file registering extra models (repeatable; ini: one per line)",
                ini_type="linelist", action="append"),
-    OptionSpec("rules", "JSON file of operator category rules extending the built-in ones (see README)",
-               type=existing_file),
+    OptionSpec("rules", "JSON file of extra operator-category rules, tried before the defaults: a list of "
+               '{"category": ..., "pattern": ...} or {"rules": [...], "replace": true} (as pytest-sme2 analyze '
+               "--rules)", type=rules_file),
     OptionSpec("big-cores", "Android: taskset mask to pin the runner to (default: the fastest cluster; "
                "'none' to run unpinned)"),
     OptionSpec("cooldown", "Android: seconds to wait between blocks for the phone to cool (default 0)", 0.0,

@@ -139,6 +139,50 @@ def test_cache_key_tracks_weights_inputs_and_recipe() -> None:
     assert cache_key(ToyCNN(width=8).eval(), (x,), dtype="fp32", backend="xnnpack") != key
 
 
+MODEL_SOURCE = """
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
+
+def test_cache_key_ignores_the_module_name_a_class_was_imported_under(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A models file is ``my_models`` in one session and ``_sme2_models_...`` or ``pkg.my_models`` in another;
+    the key follows the class's source, not that name — but a change of source still changes it."""
+    import importlib.util
+    import inspect
+
+    def build(path: Path, module_name: str) -> torch.nn.Module:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        # inspect.getsource finds a class's file through its module, as it does for a real import.
+        monkeypatch.setitem(sys.modules, module_name, module)
+        spec.loader.exec_module(module)
+        assert "return self.fc" in inspect.getsource(module.Net), "the key must see the source, not a repr"
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return module.Net().eval()
+
+    first, second = tmp_path / "a" / "my_models.py", tmp_path / "b" / "models_copy.py"
+    for path in (first, second):
+        path.parent.mkdir()
+        path.write_text(MODEL_SOURCE)
+    x = (torch.ones(1, 4),)
+    key = cache_key(build(first, "_sme2_models_123"), x, dtype="fp32", backend="xnnpack")
+    assert cache_key(build(second, "pkg.my_models"), x, dtype="fp32", backend="xnnpack") == key
+    second.write_text(MODEL_SOURCE.replace("return self.fc(x)", "return self.fc(x) * 2"))
+    assert cache_key(build(second, "pkg.my_models_v2"), x, dtype="fp32", backend="xnnpack") != key
+
+
 def test_wrong_input_shape_is_a_model_error_naming_model_and_shapes(tmp_path: Path) -> None:
     with pytest.raises(ModelError) as info:
         export_model("toy_cnn", inputs=(torch.randn(1, 4, 32, 32),), cache_dir=tmp_path, progress=None)
@@ -165,6 +209,10 @@ def test_export_failure_names_model_recipe_stage_and_first_line(tmp_path: Path) 
     assert message.startswith("exporting branchy fp32/xnnpack failed in torch.export.export: ")
     assert "Traceback" not in message and len(message.splitlines()) == 1
     assert not list((tmp_path / "branchy").glob(f"{TMP_PREFIX}*")), "a failed export must clean up"
+    # What torch printed and warned while failing is kept, and the message says where.
+    (kept,) = (tmp_path / "branchy").glob("*-failed-export.log")
+    assert message.endswith(f" torch/executorch output of this export: {kept}")
+    assert kept.read_text().startswith("==== export branchy fp32/xnnpack (")
 
 
 def test_unwritable_cache_dir_is_an_export_error_naming_it(tmp_path: Path) -> None:
@@ -257,6 +305,7 @@ def test_exported_model_round_trips_through_a_dict(export_cache: Path) -> None:
     data = exported.to_dict()
     assert data["schema_version"] == 1
     assert ExportedModel.from_dict(json.loads(json.dumps(data))) == exported
+    assert exported.log_path == exported.entry_dir / "export.log" and exported.log_path.is_file()
 
 
 def test_etrecord_holds_the_programs_of_this_export(export_cache: Path) -> None:

@@ -19,6 +19,8 @@ import pytest
 pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).parent / "data"
+#: The example models, named the way a user's project names its models file (nothing imports them by magic).
+EXAMPLE_MODELS = Path(__file__).parent.parent / "example_models" / "models.py"
 
 FAST = ["--sme2-runs", "12", "--sme2-warmup", "2", "--sme2-blocks", "2", "-p", "no:cacheprovider",
         "-p", "no:randomly"]
@@ -51,7 +53,7 @@ def run(pytester: pytest.Pytester, shared_cache: Path, heavy_modules: None):
 
     if not (pytester.path / "pytest.ini").exists():
         # An ini file pins the rootdir (and so node ids and the baseline dir) to the test directory.
-        pytester.makeini("[pytest]\n")
+        pytester.makeini(f"[pytest]\nsme2_models = {EXAMPLE_MODELS}\n")
 
     def _run(*args: str, fast: bool = True, subprocess: bool = False) -> pytest.RunResult:
         extra = [*FAST] if fast else ["-p", "no:cacheprovider"]

@@ -137,11 +137,15 @@ def test_huge_trace_memory_is_bounded(tmp_path: Path) -> None:
 
 
 def test_cli_unknown_model_lists_the_registered_ones(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, err = _cli(capsys, "profile", "--model", "resnet9000", "--cache-dir", str(tmp_path / "c"),
-                     "--out", str(tmp_path / "o"))
+    examples = Path(__file__).parent.parent / "example_models" / "models.py"
+    code, err = _cli(capsys, "profile", "--model", "resnet9000", "--models-from", str(examples),
+                     "--cache-dir", str(tmp_path / "c"), "--out", str(tmp_path / "o"))
     assert code == 2
-    assert "unknown model 'resnet9000'; registered models: mobilenet_v3_small, tiny_transformer, toy_cnn" in err
-    assert "--sme2-models" in err
+    # Other tests of this process may have registered more; the example file's three are listed.
+    listed = re.search(r"unknown model 'resnet9000'; registered models: ([^.]+)\. ", err)
+    assert listed, err
+    assert {"mobilenet_v3_small", "tiny_transformer", "toy_cnn"} <= set(listed.group(1).split(", "))
+    assert "--sme2-models" in err and "--models-from" in err and "pytest_sme2.models entry point" in err
     assert not (tmp_path / "c").exists() and not (tmp_path / "o").exists()
 
 
@@ -536,7 +540,7 @@ WRONG_USE_TESTS = """
 
 
 def test_wrong_uses_of_markers_and_fixtures_fail_that_test_without_a_traceback(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\n")
+    pytester.makeini(f"[pytest]\nsme2_models = {REPO / 'example_models' / 'models.py'}\n")
     pytester.makepyfile(test_wrong=textwrap.dedent(WRONG_USE_TESTS.format(data=str(DATA))))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-rfE",
                                            f"--sme2-cache-dir={pytester.path / 'cache'}", timeout=300)

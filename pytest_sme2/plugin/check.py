@@ -51,10 +51,11 @@ class Sme2Baseline:
         rec = record(self._item)
         rec.profile = profile.to_dict()
         rec.profile_off = off.to_dict() if off is not None else None
-        judgement = call(lambda: judge(
-            profile, test_id=self._item.nodeid, runner=self._runner.runner, baselines=session.baselines,
-            artifacts=session.artifacts, config=self.gate_config(), policy=session.policy(self._item.nodeid),
-            off=off, rules=session.rules, progress=session.progress))
+        config, policy = self.gate_config(), session.policy(self._item.nodeid)
+        with session.third_party(self._item.nodeid):
+            judgement = call(lambda: judge(
+                profile, test_id=self._item.nodeid, runner=self._runner.runner, baselines=session.baselines,
+                artifacts=session.artifacts, config=config, policy=policy, off=off, rules=session.rules))
         verdict = judgement.verdict
         if off is not None:
             from ..report.comparison import compare_on_off

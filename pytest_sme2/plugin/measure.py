@@ -125,7 +125,8 @@ class Sme2Runner:
         elif variant is not None:
             self._skip_without_sme2_builds(variant)
         m = self.measurement(target, variant=run_variant, runs=runs)
-        result = call(lambda: measure(self.runner, m, rules=self._session.rules, progress=self._session.progress))
+        with self._session.third_party(self._item.nodeid):
+            result = call(lambda: measure(self.runner, m, rules=self._session.rules))
         record(self._item).profile = result.to_dict()
         return result
 
@@ -139,8 +140,9 @@ class Sme2Runner:
         self._skip_without_sme2_builds(SME2_OFF)
         off_m = self.measurement(exported, variant=SME2_OFF, runs=runs, blocks=blocks)
         on_m = self.measurement(exported, variant=SME2_ON, runs=runs, blocks=blocks)
-        off, on = call(lambda: measure_pair(self.runner, off_m, on_m, rules=self._session.rules,
-                                            progress=self._session.progress, what=f"{exported.name} SME2 off/on"))
+        with self._session.third_party(self._item.nodeid):
+            off, on = call(lambda: measure_pair(self.runner, off_m, on_m, rules=self._session.rules,
+                                                what=f"{exported.name} SME2 off/on"))
         rec = record(self._item)
         rec.profile, rec.profile_off = on.to_dict(), off.to_dict()
         return OnOff(off, on)

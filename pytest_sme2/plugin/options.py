@@ -77,6 +77,11 @@ def build_options(config: pytest.Config) -> Sme2Options:
         if values[key] is not None:
             values[key] = Path(values[key])
     values["models"] = tuple(values["models"] or ())
+    if config.getoption("sme2_models") is None and config.inipath is not None:
+        from ..models import resolve_model_sources
+
+        # Paths in an ini file are relative to that file, not to where pytest was started.
+        values["models"] = resolve_model_sources(values["models"], config.inipath.parent)
     for key in ("update_baseline", "require_baseline", "strict"):
         values[key] = bool(values[key])
     opts = Sme2Options(**values)

@@ -36,6 +36,13 @@ class Sme2Session:
             self.rules = call(lambda: CategoryRules.load(rules_file))
         self._runner: Any = None
 
+    def third_party(self, label: str) -> Any:
+        """Around the plugin's runtime calls: executorch's C++ log, cpuinfo lines and torch/executorch warnings
+        go to ``<out dir>/third_party.log``, not into the user's captured output or warnings summary."""
+        from ..thirdparty import third_party_output
+
+        return third_party_output(self.out_dir / "third_party.log", label=label, python_output=True)
+
     @property
     def latency(self) -> str:
         """Where the gate's E2E samples come from on this device (see ``profile``)."""

@@ -1,0 +1,214 @@
+"""The command line as a user meets it: help, where output goes, and what ``compare`` says and exits with.
+
+Inputs are the real recorded traces in ``tests/data`` (analysis summaries written by ``analyze``,
+results files built from their analyses); the profile tests run the real local runtime on a recorded
+``.pte``, or the executor_runner stand-in replaying a recorded trace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from standin import make_standin
+
+from pytest_sme2.analysis import analyze
+from pytest_sme2.cli import main
+from pytest_sme2.profile import Profile
+from pytest_sme2.report.results import SessionResults, TestResult, write_results
+from pytest_sme2.trace import read_etdump
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).parent / "data"
+MN_ON = DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-on_t1.etdump"
+MN_OFF = DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-off_t1.etdump"  # a real 2.3x slower build
+TT_ON = DATA / "tiny_transformer_fp32_xnnpack_simd-on_t1.etdump"
+TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"
+TOY_INPUT = DATA / "toy_cnn_input_fp32.bin"
+TOY_TRACE = DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _summary(capsys: pytest.CaptureFixture[str], trace: Path, out: Path) -> Path:
+    code, _, err = _cli(capsys, "analyze", str(trace), "--json", str(out), "--quiet")
+    assert code == 0, err
+    return out
+
+
+def _profile(trace: Path) -> Profile:
+    return Profile(model={"name": trace.stem}, variant=None, runner="host", build="recorded", threads=1,
+                   fingerprint={"device_kind": "host"}, analysis=analyze(read_etdump(trace)))
+
+
+def _results(path: Path, tests: dict[str, Path]) -> Path:
+    results = SessionResults(tests=tuple(TestResult(test_id, outcome="passed", profile=_profile(trace))
+                                         for test_id, trace in tests.items()),
+                             created="2026-11-23T12:00:00+00:00")
+    return write_results(path, results)
+
+
+# ---------------------------------------------------------------------------------- help and output
+
+
+def test_export_trace_help_documents_its_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["export-trace", "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "ETDump file written by a tracer-enabled executor_runner" in out
+    assert "where to write the trace JSON (default trace.json)" in out
+    assert "ui.perfetto.dev" in out
+
+
+def test_report_without_out_prints_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    results = _results(tmp_path / "results.json", {"tests/test_perf.py::test_latency[mobilenet]": MN_ON})
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = _cli(capsys, "report", str(results))
+    assert code == 0
+    assert out.startswith("# ") and "`tests/test_perf.py::test_latency[mobilenet]`" in out
+    assert not (tmp_path / "report.md").exists(), "without --out nothing is written"
+    code, out, _ = _cli(capsys, "report", str(results), "--out", str(tmp_path / "r.md"))
+    assert code == 0 and out == f"Wrote: {tmp_path / 'r.md'}\n" and (tmp_path / "r.md").read_text().startswith("# ")
+
+
+# ---------------------------------------------------------------------------------------- compare
+
+
+def test_compare_names_both_files_and_which_statistic_each_line_uses(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    old = _summary(capsys, MN_ON, tmp_path / "before.json")
+    new = _summary(capsys, MN_OFF, tmp_path / "after.json")
+    code, out, _ = _cli(capsys, "compare", str(old), str(new))
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == f"pytest-sme2 compare: baseline {old} -> candidate {new} (margin +5%)"
+    assert lines[1].startswith("REGRESSION   after.json  median ")
+    explaining = next(i for i, line in enumerate(lines) if "categories explaining the change" in line)
+    # The explanation uses the statistic the checks use (medians), and says so.
+    assert "(medians of the traced runs)" in lines[explaining]
+    assert all("median" in line for line in lines if line.strip().startswith("[regression] category:"))
+
+
+def test_compare_keeps_an_analysis_summarys_invalid_reason(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A throttled measurement that looks 2.3x slower is INVALID, never a regression."""
+    old = _summary(capsys, MN_ON, tmp_path / "before.json")
+    new = _summary(capsys, MN_OFF, tmp_path / "after.json")
+    data = json.loads(new.read_text())
+    data["profile"] = {"invalid_reason": "thermal throttling: status went from none to severe while measuring"}
+    new.write_text(json.dumps(data))
+    code, out, _ = _cli(capsys, "compare", str(old), str(new), "--json", str(tmp_path / "verdicts.json"))
+    assert "REGRESSION" not in out and code == 0
+    assert "INVALID      after.json" in out and "thermal throttling" in out
+    verdicts = json.loads((tmp_path / "verdicts.json").read_text())["verdicts"]
+    assert verdicts["comparison"]["status"] == "invalid"
+
+
+def test_compare_reports_tests_missing_from_the_new_results_and_fails(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    old = _results(tmp_path / "old.json", {"t::test_mobilenet": MN_ON, "t::test_transformer": TT_ON})
+    new = _results(tmp_path / "new.json", {"t::test_mobilenet": MN_ON, "t::test_new": TT_ON})
+    code, out, _ = _cli(capsys, "compare", str(old), str(new), "--json", str(tmp_path / "verdicts.json"))
+    assert code == 1, "a test that was not measured must not look green"
+    assert "PASS         t::test_mobilenet" in out
+    assert "MISSING      t::test_transformer  in old.json, not measured in new.json" in out
+    assert "NOT IN OLD   t::test_new  nothing to compare it with in old.json" in out
+    assert out.splitlines()[-1] == "1 compared: 1 pass, 1 missing from new.json, 1 not in old.json"
+    doc = json.loads((tmp_path / "verdicts.json").read_text())
+    assert doc["missing"] == ["t::test_transformer"] and doc["not_in_old"] == ["t::test_new"]
+    # Nothing missing: the same files compare green.
+    code, out, _ = _cli(capsys, "compare", str(old), str(old))
+    assert code == 0 and "MISSING" not in out
+
+
+# ---------------------------------------------------------------------------------------- profile
+
+
+#: Rules match lower-cased operator names: every XNNPACK convolution counts as GEMM.
+RULES = [{"category": "GEMM", "pattern": "convolution"}]
+
+
+def test_profile_takes_category_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runner = make_standin(tmp_path / "bin", trace=TOY_TRACE)  # replays the recorded trace, and says so
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps(RULES))
+    totals = {}
+    for name, extra in (("default", ()), ("rules", ("--rules", str(rules)))):
+        code, _, err = _cli(capsys, "profile", "--pte", str(TOY_PTE), "--inputs", str(TOY_INPUT), "--runner",
+                            str(runner), "--runs", "29", "--warmup", "1", "--out", str(tmp_path / name), *extra)
+        assert code == 0, err
+        (summary,) = (tmp_path / name).glob("*/analysis_summary.json")
+        totals[name] = json.loads(summary.read_text())["category_totals_ms"]
+    default, moved = totals["default"], totals["rules"]
+    assert default["Convolution"] > 0 and moved["Convolution"] == 0
+    assert moved["GEMM"] == pytest.approx(default["GEMM"] + default["Convolution"])
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (None, "does not exist; pass an existing JSON file"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00", "is not UTF-8 text (a binary file?)"),
+    (b'[{"category": "Matmul", "pattern": "gemm"}]', "names category 'Matmul'; allowed: "),
+])
+def test_profile_and_analyze_refuse_a_bad_rules_file_before_running(content: bytes | None, expected: str,
+                                                                    tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    rules = tmp_path / "rules.json"
+    if content is not None:
+        rules.write_bytes(content)
+    for argv in (["profile", "--pte", str(TOY_PTE), "--out", str(tmp_path / "out")], ["analyze", str(TOY_TRACE)]):
+        with pytest.raises(SystemExit) as info:
+            main([*argv, "--rules", str(rules)])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert "argument --rules: " in err and str(rules) in err and expected in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_profile_keeps_the_runtimes_output_out_of_the_terminal(tmp_path: Path) -> None:
+    """executorch's runtime prints cpuinfo/threadpool lines while loading a program; they go to a log."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_sme2", "profile", "--pte", str(TOY_PTE), "--inputs", str(TOY_INPUT),
+         "--runs", "5", "--out", str(tmp_path / "out")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    for noise in ("cpuinfo", "threadpool.cpp", "Warning"):
+        assert noise not in proc.stderr and noise not in proc.stdout, proc.stdout + proc.stderr
+    (log,) = (tmp_path / "out").glob("*/third_party.log")
+    assert "[cpuinfo_utils.cpp" in log.read_text()
+    assert f"(runtime output: {log})" in proc.stdout
+    assert "median" in proc.stdout
+
+
+# --------------------------------------------------------------------------- the plugin's --sme2-rules
+
+
+def test_sme2_rules_is_checked_like_every_option(pytester: pytest.Pytester) -> None:
+    """The plugin's rules file is read when pytest starts: a bad one is a usage error naming it."""
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    (pytester.path / "binary.json").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (pytester.path / "rules.json").write_text(json.dumps(RULES))
+    for value, expected in (("missing.json", "does not exist; pass an existing JSON file"),
+                            ("binary.json", "is not UTF-8 text (a binary file?)")):
+        result = pytester.runpytest(f"--sme2-rules={value}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        assert f"argument --sme2-rules: category rules file {value} {expected}" in result.stderr.str()
+    pytester.makeini("[pytest]\nsme2_rules = binary.json\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "ini sme2_rules = 'binary.json': category rules file binary.json is not UTF-8 text" in result.stderr.str()
+    pytester.makeini("[pytest]\nsme2_rules = rules.json\n")
+    assert pytester.runpytest().ret == pytest.ExitCode.OK
