@@ -250,8 +250,10 @@ def test_real_slowdown_fails_with_interval(run, pytester: pytest.Pytester, monke
     out = result.stdout.str()
     assert "sme2 REGRESSION: test_perf.py::test_toy" in out
     assert "[regression] e2e: slower" in out and "95% CI" in out
-    # The local runtime has no event tracer; the failure says so instead of inventing categories.
-    assert "operator categories: unavailable" in out
+    # The local runtime traces every block: the failure names the operators' category that grew
+    # (9x the pixels through the same convolutions).
+    assert "[regression] category:Convolution: slower" in out
+    assert "categories explaining the change: Convolution" in out
     verdict = json.loads((pytester.path / "results.json").read_text())["tests"][0]["verdict"]
     e2e = next(c for c in verdict["checks"] if c["name"] == "e2e")
     assert e2e["interval"]["low"] > 1.25

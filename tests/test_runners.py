@@ -64,15 +64,31 @@ def _request(tmp_path: Path, **overrides: object) -> RunRequest:
 # ----------------------------------------------------------------------------------------- local
 
 
+def _same_cpu_as_recording(stem: str) -> bool:
+    """Whether this machine's CPU (vendor, family, model) is the one the recording's manifest names."""
+    manifest = json.loads((DATA / f"{stem}.json").read_text())
+    facts = {}
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        key, _, value = line.partition(":")
+        facts.setdefault(key.strip(), value.strip())
+    here = [facts.get("vendor_id"), facts.get("cpu family"), facts.get("model")]
+    return here == [manifest["cpu_vendor"], *map(str, manifest["cpu_family_model_stepping"][:2])]
+
+
 def test_local_runner_median_is_near_the_recorded_executor_runner_median(tmp_path: Path) -> None:
     recorded = statistics.median(float(x) for x in _ITERATION.findall(_recorded_log(TOY_TRACE.stem))[1:])
     result = LocalRunner().run(RunRequest(pte=TOY_PTE, runs=300, warmup=10, threads=1, inputs=(TOY_INPUT,),
                                           out_dir=tmp_path))
     local = statistics.median(result.measured_ms)
+    same_cpu = _same_cpu_as_recording(TOY_TRACE.stem)
+    evidence = result.load.describe() if result.load else ""
     print(f"\ntoy_cnn fp32/xnnpack, 1 thread: local runner median {local:.4f} ms, "
-          f"recorded executor_runner median {recorded:.4f} ms (ratio {local / recorded:.2f})")
-    # Same kernels, different process and wrapper (pybindings adds a few us per call), noisy VM.
-    assert 0.3 <= local / recorded <= 4.0
+          f"recorded executor_runner median {recorded:.4f} ms (ratio {local / recorded:.2f}); "
+          f"{'same' if same_cpu else 'another'} CPU than the recording; {evidence}")
+    # Same kernels, different process and runtime build, noisy VM. On another CPU generation of this
+    # machine kind (Zen 3 without AVX-512 vs the recording's Zen 4) XNNPACK picks other kernels:
+    # 3.1x slower on a quiet machine, more on a busy one.
+    assert 0.3 <= local / recorded <= (4.0 if same_cpu else 8.0)
 
 
 def test_cli_profiles_an_existing_pte_with_its_input_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
