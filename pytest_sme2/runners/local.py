@@ -204,7 +204,7 @@ class LocalRunner:
         """Write the block's ETDump and read E2E and operators from it; without one, say why."""
         run_dir = new_run_dir(request)
         trace_path = run_dir / f"{request.stem}.etdump"
-        metadata.update(run_dir=str(run_dir), trace_file=str(trace_path))
+        metadata["run_dir"] = str(run_dir)
         runtime = f"the executorch {_package_version('executorch')} Python runtime"
 
         def untraced(why: str) -> RunResult:
@@ -219,6 +219,7 @@ class LocalRunner:
             return untraced(f"{runtime} recorded no ETDump ({_describe_runtime_error(exc)})")
         if not trace_path.is_file() or trace_path.stat().st_size == 0:
             return untraced(f"{runtime} wrote no ETDump (it is built without the event tracer)")
+        metadata["trace_file"] = str(trace_path)  # kept when it holds too little to be the result's trace
         try:
             timeline = read_etdump(trace_path, require_runs=False)
         except TraceError as exc:
