@@ -13,7 +13,7 @@ own background load is shared between them. Per condition it reports, as medians
 - the block's ``cpu_share`` (CPU over threads x wall of the whole execution loop) and its run delay
   share (schedstat: time the runtime's threads waited for a CPU);
 - the median E2E and its change against the 0-burner blocks: what a gate would have seen;
-- ``procs_running``, 1-minute load and steal, from ``/proc``.
+- ``procs_running``, the host's busy share (all CPUs, from ``/proc/stat``), 1-minute load and steal.
 
 The lead sets the "disturbed block" threshold from these numbers. Results go to
 ``benchmarks/results/disturbance.txt`` and ``.json``.
@@ -73,7 +73,8 @@ def block(runner: Any, threads: int, runs: int, warmup: int) -> dict[str, Any]:
         "share_median": float(np.median(share)), "share_p10": float(np.percentile(share, 10)),
         "block_cpu_share": load.cpu_share, "run_delay_share": load.run_delay_share,
         "involuntary_switches": load.involuntary_switches, "procs_running": load.procs_running,
-        "loadavg_1m": load.loadavg_1m, "steal_share": load.steal_share, "describe": load.describe(),
+        "loadavg_1m": load.loadavg_1m, "steal_share": load.steal_share, "host_busy_share": load.host_busy_share,
+        "describe": load.describe(),
     }
 
 
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                     stop_burners(procs)
     say()
     head = (f"{'threads':>7s} {'burners':>7s} {'CPU/wall med':>12s} {'p10':>6s} {'block':>6s} {'run delay':>9s} "
-            f"{'median ms':>9s} {'vs min':>7s} {'runnable':>8s} {'load':>5s} {'steal':>6s}")
+            f"{'median ms':>9s} {'vs min':>7s} {'runnable':>8s} {'host busy':>9s} {'load':>5s} {'steal':>6s}")
     say(head)
     say("-" * len(head))
     summary: dict[str, dict[str, Any]] = {}
@@ -127,12 +128,13 @@ def main(argv: list[str] | None = None) -> int:
                 return float(statistics.median(got)) if got else float("nan")
 
             row = {k: med(k) for k in ("share_median", "share_p10", "block_cpu_share", "run_delay_share", "median_ms",
-                                       "procs_running", "loadavg_1m", "steal_share")}
+                                       "procs_running", "host_busy_share", "loadavg_1m", "steal_share")}
             row["vs_quiet"] = row["median_ms"] / quiet_ms - 1
             summary[f"t{threads}-b{count}"] = row
             say(f"{threads:7d} {count:7d} {row['share_median']:12.3f} {row['share_p10']:6.3f} "
                 f"{row['block_cpu_share']:6.3f} {row['run_delay_share']:9.3f} {row['median_ms']:9.3f} "
-                f"{100 * row['vs_quiet']:+6.0f}% {row['procs_running']:8.0f} {row['loadavg_1m']:5.1f} "
+                f"{100 * row['vs_quiet']:+6.0f}% {row['procs_running']:8.0f} {100 * row['host_busy_share']:8.0f}% "
+                f"{row['loadavg_1m']:5.1f} "
                 f"{100 * row['steal_share']:5.1f}%")
     say(f"  load average at end: {[round(x, 2) for x in os.getloadavg()]}; total {time.time() - started:.0f} s")
     args.out.mkdir(parents=True, exist_ok=True)
