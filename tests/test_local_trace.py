@@ -311,6 +311,11 @@ def test_traced_local_profile_has_named_categories(tmp_path: Path) -> None:
                                LocalRunner(), runs=10, warmup=2, out_dir=tmp_path, blocks=2)
     data = profile.to_dict()
     assert data["analysis"]["per_operator"] is True and profile.note == ""
-    totals = data["analysis"]["category_totals_ms"]
-    assert totals["Convolution"] > 0 and totals["GEMM"] > 0 and totals["Data Movement"] > 0
+    assert data["analysis"]["category_totals_ms"]["Convolution"] > 0
+    # Every operator is named and categorized; the small ones (the 10-way linear layer, transposes)
+    # may read 0 us, as XNNPACK times whole microseconds, so their presence is what is asserted.
+    operators = {(o["name"], o["category"], o["backend"]) for o in data["analysis"]["operator_details"]}
+    assert {("Convolution (NHWC, F32) IGEMM", "Convolution", "XNNPACK"),
+            ("Fully Connected (NC, F32) GEMM", "GEMM", "XNNPACK"),
+            ("Transpose (ND, X32)", "Data Movement", "XNNPACK")} <= operators
     assert all(r["trace_path"] and r["load"]["source"] == "thread cpu time" for r in data["runs"])
