@@ -95,7 +95,7 @@ def run_block(runner: Any, exported: Any, executions: int, threads: int, out_dir
     from pytest_sme2.runners.base import RunRequest
 
     request = RunRequest(pte=exported.pte_path, runs=executions, warmup=0, threads=threads, out_dir=out_dir,
-                         inputs=tuple(exported.input_files) or None, label="bench")
+                         inputs=tuple(exported.input_files) or None, label="bench", mode="timing")
     started = time.perf_counter()
     result = runner.run(request)
     return Block(np.asarray(result.e2e_ms, dtype=float), time.perf_counter() - started)

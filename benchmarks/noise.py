@@ -31,7 +31,7 @@ def _child(pte: str, threads: int, *, blocks: int, warmup: int, runs: int, input
 
     runner = LocalRunner()
     request = RunRequest(pte=Path(pte), runs=runs, warmup=warmup, threads=threads, out_dir=Path(),
-                         inputs=tuple(Path(p) for p in inputs) or None, label="noise")
+                         inputs=tuple(Path(p) for p in inputs) or None, label="noise", mode="timing")
     out = []
     for _ in range(blocks):
         result = runner.run(request)

@@ -154,6 +154,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("libcxx", "libc++_shared.so to push beside the runner (Android runners built with the shared "
                "C++ STL)", type=existing_file),
     OptionSpec("serial", "adb serial of the Android device (default: $ANDROID_SERIAL, else the only device)"),
+    OptionSpec("latency", "which runs give the gate's latency samples: traced = the traced runs that also give the "
+               "operator breakdown (the event tracer costs ~0.3-0.8 us per operator, below this VM's noise, see the "
+               "README); untraced = separate untraced runs in every block (twice the measuring time; on host/android "
+               "it needs a timing-only runner build) (default traced)", "traced", choices=("traced", "untraced")),
     OptionSpec("runs", "measured executions per block (default 30)", 30, positive_int),
     OptionSpec("warmup", "warm-up executions per block, left out of statistics; the first execution is cold "
                "(default 3)", 3, nonnegative_int),
@@ -207,6 +211,7 @@ class Sme2Options:
     runner_off: Path | None = None
     libcxx: Path | None = None
     serial: str | None = None
+    latency: str = "traced"
     runs: int = 30
     warmup: int = 3
     blocks: int = 5

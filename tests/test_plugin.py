@@ -271,6 +271,10 @@ def test_real_slowdown_fails_with_interval(run, pytester: pytest.Pytester, monke
     test = json.loads((pytester.path / "results.json").read_text())["tests"][0]
     verdict = test["verdict"]
     assert verdict["comparison"] == "session" and test["reference"] is not None
+    # The local runtime traces every block: the failure names the operators' category that grew
+    # (9x the pixels through the same convolutions).
+    assert "[regression] category:Convolution: slower" in out
+    assert "categories explaining the change (medians of the traced runs): Convolution" in out
     e2e = next(c for c in verdict["checks"] if c["name"] == "e2e")
     assert e2e["interval"]["low"] > 1.25
     assert verdict["attempts"] == 2  # confirmed by a fresh measurement before failing

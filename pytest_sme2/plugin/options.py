@@ -107,6 +107,11 @@ def _check_conflicts(opts: Sme2Options) -> None:
         )
     if opts.runner_off is not None and opts.runner is None:
         raise pytest.UsageError("--sme2-runner-off needs --sme2-runner (the SME2-on build) as well")
+    if opts.latency == "untraced" and opts.device != "local":
+        raise pytest.UsageError(
+            f"--sme2-latency=untraced on --sme2-device={opts.device} needs a timing-only executor_runner build "
+            "(built without the event tracer) beside the traced one; use --sme2-latency=traced"
+        )
     if opts.libcxx is not None and opts.device != "android":
         raise pytest.UsageError("--sme2-libcxx only applies to --sme2-device=android")
     if opts.device in ("local", "host"):

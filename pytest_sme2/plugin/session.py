@@ -45,10 +45,8 @@ class Sme2Session:
 
     @property
     def latency(self) -> str:
-        """Where the gate's E2E samples come from on this device (see ``profile``)."""
-        from ..profile import LATENCY_TRACED
-
-        return LATENCY_TRACED
+        """Where the gate's E2E samples come from (``--sme2-latency``; see ``profile``)."""
+        return self.options.latency
 
     def policy(self, test_id: str) -> Any:
         """What this session asks of a baseline check (update, require, confirm, the command to create one)."""

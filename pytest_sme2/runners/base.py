@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigError
+from ..load import BlockLoad
 
 SCHEMA_VERSION = 1
 
@@ -22,7 +23,9 @@ SCHEMA_VERSION = 1
 SME2_ON = "sme2_on"
 SME2_OFF = "sme2_off"
 
-#: Run modes: untraced timing runs (latency), traced runs (per-operator breakdown), XNNPACK-log runs (kernels).
+#: What a run records (``RunRequest.mode``). ``timing``: end-to-end time only, no tracer, nothing
+#: but the clock between the executions; ``trace``: an ETDump with per-operator events (the tracer
+#: costs a little time per event); ``log``: a kernel-selection log from a logging build.
 MODE_TIMING = "timing"
 MODE_TRACE = "trace"
 MODE_LOG = "log"
@@ -45,10 +48,14 @@ class RunRequest:
     timeout_s: float = 600.0
     #: a name for files written for this request (defaults to the .pte stem)
     label: str | None = None
-    #: ``"timing"``, ``"trace"`` or ``"log"`` (see MODES)
+    #: what to record: ``MODE_TRACE`` (default), ``MODE_TIMING`` or ``MODE_LOG``
     mode: str = MODE_TRACE
     #: a runner binary to use instead of the variant's build (a stored reference build); None = the variant's
     build: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"unknown run mode {self.mode!r}; allowed: {', '.join(MODES)}")
 
     @property
     def executions(self) -> int:
@@ -65,7 +72,9 @@ class RunResult:
     """Per-execution end-to-end latencies from one run, plus the trace and build facts.
 
     ``e2e_ms`` holds *every* execution in order, the first ``warmup`` of them cold/warm-up;
-    statistics use ``measured_ms``. ``trace_path`` is set only when the runtime recorded an ETDump.
+    statistics use ``measured_ms``. ``trace_path`` is set only when the runtime recorded an ETDump
+    with operator events. ``cpu_ms`` (when the runner can measure it per execution, same order as
+    ``e2e_ms``) and ``load`` are the evidence of disturbance: see :mod:`pytest_sme2.load`.
     """
 
     runner: str
@@ -81,8 +90,10 @@ class RunResult:
     per_operator_note: str = ""
     host: str = field(default_factory=platform.node)
     metadata: Mapping[str, Any] = field(default_factory=dict)
-    #: what the block saw of other load (preemption, host load, steal); None when not recorded
-    load: Any = None
+    #: CPU time of each execution (ms), same order as ``e2e_ms``; () when not measured per execution
+    cpu_ms: tuple[float, ...] = ()
+    #: CPU/wall of the block and the host's load around it; None when not measured
+    load: BlockLoad | None = None
 
     @property
     def measured_ms(self) -> tuple[float, ...]:
@@ -103,6 +114,8 @@ class RunResult:
             "per_operator_note": self.per_operator_note,
             "host": self.host,
             "metadata": dict(self.metadata),
+            "cpu_ms": list(self.cpu_ms),
+            "load": self.load.to_dict() if self.load is not None else None,
         }
 
     @classmethod
@@ -120,6 +133,8 @@ class RunResult:
             per_operator_note=str(data.get("per_operator_note", "")),
             host=str(data.get("host", "")),
             metadata=dict(data.get("metadata", {})),
+            cpu_ms=tuple(float(x) for x in data.get("cpu_ms", ())),
+            load=BlockLoad.from_dict(data["load"]) if data.get("load") else None,
         )
 
 

@@ -4,6 +4,9 @@ Every run gets its own directory, ``out_dir/<stem>/<timestamp>-<pid>-<counter>/`
 trace (``<stem>.etdump``) and the runner's stdout+stderr (``<stem>.log``), so a second run never
 overwrites the first. The end-to-end time of each execution is read from the trace's
 ``Method::execute`` events; the log's ``Iteration i of N: x ms`` lines are kept as a cross-check.
+The child is reaped with ``os.wait4``, so the result carries its own CPU time against its wall time
+and its involuntary context switches, with the host's load around the run (``RunResult.load``).
+The runner ignores ``RunRequest.mode``: what a binary records is decided when it is built.
 
 Guards against the failures that make results silently wrong: a timeout kills the runner's whole
 process group; a trace left over at the path is deleted before the run, and afterwards the trace
@@ -20,6 +23,8 @@ import itertools
 import os
 import platform
 import re
+import resource
+import select
 import signal
 import subprocess
 import time
@@ -31,6 +36,7 @@ from ..artifacts import file_sha256
 from ..device import host_device, host_identity
 from ..errors import ConfigError, RunnerError, TraceError, tail
 from ..export import load_pte_check
+from ..load import SOURCE_CHILD, BlockLoad, block_load, host_load
 from ..trace import ETDUMP_IDENTIFIER, read_etdump
 from .base import MODE_TRACE, BinaryBuilds, RunRequest, RunResult, check_threads, inputs_argv
 
@@ -177,6 +183,7 @@ class HostRunner(BinaryBuilds):
             trace_path.unlink()
         cmd = self.command(request, runner, trace_path)
         timeout = min(t for t in (self.timeout_s, request.timeout_s) if t is not None)
+        load_before = host_load()
         started = time.perf_counter()
         with log_path.open("wb") as log:
             # The log's creation time, on the file system's own clock, is the "run started" mark
@@ -190,7 +197,7 @@ class HostRunner(BinaryBuilds):
             except OSError as exc:
                 raise self._exec_error(runner, cmd, exc) from None
             try:
-                returncode = proc.wait(timeout=timeout)
+                returncode, usage, ended = wait_with_rusage(proc, timeout)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
                 raise RunnerError(
@@ -202,7 +209,11 @@ class HostRunner(BinaryBuilds):
             except BaseException:
                 _kill_group(proc)  # Ctrl-C must not leave a runner behind
                 raise
-        wall_s = time.perf_counter() - started
+        wall_s = ended - started
+        load = block_load(
+            load_before, host_load(), source=SOURCE_CHILD, cpu_s=usage.ru_utime + usage.ru_stime, wall_s=wall_s,
+            threads=request.threads, involuntary_switches=int(usage.ru_nivcsw),
+        )
         log_tail = _read_tail(log_path)
         if returncode != 0:
             raise RunnerError(
@@ -214,7 +225,7 @@ class HostRunner(BinaryBuilds):
         return result_from_trace(
             runner_name=self.name, runner_text=f"executor_runner {runner}", request=request,
             build=self.build_of(request.variant, request.build), cmd=cmd, run_dir=run_dir, trace_path=trace_path,
-            log_path=log_path, wall_s=wall_s,
+            log_path=log_path, wall_s=wall_s, load=load,
         )
 
     def _binary(self, request: RunRequest) -> Path:
@@ -314,6 +325,7 @@ def result_from_trace(
     log_path: Path,
     wall_s: float,
     metadata: Mapping[str, Any] | None = None,
+    load: BlockLoad | None = None,
 ) -> RunResult:
     """Read a fresh, checked trace (and the runner's log) into a :class:`RunResult`.
 
@@ -362,7 +374,41 @@ def result_from_trace(
             "time only"
         ),
         metadata=meta,
+        load=load,
     )
+
+
+def wait_with_rusage(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, resource.struct_rusage, float]:
+    """Reap ``proc`` within ``timeout`` s: (exit code, its rusage, ``perf_counter()`` when it was seen to end).
+
+    ``os.wait4`` gives the child's own CPU time and context switches, exactly, whatever else this
+    process runs. On Linux a pidfd wakes us the moment the child exits, so the end time is exact;
+    elsewhere we poll as ``Popen.wait`` does (the end time is then late by up to 50 ms). Raises
+    ``subprocess.TimeoutExpired`` with the child still running.
+    """
+    deadline = time.monotonic() + timeout
+    pidfd = None
+    with contextlib.suppress(AttributeError, OSError):
+        pidfd = os.pidfd_open(proc.pid)
+    delay = 0.0005
+    try:
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                ended = time.perf_counter()
+                proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must know it was reaped
+                return proc.returncode, usage, ended
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            if pidfd is not None:
+                select.select([pidfd], [], [], remaining)
+            else:
+                time.sleep(min(delay, remaining))
+                delay = min(delay * 2, 0.05)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def _looks_like_etdump(path: Path) -> bool:

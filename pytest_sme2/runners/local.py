@@ -1,13 +1,31 @@
-"""The local runner: the ExecuTorch Python runtime (pybindings) in this process, end-to-end timing only.
+"""The local runner: the ExecuTorch Python runtime (pybindings) in this process.
 
 Each :meth:`LocalRunner.run` loads the program, sets the runtime's thread pool, loads the method
-and calls ``Method.execute`` ``warmup + runs`` times on the real inputs, timing every call with
-``time.perf_counter_ns``. The PyPI ``executorch`` wheel is built without the event tracer, so
-there is no ETDump and no per-operator timing here; the result says so in ``per_operator_note``.
+and calls ``Method.execute`` ``warmup + runs`` times on the real inputs. What the block records
+depends on ``RunRequest.mode``:
 
-The times include the pybindings call (copying inputs in and cloning outputs, a few microseconds),
-which a C++ ``executor_runner`` does not pay; for models of a few tens of microseconds that is a
-visible share. :func:`timer_overhead_ns` measures the clock's own cost for comparison.
+- ``trace`` (the default): the program is loaded with the event tracer on (``enable_etdump=True``)
+  and, after the last execution, its ETDump is written into a fresh run directory
+  (``out_dir/<stem>/<timestamp>-<pid>-<n>/<stem>.etdump``). The end-to-end time of each execution
+  is the trace's ``Method::execute`` event, the span ``executor_runner`` times in its ``Iteration``
+  lines; the operator events under it are the per-operator breakdown, read exactly as a host
+  runner's trace. The Python wall time around each call is kept in ``metadata`` as a cross-check.
+- ``timing``: the tracer is off; the end-to-end time of each execution is ``perf_counter_ns``
+  around the ``Method.execute`` call. That span is wider than ``Method::execute``: it includes the
+  pybindings call (copying the inputs in, cloning the outputs), which ``executor_runner`` does not
+  pay and which grows with the input size (measured here: ~25 us for a 12 KB input, ~0.15-0.2 ms
+  for MobileNetV3's 600 KB one). Never pool timing-mode and trace-mode E2E samples: they time
+  different spans. :func:`timer_overhead_ns` measures the clock's own cost.
+- ``log``: refused; the PyPI wheel's XNNPACK is built without logging.
+
+Every mode also records the evidence of disturbance (see :mod:`pytest_sme2.load`): the CPU time of
+each execution (``RunResult.cpu_ms``) and, for the block, CPU against wall time, the run delay of
+the runtime's threads and the host's load and steal (``RunResult.load``).
+
+The executorch 1.5 PyPI wheel has the event tracer; 1.4 and custom builds may not. A runtime
+without it writes no ETDump (or one without execute or operator events): the result then carries
+the clock's end-to-end times, ``per_operator=False`` and a one-line ``per_operator_note`` with the
+fix, never an empty breakdown.
 """
 
 from __future__ import annotations
@@ -18,23 +36,34 @@ import importlib.util
 import os
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from ..artifacts import file_sha256
 from ..device import host_identity
-from ..errors import ConfigError, RunnerError
+from ..errors import ConfigError, RunnerError, TraceError
 from ..export import load_pte_check
-from .base import RunRequest, RunResult, check_threads
-from .host import host_facts
+from ..load import SOURCE_PROCESS, SOURCE_THREAD, BlockLoad, block_load, host_load, involuntary_switches, run_delay_ns
+from ..trace import read_etdump
+from .base import MODE_LOG, MODE_TRACE, RunRequest, RunResult, check_threads
+from .host import host_facts, new_run_dir
 
-PER_OPERATOR_NOTE = (
-    "The local runner uses the executorch Python runtime from PyPI, which is built without the event "
-    "tracer: it records no ETDump, so only end-to-end time per execution is available, no per-operator "
-    "timing. For per-operator timing use --sme2-device=host with an executor_runner built with "
-    "-DEXECUTORCH_BUILD_DEVTOOLS=ON -DEXECUTORCH_ENABLE_EVENT_TRACER=ON (pass it with --sme2-runner)."
+#: How to get a runtime that records ETDumps; ends every "no per-operator timing" note.
+TRACER_FIX = (
+    "install executorch 1.5 or later (pip install 'executorch>=1.5'; its wheel has the event tracer) or use a "
+    "runtime built with -DEXECUTORCH_BUILD_DEVTOOLS=ON -DEXECUTORCH_ENABLE_EVENT_TRACER=ON"
+)
+
+#: ``per_operator_note`` of a block run in ``timing`` mode: untraced on purpose.
+TIMING_NOTE = "untraced block (run mode 'timing'): end-to-end time only"
+
+LOG_REFUSAL = (
+    "the local runner cannot record a kernel log (run mode 'log'): the executorch wheel's XNNPACK is built "
+    "without logging. Record kernel names with an XNNPACK-logging executor_runner build on --sme2-device=host "
+    "or android, or run the local runner in mode 'trace' or 'timing'"
 )
 
 #: ExecuTorch ``ScalarType`` codes (as ``TensorInfo.dtype()`` returns them) -> torch dtype names.
@@ -119,13 +148,18 @@ def _describe_runtime_error(exc: BaseException) -> str:
 
 
 class LocalRunner:
-    """Run ``.pte`` files in this process with the executorch pybindings runtime (E2E timing only)."""
+    """Run ``.pte`` files in this process with the executorch pybindings runtime, traced or untraced.
+
+    ``runtime`` is the object programs are loaded with: ``None`` = ``executorch.runtime.Runtime.get()``.
+    Anything with the same ``load_program`` works (tests pass a wrapper around the real runtime).
+    """
 
     name = "local"
 
-    def __init__(self, *, method: str | None = None) -> None:
+    def __init__(self, *, method: str | None = None, runtime: Any = None) -> None:
         #: the method to run; ``None`` = ``forward`` if present, else the first one (as executor_runner)
         self.method = method
+        self.runtime = runtime
 
     def variants(self) -> tuple[str | None, ...]:
         """One build only: the installed executorch wheel."""
@@ -172,7 +206,7 @@ class LocalRunner:
     # ---------------------------------------------------------------------------------------- run
 
     def run(self, request: RunRequest, *, tensors: Sequence[Any] | None = None) -> RunResult:
-        """Execute ``request.pte`` ``warmup + runs`` times and time each ``Method.execute`` call.
+        """Execute ``request.pte`` ``warmup + runs`` times, recording what ``request.mode`` asks for.
 
         Inputs are ``tensors`` when given, else the raw files of ``request.inputs`` (shapes and
         dtypes from the program), else all ones, like executor_runner without ``--inputs``.
@@ -184,9 +218,12 @@ class LocalRunner:
                 f"{request.variant!r} variant; SME2 on/off comparisons need --sme2-device=host or android "
                 "with two executor_runner builds (--sme2-runner and --sme2-runner-off)"
             )
+        if request.mode == MODE_LOG:
+            raise ConfigError(LOG_REFUSAL)
         if request.executions < 1:
             raise ConfigError(f"nothing to run: warmup + runs is {request.executions}; ask for at least one run")
-        method, method_name, load_ms = self._load(request.pte, request.threads)
+        traced = request.mode == MODE_TRACE
+        program, method, method_name, load_ms = self._load(request.pte, request.threads, etdump=traced)
         if tensors is not None:
             args, source = tuple(tensors), "tensors"
         elif request.inputs:
@@ -194,36 +231,90 @@ class LocalRunner:
         else:
             args, source = _ones_inputs(method), "ones"
         overhead = timer_overhead_ns(2_000)
-        times_ns = _time_executions(method, args, request.executions, request.pte)
+        block = _measure(method, args, request.executions, request.pte, _pool_threads(request.threads))
+        metadata: dict[str, Any] = {
+            "mode": request.mode,
+            "method": method_name,
+            "load_ms": load_ms,
+            "inputs": source,
+            "timer_overhead_ns": overhead,
+        }
+        if not traced:
+            return self._clock_result(request, block, metadata, TIMING_NOTE)
+        return self._traced_result(request, program, block, metadata)
+
+    def _clock_result(self, request: RunRequest, block: _Block, metadata: dict[str, Any], note: str) -> RunResult:
+        """E2E from ``perf_counter_ns`` around each call: timing mode, or a trace that did not come."""
+        metadata["timing_scope"] = (
+            "Method.execute from Python: includes the pybindings input copy and output clone (tens to "
+            "hundreds of microseconds per call, growing with the input size)"
+        )
         return RunResult(
-            runner=self.name,
-            e2e_ms=tuple(t / 1e6 for t in times_ns),
-            warmup=request.warmup,
-            threads=request.threads,
-            build=self.build,
-            variant=None,
-            per_operator=False,
-            per_operator_note=PER_OPERATOR_NOTE,
-            metadata={
-                "method": method_name,
-                "load_ms": load_ms,
-                "inputs": source,
-                "timer_overhead_ns": overhead,
-                "timing_scope": "Method.execute from Python: includes the pybindings input copy and "
-                "output clone (a few microseconds per call)",
-            },
+            runner=self.name, e2e_ms=block.wall_ms, warmup=request.warmup, threads=request.threads,
+            build=self.build, variant=None, per_operator=False, per_operator_note=note, metadata=metadata,
+            cpu_ms=block.cpu_ms, load=block.load,
+        )
+
+    def _traced_result(self, request: RunRequest, program: Any, block: _Block, metadata: dict[str, Any]) -> RunResult:
+        """Write the block's ETDump and read E2E and operators from it; without one, say why."""
+        run_dir = new_run_dir(request)
+        trace_path = run_dir / f"{request.stem}.etdump"
+        metadata["run_dir"] = str(run_dir)
+        runtime = f"the executorch {_package_version('executorch')} Python runtime"
+
+        def untraced(why: str) -> RunResult:
+            return self._clock_result(
+                request, block, metadata, f"no per-operator timing: {why}; end-to-end time only. Fix: {TRACER_FIX}"
+            )
+
+        try:
+            # debug_buffer_size=0 at load: no intermediate outputs are recorded and no debug file is written.
+            program.write_etdump_result_to_file(str(trace_path), str(run_dir / f"{request.stem}.debug"))
+        except Exception as exc:  # executorch raises RuntimeError("No etdump found") when it recorded nothing
+            return untraced(f"{runtime} recorded no ETDump ({_describe_runtime_error(exc)})")
+        if not trace_path.is_file() or trace_path.stat().st_size == 0:
+            return untraced(f"{runtime} wrote no ETDump (it is built without the event tracer)")
+        metadata["trace_file"] = str(trace_path)  # kept when it holds too little to be the result's trace
+        try:
+            timeline = read_etdump(trace_path, require_runs=False)
+        except TraceError as exc:
+            raise RunnerError(f"{runtime} wrote an ETDump that cannot be read: {exc}") from None
+        if timeline.num_runs == 0:
+            return untraced(f"the ETDump {runtime} wrote holds no Method::execute events")
+        if timeline.num_runs != request.executions:
+            raise RunnerError(
+                f"the ETDump {trace_path} holds {timeline.num_runs} executions, but this block ran "
+                f"{request.executions}: the trace is not this block's; run it again"
+            )
+        if not len(timeline.operators()):
+            return untraced(f"the ETDump {runtime} wrote holds Method::execute but no operator events")
+        e2e = tuple(float(x) for x in timeline.e2e_ms_per_run())
+        gaps_us = [(w - t) * 1e3 for w, t in zip(block.wall_ms, e2e, strict=True)]
+        metadata.update(
+            timing_scope="Method::execute in the runtime's ETDump (the span executor_runner's Iteration lines "
+            "time); python_wall_ms is perf_counter_ns around each call from Python, for comparison",
+            python_wall_ms=list(block.wall_ms),
+            python_minus_trace_median_us=statistics.median(gaps_us),
+        )
+        return RunResult(
+            runner=self.name, e2e_ms=e2e, warmup=request.warmup, threads=request.threads, build=self.build,
+            variant=None, trace_path=trace_path, per_operator=True, metadata=metadata, cpu_ms=block.cpu_ms,
+            load=block.load,
         )
 
     def outputs(self, pte: str | Path, inputs: Sequence[Any] | None = None, *, threads: int = 1) -> list[Any]:
         """Execute ``pte`` once on ``inputs`` (tensors; None = all ones) and return its outputs."""
-        method, _, _ = self._load(Path(pte), threads)
+        _, method, _, _ = self._load(Path(pte), threads, etdump=False)
         args = tuple(inputs) if inputs is not None else _ones_inputs(method)
         return _execute_once(method, args, Path(pte))
 
     # ----------------------------------------------------------------------------------- loading
 
-    def _load(self, pte: Path, threads: int) -> tuple[Any, str, float]:
-        """(method, its name, load ms): program and method loaded with the thread pool set first.
+    def _load(self, pte: Path, threads: int, *, etdump: bool) -> tuple[Any, Any, str, float]:
+        """(program, method, its name, load ms): loaded with the thread pool set first.
+
+        ``etdump`` turns the program's event tracer on (a runtime without one accepts the flag and
+        records nothing).
 
         The load time covers ``load_program`` + ``load_method`` only, not the (seconds long) first
         import of the runtime. Runtime failures become :class:`RunnerError`.
@@ -235,9 +326,12 @@ class LocalRunner:
         from executorch.extension.pybindings import portable_lib
         from executorch.runtime import Runtime, Verification
 
+        runtime = self.runtime if self.runtime is not None else Runtime.get()
         started = time.perf_counter_ns()
         try:
-            program = Runtime.get().load_program(str(pte), verification=Verification.Minimal)
+            program = runtime.load_program(
+                str(pte), verification=Verification.Minimal, enable_etdump=etdump, debug_buffer_size=0
+            )
         except Exception as exc:
             raise RunnerError(
                 f"the executorch runtime could not load {pte}: {_describe_runtime_error(exc)}. The file "
@@ -268,7 +362,7 @@ class LocalRunner:
                 f"the executorch runtime could not load method {method_name!r} of {pte}: "
                 f"{_describe_runtime_error(exc)}.{hint}"
             ) from None
-        return method, method_name, (time.perf_counter_ns() - started) / 1e6
+        return program, method, method_name, (time.perf_counter_ns() - started) / 1e6
 
 
 def _torch_dtype(code: int, pte: Path, index: int) -> Any:
@@ -325,15 +419,67 @@ def _ones_inputs(method: Any) -> tuple[Any, ...]:
     )
 
 
-def _time_executions(method: Any, args: tuple[Any, ...], count: int, pte: Path) -> list[int]:
+def _pool_threads(requested: int) -> int:
+    """Threads the runtime's pool really has (``requested`` 0 leaves the pool's default)."""
+    if requested > 0:
+        return requested
+    from executorch.extension.pybindings import portable_lib
+
+    return max(1, int(portable_lib._threadpool_get_thread_count()))
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One block's clock readings: wall and CPU time per execution, and the block's load."""
+
+    wall_ms: tuple[float, ...]
+    cpu_ms: tuple[float, ...]
+    load: BlockLoad
+
+
+def _measure(method: Any, args: tuple[Any, ...], count: int, pte: Path, threads: int) -> _Block:
+    """Run the executions between two host snapshots; per execution, wall and CPU time.
+
+    One runtime thread does all the work on the calling thread, so its CPU clock is the thread's
+    own (immune to other Python threads of the process). With several, the pool's workers do part
+    of it, so the clock is the whole process's CPU time, and the block's share is taken over
+    ``threads x wall`` (see :attr:`~pytest_sme2.load.BlockLoad.cpu_share`).
+    """
+    cpu_clock, source = (time.thread_time_ns, SOURCE_THREAD) if threads <= 1 else (time.process_time_ns, SOURCE_PROCESS)
+    before = host_load()
+    delay0, switches0 = run_delay_ns(), involuntary_switches()
+    cpu0, wall0 = cpu_clock(), time.perf_counter_ns()
+    wall_ns, cpu_ns = _time_executions(method, args, count, pte, cpu_clock)
+    wall1, cpu1 = time.perf_counter_ns(), cpu_clock()
+    delay1, switches1 = run_delay_ns(), involuntary_switches()
+    after = host_load()
+    load = block_load(
+        before, after, source=source, cpu_s=(cpu1 - cpu0) / 1e9, wall_s=(wall1 - wall0) / 1e9, threads=threads,
+        run_delay_s=(delay1 - delay0) / 1e9 if delay0 is not None and delay1 is not None else None,
+        involuntary_switches=switches1 - switches0,
+    )
+    return _Block(tuple(t / 1e6 for t in wall_ns), tuple(t / 1e6 for t in cpu_ns), load)
+
+
+def _time_executions(
+    method: Any, args: tuple[Any, ...], count: int, pte: Path, cpu_clock: Callable[[], int] = time.thread_time_ns
+) -> tuple[list[int], list[int]]:
+    """(wall ns, CPU ns) of each of ``count`` executions.
+
+    The CPU clock brackets the wall clock, so its (system-call) cost stays out of the wall time the
+    gate uses; the CPU time of an execution may exceed its wall time by about a microsecond (the
+    cost of the clock reads inside the bracket).
+    """
     clock = time.perf_counter_ns
     execute = method.execute
-    times: list[int] = []
+    wall: list[int] = []
+    cpu: list[int] = []
     # A collection pause inside a timed call would be measured as model time (timeit does the same).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         for i in range(count):
+            c0 = cpu_clock()
             t0 = clock()
             try:
                 execute(args)
@@ -342,11 +488,14 @@ def _time_executions(method: Any, args: tuple[Any, ...], count: int, pte: Path) 
                     f"executing {pte} failed on execution {i + 1} of {count}: {_describe_runtime_error(exc)}. "
                     "Check that the inputs match the shapes and dtypes the model was exported with."
                 ) from None
-            times.append(clock() - t0)
+            t1 = clock()
+            c1 = cpu_clock()
+            wall.append(t1 - t0)
+            cpu.append(c1 - c0)
     finally:
         if gc_was_enabled:
             gc.enable()
-    return times
+    return wall, cpu
 
 
 def _execute_once(method: Any, args: tuple[Any, ...], pte: Path) -> list[Any]:
