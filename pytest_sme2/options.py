@@ -158,6 +158,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "operator breakdown (the event tracer costs ~0.3-0.8 us per operator, below this VM's noise, see the "
                "README); untraced = separate untraced runs in every block (twice the measuring time; on host/android "
                "it needs a timing-only runner build) (default traced)", "traced", choices=("traced", "untraced")),
+    OptionSpec("busy-limit", "percent of a block's time the runtime may be preempted or wait for a CPU before the "
+               "block counts as disturbed by other load and is measured again (a machine that stays busy gives an "
+               "invalid verdict, never a regression); 100 switches the check off (default 5)", 5.0,
+               nonnegative_percent),
     OptionSpec("runs", "measured executions per block (default 30)", 30, positive_int),
     OptionSpec("warmup", "warm-up executions per block, left out of statistics; the first execution is cold "
                "(default 3)", 3, nonnegative_int),
@@ -212,6 +216,7 @@ class Sme2Options:
     libcxx: Path | None = None
     serial: str | None = None
     latency: str = "traced"
+    busy_limit: float = 5.0
     runs: int = 30
     warmup: int = 3
     blocks: int = 5

@@ -125,6 +125,9 @@ class Measurement:
     timeout_s: float = 600.0
     out_dir: Path = Path("sme2_out")
     latency: str = LATENCY_TRACED
+    #: a block preempted (or waiting for a CPU) for more than this share of its time is measured again;
+    #: 1.0 switches the check off (see :func:`disturbance_of`)
+    busy_limit: float = PREEMPTED_LIMIT
 
     def __post_init__(self) -> None:
         if self.runs < 1:
@@ -161,6 +164,7 @@ class Measurement:
             "model": dict(self.model), "variant": self.variant, "build": str(self.build) if self.build else None,
             "runs": self.runs, "warmup": self.warmup, "blocks": self.blocks, "threads": self.threads,
             "timeout_s": self.timeout_s, "out_dir": str(self.out_dir), "latency": self.latency,
+            "busy_limit": self.busy_limit,
         }
 
     @classmethod
@@ -171,6 +175,7 @@ class Measurement:
             build=Path(d["build"]) if d.get("build") else None, runs=int(d["runs"]), warmup=int(d["warmup"]),
             blocks=int(d["blocks"]), threads=int(d["threads"]), timeout_s=float(d.get("timeout_s", 600.0)),
             out_dir=Path(d.get("out_dir", "sme2_out")), latency=str(d.get("latency", LATENCY_TRACED)),
+            busy_limit=float(d.get("busy_limit", PREEMPTED_LIMIT)),
         )
 
 
@@ -305,7 +310,7 @@ def analyze_run(result: RunResult, *, warmup: int, kernel_log: KernelLog | None 
     return analyze_e2e(result.e2e_ms, warmup=warmup, source=f"{result.runner} runtime ({result.build})")
 
 
-def disturbance_of(result: RunResult) -> str:
+def disturbance_of(result: RunResult, limit: float = PREEMPTED_LIMIT) -> str:
     """Why ``result`` ran on a busy machine, with the evidence; "" when it did not (or nothing was recorded).
 
     One runtime thread timed by its own CPU clock: preempted for more than ``PREEMPTED_LIMIT`` of the block,
@@ -314,18 +319,18 @@ def disturbance_of(result: RunResult) -> str:
     than ``STEAL_LIMIT`` of the host's time stolen by the VM host.
     """
     load = result.load
-    if load is None:
+    if load is None or limit >= 1.0:
         return ""
     from .load import SOURCE_THREAD
 
     busy = False
     delay = load.run_delay_share
-    if delay is not None and delay > PREEMPTED_LIMIT:
+    if delay is not None and delay > limit:
         busy = True
     elif load.source == SOURCE_THREAD and load.threads == 1:
-        busy = load.preempted_share > PREEMPTED_LIMIT
+        busy = load.preempted_share > limit
     elif load.source != SOURCE_THREAD and load.threads == 1:
-        busy = load.preempted_share > PROCESS_PREEMPTED_LIMIT
+        busy = load.preempted_share > max(limit, PROCESS_PREEMPTED_LIMIT)
     if load.steal_share is not None and load.steal_share > STEAL_LIMIT:
         busy = True
     return load.describe() if busy else ""
@@ -338,8 +343,8 @@ def _run_block(runner: Runner, measurement: Measurement) -> Block:
     return [runner.run(measurement.request(mode)) for mode in measurement.modes]
 
 
-def _block_disturbance(block: Block) -> str:
-    return next((d for d in (disturbance_of(r) for r in block) if d), "")
+def _block_disturbance(block: Block, limit: float) -> str:
+    return next((d for d in (disturbance_of(r, limit) for r in block) if d), "")
 
 
 def _measure_blocks(
@@ -361,7 +366,7 @@ def _measure_blocks(
             progress(f"{what}: block {len(per_arm[0]) + 1}/{blocks}")
         got = {i: _run_block(runner, arms[i]) for i in order}
         b += 1
-        evidence = [d for d in (_block_disturbance(got[i]) for i in order) if d]
+        evidence = [d for d in (_block_disturbance(got[i], arms[i].busy_limit) for i in order) if d]
         if evidence and budget > 0:
             budget -= 1
             disturbed_seen.append(evidence[0])

@@ -770,7 +770,7 @@ def _replay_project(pytester: pytest.Pytester, tmp_path: Path, n: int) -> tuple[
     pytester.makeconftest(textwrap.dedent(REPLAY_CONFTEST.format(data=str(DATA))))
     pytester.makepyfile(test_many=textwrap.dedent(REPLAY_TESTS.format(n=n)))
     args = ["-p", "no:cacheprovider", "-p", "no:randomly", "--sme2-device=host", f"--sme2-runner={runner}",
-            "--sme2-runs=29", "--sme2-warmup=1", "--sme2-blocks=1", "--sme2-update-baseline"]
+            "--sme2-runs=29", "--sme2-warmup=1", "--sme2-blocks=1", "--sme2-update-baseline", "--sme2-busy-limit=100"]
     return current, args
 
 

@@ -326,7 +326,7 @@ def user_sessions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, 
         "my_models.py": USER_MODELS, "test_tiny.py": USER_TEST, "pytest.ini": "[pytest]\nsme2_models = my_models.py\n",
     })
     argv = ["-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist", "--sme2-runs=3",
-            "--sme2-warmup=1", "--sme2-blocks=1"]
+            "--sme2-warmup=1", "--sme2-blocks=1", "--sme2-busy-limit=100"]
     first = _python(project, *argv, "--sme2-update-baseline")
     second = _python(project, *argv, "--sme2-models=my_models.py")  # the flag names the same file as the ini
     return project, first.stdout + first.stderr, second.stdout + second.stderr

@@ -101,7 +101,7 @@ class Sme2Runner:
             exported, runs=o.runs if runs is None else runs, warmup=o.warmup, threads=o.threads,
             out_dir=self._session.out_dir / _safe(self._item.nodeid), variant=variant,
             blocks=o.blocks if blocks is None else blocks, timeout_s=o.timeout,
-            latency=self._session.latency))
+            latency=self._session.latency, busy_limit=o.busy_limit / 100))
 
     def profile(self, exported: Any, *, variant: str | None = None, runs: int | None = None) -> Any:
         """Measure ``exported`` (``--sme2-blocks`` blocks of ``--sme2-runs``); returns a Profile."""
