@@ -30,6 +30,7 @@ from .stats import (
     BOOTSTRAP_RESAMPLES,
     Interval,
     benjamini_hochberg,
+    block_ratio_ci,
     mann_whitney_p,
     median_ci,
     min_mann_whitney_p,
@@ -211,9 +212,19 @@ def compare_samples(
     baseline_blocks: Sequence[int] = (),
     candidate_blocks: Sequence[int] = (),
 ) -> Check:
-    """Judge ``median(candidate) / median(baseline)`` against ``1 ± margin``.
+    """Judge the ratio ``candidate / baseline`` against the margin (non-inferiority).
 
-    The interval resamples blocks, then runs, when the arms' block sizes are given.
+    The interval is the exact Hodges-Lehmann interval from block medians and the rank test is the
+    exact Mann-Whitney test on the same block medians (:func:`pytest_sme2.stats.block_ratio_ci`):
+    blocks, not runs, are the independent units. The headline number is
+    ``median(candidate runs) / median(baseline runs)``. With ``m = margin``:
+
+    - regression: the interval's lower bound is above ``1 + m`` and the rank test agrees (p < alpha);
+    - improvement: its upper bound is below ``1 - m``;
+    - pass: its upper bound is below ``1 + m`` (not slower by the margin; a large *speed-up* whose
+      interval does not clear ``1 - m`` is still a pass);
+    - inconclusive: the interval reaches above ``1 + m`` without lying wholly above it, or there are
+      too few blocks for an interval at the asked confidence (unknown block sizes count as one).
     """
     a = np.asarray(baseline, dtype=float)
     b = np.asarray(candidate, dtype=float)
@@ -222,26 +233,38 @@ def compare_samples(
     if np.median(a) <= 0:
         return Check(name, Status.INCONCLUSIVE, "baseline median is 0: below the timer resolution",
                      margin=margin, advisory=True)
-    iv = ratio_of_medians_ci(a, b, confidence=config.confidence, resamples=config.resamples,
-                             baseline_blocks=baseline_blocks, candidate_blocks=candidate_blocks)
-    p = mann_whitney_p(a, b) if p_value is None else p_value
+    effect = block_ratio_ci(a, b, baseline_blocks=baseline_blocks, candidate_blocks=candidate_blocks,
+                            confidence=config.confidence)
+    p = effect.p_value if p_value is None else p_value
     base_med, cand_med = float(np.median(a)), float(np.median(b))
-    where = f"median {base_med:.4f} -> {cand_med:.4f} ms, {_fmt_interval(iv)}, margin ±{margin * 100:.1f}%"
-    reachable = min_mann_whitney_p(a.size, b.size) < config.alpha
+    limit = f"+{margin * 100:.1f}%"
+    iv = effect.interval
+    if iv is None:
+        return Check(name, Status.INCONCLUSIVE,
+                     f"no {config.confidence:.0%} interval, {effect.reason}: median {base_med:.4f} -> "
+                     f"{cand_med:.4f} ms ({(effect.estimate - 1) * 100:+.1f}%), margin {limit}",
+                     margin=margin, p_value=p, baseline=base_med, candidate=cand_med, advisory=advisory)
+    where = f"median {base_med:.4f} -> {cand_med:.4f} ms, {_fmt_interval(iv)}"
+    reachable = min_mann_whitney_p(effect.baseline_blocks, effect.candidate_blocks) < config.alpha
     if iv.low > 1 + margin:
         if p < config.alpha:
-            status, msg = Status.REGRESSION, f"slower: {where}, Mann-Whitney p={p:.2g}"
+            status, msg = Status.REGRESSION, (
+                f"slower by more than the {limit} margin (lower bound above it): {where}, "
+                f"rank test on block medians p={p:.2g}")
         else:
-            why = "too few samples for the rank test" if not reachable else f"rank test disagrees (p={p:.2g})"
-            status, msg = Status.INCONCLUSIVE, f"looks slower but {why}: {where}"
+            why = (f"{effect.baseline_blocks} vs {effect.candidate_blocks} blocks cannot reach p < {config.alpha:g}"
+                   if not reachable else f"the rank test on block medians disagrees (p={p:.2g})")
+            status, msg = Status.INCONCLUSIVE, f"looks slower than the {limit} margin but {why}: {where}"
     elif iv.high < 1 - margin:
-        status, msg = Status.IMPROVEMENT, f"faster: {where}; consider refreshing the baseline"
+        status, msg = Status.IMPROVEMENT, (
+            f"faster by more than {margin * 100:.1f}% (upper bound below -{margin * 100:.1f}%): {where}; "
+            "consider refreshing the baseline")
     elif iv.high < 1 + margin:
-        status, msg = Status.PASS, f"within margin: {where}"
+        status, msg = Status.PASS, f"not slower by the {limit} margin (upper bound below it): {where}"
     else:
         status, msg = Status.INCONCLUSIVE, (
-            f"interval straddles the margin: {where}; the device is too noisy for this margin "
-            "(more runs, a larger margin, or a quieter device)"
+            f"the interval reaches past the {limit} margin without lying above it: {where}; a pass needs the "
+            "upper bound below the margin: more blocks, a larger margin, or a quieter device"
         )
     return Check(name, status, msg, interval=iv, margin=margin, p_value=p, baseline=base_med,
                  candidate=cand_med, advisory=advisory)
