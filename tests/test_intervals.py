@@ -330,3 +330,20 @@ def test_gate_holds_a_regression_the_rank_test_cannot_confirm() -> None:
     status, msg = _gate([1.0, 1.01, 0.99, 1.02], [1.12, 1.10, 1.15, 1.11])
     assert status is Status.INCONCLUSIVE and "4 vs 4 blocks cannot reach p < 0.01" in msg
     assert math.isclose(2 / math.comb(8, 4), 0.02857, rel_tol=1e-3)
+
+
+def test_paired_variant_in_the_coverage_benchmark_uses_the_signed_rank_tables() -> None:
+    """benchmarks/coverage.py's paired interval (measured there, not adopted): k = T critical + 1 (n=10: T=8)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks.coverage import signed_rank_interval
+    finally:
+        sys.path.remove(str(ROOT))
+    d = np.random.default_rng(3).normal(0, 1, 10)
+    i, j = np.triu_indices(10)
+    walsh = np.sort((d[i] + d[j]) / 2)
+    assert signed_rank_interval(d) == (walsh[8], walsh[-9])
+    assert signed_rank_interval(d[:6]) == (d[:6].min(), d[:6].max())  # 6 pairs: only min..max (96.9 %)
+    assert signed_rank_interval(d[:5]) is None  # 5 pairs reach 93.75 % at most
