@@ -236,6 +236,8 @@ def compare_samples(
     effect = block_ratio_ci(a, b, baseline_blocks=baseline_blocks, candidate_blocks=candidate_blocks,
                             confidence=config.confidence)
     p = effect.p_value if p_value is None else p_value
+    # A caller's p (categories: adjusted across categories) is named for what it is not known to be.
+    test = "rank test on block medians" if p_value is None else "rank test (given)"
     base_med, cand_med = float(np.median(a)), float(np.median(b))
     limit = f"+{margin * 100:.1f}%"
     iv = effect.interval
@@ -250,10 +252,10 @@ def compare_samples(
         if p < config.alpha:
             status, msg = Status.REGRESSION, (
                 f"slower by more than the {limit} margin (lower bound above it): {where}, "
-                f"rank test on block medians p={p:.2g}")
+                f"{test} p={p:.2g}")
         else:
             why = (f"{effect.baseline_blocks} vs {effect.candidate_blocks} blocks cannot reach p < {config.alpha:g}"
-                   if not reachable else f"the rank test on block medians disagrees (p={p:.2g})")
+                   if not reachable else f"the {test} disagrees (p={p:.2g})")
             status, msg = Status.INCONCLUSIVE, f"looks slower than the {limit} margin but {why}: {where}"
     elif iv.high < 1 - margin:
         status, msg = Status.IMPROVEMENT, (
