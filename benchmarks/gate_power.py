@@ -1,7 +1,10 @@
-"""Gate power: A/A false alarms and detection of real slowdowns, measured with the real LocalRunner.
+"""Gate power: A/A false alarms, interval coverage and detection of real slowdowns, with the real LocalRunner.
 
-Models: ``toy_cnn`` on its 1x3x32x32 input (the baseline) and the *same* model on a slightly wider
-input (1x3x32x34, 1x3x32x36): genuinely more work per execution, nothing synthesized. Their true
+    python benchmarks/gate_power.py            # the full run: ~15-25 min here; writes results/gate_power.{txt,json}
+    python benchmarks/gate_power.py --quick    # a smoke run (a minute or two): rates are not estimates
+
+Models: ``toy_cnn`` on its 1x3x32x32 input (the baseline) and the *same* model on wider inputs
+(1x3x32x34, 1x3x32x36, 1x3x32x39): genuinely more work per execution, nothing synthesized. Their true
 cost ratio is measured separately with many interleaved blocks (:func:`true_ratios`).
 
 One repetition of an experiment measures three arms in interleaved blocks, alternating the order
@@ -14,11 +17,18 @@ Every block is one ``LocalRunner.run`` (program load + executions, as the plugin
 ``EXECUTIONS`` executions. A *design* (warm-up w, runs r, blocks k) uses executions ``w .. w+r`` of
 the first k blocks — a subset of real measurements, so several designs are judged on the same data
 without inventing samples. The gate is the library's own ``gate_confirmed`` with ``GateConfig``
-defaults (only the margin varies where a row says so).
+defaults (only the margin or the rank test's alpha varies where a row says so).
 
 The wall time a design needs per comparison (``gate_time_s``) is what the plugin spends against a
 stored baseline: measuring the candidate (its blocks' load time plus the executions the design
 uses), the gate's statistics, and the confirming measurement when the gate asks for one.
+
+Coverage is judged on the first measurement (A vs B): does the gate's 95 % interval contain the true
+ratio (1 for A/A; the separately measured ratio for the slowdowns, itself uncertain by its own CI)?
+The former method (two-stage block bootstrap + Mann-Whitney on all runs, first verdict only) is
+judged on the same data for comparison. All of this is within one session: against a baseline
+stored by an *earlier* session the machine itself moves (benchmarks/README.md, "Between sessions"),
+which no interval computed from the measurements can see.
 """
 
 from __future__ import annotations
@@ -26,14 +36,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 #: Variants: name -> input (height, width). Costs scale with the input area; the true ratio is measured.
-VARIANTS = {"base": (32, 32), "slow5": (32, 34), "slow10": (32, 36)}
+VARIANTS = {"base": (32, 32), "slow5": (32, 34), "slow10": (32, 36), "slow20": (32, 39)}
 #: Executions per measured block: enough for every design judged (warm-up + runs <= 60).
 EXECUTIONS = 60
 
@@ -156,14 +166,20 @@ class Outcome:
     half_width: float
     ratio: float
     wall_s: float
+    #: the gate's own time (statistics only, confirmation included)
+    gate_s: float = 0.0
 
 
 def judge(arm_a: Sequence[Block], arm_b: Sequence[Block], arm_c: Sequence[Block], *, design: Design,
-          margin: float, resamples: int | None = None) -> Outcome:
+          margin: float, resamples: int | None = None, alpha: float | None = None) -> Outcome:
     """The default gate with a confirming re-measurement (arm C), and its wall time per comparison."""
     from pytest_sme2.gate import GateConfig, gate_confirmed
 
-    config = GateConfig(margin=margin) if resamples is None else GateConfig(margin=margin, resamples=resamples)
+    config = GateConfig(margin=margin)
+    if resamples is not None:
+        config = replace(config, resamples=resamples)
+    if alpha is not None:
+        config = replace(config, alpha=alpha)
     confirm_used = False
 
     def remeasure() -> Any:
@@ -180,7 +196,7 @@ def judge(arm_a: Sequence[Block], arm_b: Sequence[Block], arm_c: Sequence[Block]
     e2e = verdict.e2e
     iv = e2e.interval if e2e is not None else None
     return Outcome(verdict.status.value, verdict.attempts, iv.half_width_rel if iv else math.nan,
-                   iv.estimate if iv else math.nan, wall)
+                   iv.estimate if iv else math.nan, wall, gate_s)
 
 
 @dataclass(frozen=True)
@@ -189,12 +205,15 @@ class Evaluation:
 
     design: Design
     margin: float
-    #: bootstrap resamples; None = the library default
+    #: bootstrap resamples; None = the library default (the block interval uses none)
     resamples: int | None = None
+    #: the rank test's alpha for a regression; None = the library default, 1.0 = the interval alone decides
+    alpha: float | None = None
 
     @property
     def label(self) -> str:
         extra = f" B={self.resamples}" if self.resamples else ""
+        extra += f" alpha={self.alpha:g}" if self.alpha is not None else ""
         return f"{self.design.label} m{self.margin * 100:g}%{extra}"
 
 
@@ -209,7 +228,7 @@ def run_experiment(runner: Any, base: Any, candidate: Any, *, reps: int, evaluat
                            threads=threads, out_dir=out_dir)
         for ev in evaluations:
             out[ev.label].append(judge(arms["A"], arms["B"], arms["C"], design=ev.design, margin=ev.margin,
-                                       resamples=ev.resamples))
+                                       resamples=ev.resamples, alpha=ev.alpha))
         if progress and (rep + 1) % 25 == 0:
             progress(f"{name}: {rep + 1}/{reps} repetitions")
     return out
@@ -257,3 +276,253 @@ def clopper_pearson_upper(k: int, n: int, confidence: float = 0.95) -> float:
         else:
             hi = mid
     return hi
+
+
+# ------------------------------------------------------------------------------- the power study
+#
+# ``python benchmarks/gate_power.py``: every design below judged on the same interleaved blocks.
+
+#: (warm-up, runs, blocks): about 150 measured executions per arm each, and 10 x 30 for "more".
+DESIGNS = (Design(3, 30, 5), Design(3, 25, 6), Design(3, 20, 8), Design(3, 15, 10), Design(3, 10, 15),
+           Design(3, 30, 10))
+#: The design the former method (two-stage bootstrap + Mann-Whitney on runs) is also judged on.
+OLD_DESIGN = Design(3, 30, 5)
+EXPERIMENTS = {"aa": "base", "slow5": "slow5", "slow10": "slow10", "slow20": "slow20"}
+
+
+@dataclass
+class FirstLook:
+    """The first measurement (A vs B) of one design: the gate's interval, and the former method's."""
+
+    covered: bool
+    #: half the interval's width on the log scale (~ relative half-width)
+    half_width: float
+    headline_inside: bool
+    low: float = math.nan
+    high: float = math.nan
+    #: the interval's own point estimate (Hodges-Lehmann ratio of block medians)
+    shift: float = math.nan
+    old_status: str | None = None
+    old_covered: bool | None = None
+
+
+def old_first_verdict(a: Any, b: Any, margin: float, alpha: float = 0.01) -> tuple[str, Any]:
+    """The gate before issue 12: two-stage block bootstrap interval, Mann-Whitney p on all runs."""
+    from pytest_sme2.stats import mann_whitney_p, min_mann_whitney_p, ratio_of_medians_ci
+
+    iv = ratio_of_medians_ci(a.e2e_ms, b.e2e_ms, baseline_blocks=a.block_sizes, candidate_blocks=b.block_sizes)
+    p = mann_whitney_p(a.e2e_ms, b.e2e_ms)
+    if iv.low > 1 + margin:
+        ok = p < alpha and min_mann_whitney_p(len(a.e2e_ms), len(b.e2e_ms)) < alpha
+        return ("regression" if ok else "inconclusive"), iv
+    if iv.high < 1 - margin:
+        return "improvement", iv
+    return ("pass" if iv.high < 1 + margin else "inconclusive"), iv
+
+
+def first_look(arm_a: Sequence[Block], arm_b: Sequence[Block], design: Design, margin: float,
+               truth: float) -> FirstLook:
+    from pytest_sme2.stats import block_ratio_ci
+
+    a, b = samples(arm_a, design), samples(arm_b, design)
+    effect = block_ratio_ci(a.e2e_ms, b.e2e_ms, baseline_blocks=a.block_sizes, candidate_blocks=b.block_sizes)
+    iv = effect.interval
+    if iv is None:
+        look = FirstLook(False, math.nan, False)
+    else:
+        look = FirstLook(iv.low <= truth <= iv.high, math.log(iv.high / iv.low) / 2, iv.low <= iv.estimate <= iv.high,
+                         iv.low, iv.high, effect.shift)
+    if design == OLD_DESIGN:
+        status, old = old_first_verdict(a, b, margin)
+        look.old_status, look.old_covered = status, old.low <= truth <= old.high
+    return look
+
+
+def study(runner: Any, exported: Mapping[str, Any], *, reps: Mapping[str, int], truths: Mapping[str, float],
+          margin: float, out_dir: Path, progress: Callable[[str], None] | None = None,
+          designs: Sequence[Design] = DESIGNS) -> dict[str, dict[str, Any]]:
+    """Every experiment: ``reps`` fresh interleaved repetitions, each judged by every design.
+
+    Per design: the gate (``gate_confirmed``, default alpha), the same gate with the interval alone
+    deciding (alpha 1), and the first measurement's interval against the true ratio.
+    """
+    blocks = max(d.blocks for d in designs)
+    executions = max(d.warmup + d.runs for d in designs)
+    out: dict[str, dict[str, Any]] = {}
+    for exp, n in reps.items():
+        candidate = exported[EXPERIMENTS[exp]]
+        truth = truths[exp]
+        rows: dict[str, dict[str, list[Any]]] = {d.label: {"gate": [], "interval_only": [], "first": []}
+                                                 for d in designs}
+        for rep in range(n):
+            arms = interleaved(runner, [("A", exported["base"]), ("B", candidate), ("C", candidate)], blocks,
+                               executions=executions, threads=1, out_dir=out_dir)
+            for d in designs:
+                row = rows[d.label]
+                row["gate"].append(judge(arms["A"], arms["B"], arms["C"], design=d, margin=margin))
+                row["interval_only"].append(judge(arms["A"], arms["B"], arms["C"], design=d, margin=margin,
+                                                  alpha=1.0))
+                row["first"].append(first_look(arms["A"], arms["B"], d, margin, truth))
+            if progress and (rep + 1) % 25 == 0:
+                progress(f"{exp}: {rep + 1}/{n} repetitions")
+        out[exp] = {label: summarize_design(row, consensus=exp != "aa") for label, row in rows.items()}
+    return out
+
+
+def summarize_design(row: Mapping[str, Sequence[Any]], *, consensus: bool = True) -> dict[str, Any]:
+    """Rates of one design in one experiment.
+
+    ``coverage`` is judged against the separately measured true ratio, itself uncertain by ~±1.5 %
+    (its CI) and measured on other runs of each block (10..110, not 3..33); ``coverage_consensus``
+    against the median of this experiment's own Hodges-Lehmann estimates over all repetitions
+    (hundreds of blocks). For A/A both use the exact truth, 1.
+    """
+    gate_rows, only, first = row["gate"], row["interval_only"], row["first"]
+    n = len(first)
+    out = summarize(gate_rows)
+    shifts = [f.shift for f in first if not math.isnan(f.shift)]
+    centre = float(np.median(shifts)) if consensus and shifts else 1.0
+    widths = [f.half_width for f in first if not math.isnan(f.half_width)]
+    out.update({
+        "interval_only_regression_rate": sum(o.status == "regression" for o in only) / n,
+        "interval_only_regressions": sum(o.status == "regression" for o in only),
+        "coverage": sum(f.covered for f in first) / n,
+        "consensus_ratio": centre,
+        "coverage_consensus": sum(f.low <= centre <= f.high for f in first) / n,
+        "intervals": [[round(f.low, 5), round(f.high, 5)] for f in first],
+        "median_log_half_width": float(np.median(widths)) if widths else math.nan,
+        "headline_outside": sum(not f.headline_inside for f in first) / n,
+        "mean_gate_ms": float(np.mean([o.gate_s for o in gate_rows])) * 1e3,
+    })
+    old = [f for f in first if f.old_status is not None]
+    if old:
+        out["old_first_regressions"] = sum(f.old_status == "regression" for f in old)
+        out["old_first_regression_rate"] = out["old_first_regressions"] / len(old)
+        out["old_coverage"] = sum(bool(f.old_covered) for f in old) / len(old)
+    return out
+
+
+def report(results: Mapping[str, Mapping[str, Any]], truths: Mapping[str, float], designs: Sequence[Design],
+           margin: float) -> list[str]:
+    """The tables of one study, as text lines."""
+    lines = [f"margin {margin:.0%}; rates = share of comparisons called a regression after confirmation "
+             "[95 % upper bound, Clopper-Pearson]; coverage = first measurement's 95 % interval contains the true "
+             "ratio; CI ± = median half-width (log scale); s/cmp = measuring the candidate + the gate (+ the "
+             "confirming measurement when used)", ""]
+    slow = [e for e in results if e != "aa"]
+    head = (f"{'design':14s} {'exec/arm':>8s} {'A/A false alarms':>22s} {'A/A cov':>8s} "
+            + "".join(f"{'cov ' + e:>12s}" for e in slow)
+            + "".join(f"{'detect ' + e:>14s}" for e in slow)
+            + f" {'CI ±':>6s} {'s/cmp':>6s} {'gate ms':>8s}")
+    lines.append(head)
+    for d in designs:
+        aa = results["aa"][d.label]
+        k, n = aa["counts"].get("regression", 0), aa["n"]
+        cells = [f"{d.blocks}x{d.runs}".ljust(14), f"{d.blocks * (d.warmup + d.runs):8d}",
+                 f"{k:>4d}/{n:<4d} [{clopper_pearson_upper(k, n):6.2%}]".rjust(22), f"{aa['coverage']:8.1%}"]
+        cells += [f"{results[e][d.label]['coverage']:12.1%}" for e in slow]
+        cells += [f"{results[e][d.label]['regression_rate']:14.1%}" for e in slow]
+        walls = [results[e][d.label]["mean_wall_s"] for e in results]
+        gms = [results[e][d.label]["mean_gate_ms"] for e in results]
+        cells += [f"{aa['median_log_half_width']:6.1%}", f"{np.mean(walls):6.3f}", f"{np.mean(gms):8.2f}"]
+        lines.append(" ".join(cells))
+    lines += ["", "coverage of the slowdowns against the median of their own repetitions' estimates (ratio):"]
+    for d in designs:
+        lines.append(f"  {d.blocks}x{d.runs}".ljust(16) + "  ".join(
+            f"{e} {results[e][d.label]['coverage_consensus']:6.1%} ({results[e][d.label]['consensus_ratio']:.3f})"
+            for e in slow))
+    lines += ["", "the interval alone deciding (no rank-test guard), same data:"]
+    for d in designs:
+        aa = results["aa"][d.label]
+        k, n = aa["interval_only_regressions"], aa["n"]
+        det = "  ".join(f"{e} {results[e][d.label]['interval_only_regression_rate']:6.1%}" for e in slow)
+        lines.append(f"  {d.blocks}x{d.runs}".ljust(16) + f"A/A {k}/{n} [{clopper_pearson_upper(k, n):.2%}]  {det}")
+    if "old_coverage" in results["aa"].get(OLD_DESIGN.label, {}):
+        lines += ["", f"the former method on {OLD_DESIGN.blocks}x{OLD_DESIGN.runs} (bootstrap + Mann-Whitney on runs), "
+                      "first measurement only, same data:"]
+        for e in results:
+            r = results[e][OLD_DESIGN.label]
+            lines.append(f"  {e:8s} coverage {r['old_coverage']:6.1%} (new {r['coverage']:6.1%}), "
+                         f"regression {r['old_first_regressions']}/{r['n']} = {r['old_first_regression_rate']:.1%}")
+    lines += ["", "verdicts per experiment (gate, confirmed):"]
+    for d in designs:
+        lines.append(f"  {d.blocks}x{d.runs}: " + "; ".join(f"{e} {results[e][d.label]['counts']}" for e in results))
+    lines += ["", "true ratios: " + ", ".join(f"{e} {t:.3f}" for e, t in truths.items())]
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+    import json
+    import os
+    import sys
+    import tempfile
+
+    root = Path(__file__).resolve().parent.parent
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from benchmarks.run import machine
+    from pytest_sme2.runners.local import LocalRunner
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 10 A/A and 5 repetitions per slowdown")
+    parser.add_argument("--reps-aa", type=int, default=400, help="A/A repetitions (default 400: 0 false alarms "
+                        "then bound the rate below 0.75 %%)")
+    parser.add_argument("--reps", type=int, default=100, help="repetitions per slowdown (default 100)")
+    parser.add_argument("--rounds", type=int, default=60, help="interleaved rounds for the true ratios (default 60)")
+    parser.add_argument("--margin", type=float, default=5.0, help="margin in percent (default 5)")
+    parser.add_argument("--cache-dir", type=Path, help="export cache (default: a temp dir)")
+    parser.add_argument("--out", type=Path, default=root / "benchmarks" / "results" / "gate_power",
+                        help="results stem: writes STEM.txt and STEM.json (default benchmarks/results/gate_power)")
+    args = parser.parse_args(argv)
+    reps_aa, reps, rounds = (10, 5, 6) if args.quick else (args.reps_aa, args.reps, args.rounds)
+    margin = args.margin / 100
+    lines: list[str] = []
+
+    def say(text: str = "") -> None:
+        print(text, flush=True)
+        lines.append(text)
+
+    def progress(text: str) -> None:
+        print(f"  .. {text} (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    started = time.perf_counter()
+    facts = machine()
+    say(f"gate_power {'(quick) ' if args.quick else ''}{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+        f"{facts['nproc']} CPUs, {facts['cpu']}, load average at start {load_start}")
+    runner = LocalRunner()
+    say(f"runner: {runner.build}; toy_cnn fp32/XNNPACK, 1 thread")
+    with tempfile.TemporaryDirectory() as tmp:
+        exported = export_variants(args.cache_dir or Path(tmp) / "cache")
+        true = true_ratios(runner, exported, rounds, threads=1, out_dir=Path(tmp))
+        say(f"true cost ratios ({rounds} interleaved rounds of 100 runs; median of per-round ratios, 95 % CI):")
+        for name, (h, w) in VARIANTS.items():
+            t = true[name]
+            say(f"  {name:7s} 1x3x{h}x{w}: {t['median_ms'] * 1e3:6.1f} us, ratio {t['ratio']:.3f} "
+                f"({t['ci_low']:.3f}..{t['ci_high']:.3f})")
+        truths = {exp: (1.0 if exp == "aa" else float(true[EXPERIMENTS[exp]]["ratio"])) for exp in EXPERIMENTS}
+        counts = {exp: (reps_aa if exp == "aa" else reps) for exp in EXPERIMENTS}
+        say(f"repetitions: {counts}; each = 3 arms x {max(d.blocks for d in DESIGNS)} blocks of "
+            f"{max(d.warmup + d.runs for d in DESIGNS)} executions, interleaved")
+        results = study(runner, exported, reps=counts, truths=truths, margin=margin, out_dir=Path(tmp),
+                        progress=progress)
+    say()
+    for line in report(results, truths, DESIGNS, margin):
+        say(line)
+    load_end = [round(x, 2) for x in os.getloadavg()]
+    total = time.perf_counter() - started
+    say(f"\nload average at end {load_end}; {total:.0f} s in all")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".txt").write_text("\n".join(lines) + "\n")
+    summary = {"mode": "quick" if args.quick else "full", "margin": margin, "loadavg_start": load_start,
+               "loadavg_end": load_end, "total_s": round(total, 1), "machine": facts, "runner": runner.build,
+               "true_ratios": true, "repetitions": counts, "designs": [d.label for d in DESIGNS],
+               "results": results}
+    args.out.with_suffix(".json").write_text(json.dumps(summary, sort_keys=True, separators=(",", ":")) + "\n")
+    print(f"wrote {args.out.with_suffix('.txt')} and .json", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -241,7 +241,7 @@ def _gate_table(evaluations: list[gate_power.Evaluation], experiments: dict[str,
         say(f"  {ev.label:34s} {aa['regression_rate']:7.1%} [{aa['regression_rate_upper95']:5.1%}]   "
             f"{s5['regression_rate']:10.1%} {s10['regression_rate']:12.1%} {aa['median_half_width']:7.2%} "
             f"{aa['ratio_spread']:11.2%} {sum(walls) / 3:13.3f}")
-    say("  CI ± = median bootstrap half-width the gate reports; A/A spread = half the 2.5..97.5 % range of the "
+    say("  CI ± = median half-width of the interval the gate reports; A/A spread = half the 2.5..97.5 % range of the "
         "A/A ratio estimates across repetitions (what the interval should cover)")
 
 

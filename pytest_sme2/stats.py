@@ -1,16 +1,21 @@
-"""Pure numerics for latency samples: robust summaries, bootstrap intervals, rank tests, FDR.
+"""Pure numerics for latency samples: robust summaries, intervals, rank tests, FDR.
 
 Nothing here knows about traces, runners or pytest. Latency is skewed and noisy, so the summaries
-are medians, percentiles and trimmed means; intervals come from the bootstrap (Efron & Tibshirani,
-1993) with a fixed seed so that the same data always gives the same verdict; significance comes
-from rank tests (Mann & Whitney, 1947), never from mean/stddev.
+are medians, percentiles and trimmed means; significance comes from rank tests (Mann & Whitney,
+1947), never from mean/stddev. Comparisons of two measurements made of blocks (program loads) use
+exact, distribution-free inference on block medians (:func:`block_ratio_ci`,
+:func:`block_difference_ci`, :func:`block_rank_p`): blocks are the independent units. The
+bootstrap intervals (Efron & Tibshirani, 1993; fixed seed, so the same data always gives the same
+interval) remain for one sample's quantiles and for the former ratio interval.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -86,12 +91,18 @@ def summarize(measured: Sequence[float] | np.ndarray, *, cold: float | None = No
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with a two-sided confidence interval."""
+    """A point estimate with a two-sided confidence interval.
+
+    ``confidence`` is the level asked for. ``coverage``, when known, is the interval's exact coverage
+    under its method's assumptions (distribution-free intervals from ranks reach only discrete levels,
+    so they take the first one at or above ``confidence``: 96.8 % for 5 vs 5 blocks at 95 %).
+    """
 
     estimate: float
     low: float
     high: float
     confidence: float
+    coverage: float | None = None
 
     @property
     def half_width_rel(self) -> float:
@@ -101,7 +112,10 @@ class Interval:
         return (self.high - self.low) / 2 / abs(self.estimate)
 
     def to_dict(self) -> dict[str, float]:
-        return {"estimate": self.estimate, "low": self.low, "high": self.high, "confidence": self.confidence}
+        out = {"estimate": self.estimate, "low": self.low, "high": self.high, "confidence": self.confidence}
+        if self.coverage is not None:
+            out["coverage"] = self.coverage
+        return out
 
 
 def check_blocks(blocks: Sequence[int], size: int, what: str = "samples") -> np.ndarray:
@@ -144,6 +158,8 @@ def _bootstrap_medians(
     return medians
 
 
+# The gate's former interval, kept only so that tests/test_intervals.py and benchmarks/coverage.py can
+# show on the same data why it was replaced by the block intervals below (it under-covers with 5 blocks).
 def ratio_of_medians_ci(
     baseline: Sequence[float] | np.ndarray,
     candidate: Sequence[float] | np.ndarray,
@@ -158,6 +174,9 @@ def ratio_of_medians_ci(
 
     Each arm is resampled independently, by blocks then runs when its block sizes are given (see
     :func:`_bootstrap_medians`). A ratio above 1 means the candidate is slower.
+
+    With few blocks this under-covers: 93.2 % for a nominal 95 % with 5 vs 5 drifting blocks
+    (tests/test_intervals.py). To judge two arms measured in blocks use :func:`block_ratio_ci`.
     """
     a, b = _array(baseline), _array(candidate)
     if a.size == 0 or b.size == 0:
@@ -199,6 +218,10 @@ def mann_whitney_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndar
 
     Exact for small samples without ties would be slightly more powerful; with n >= 8 per arm the
     approximation is within a few percent of the exact p, which is all a significance *guard* needs.
+
+    It treats every sample as independent. Runs of one block are not: on all runs of two A/A arms of
+    the same ``.pte`` it found p < 0.01 in 4.5-15 % of real interleaved comparisons. For runs in
+    blocks use :func:`block_rank_p` (or :func:`rank_test_p` on per-block values).
     """
     x, y = _array(a), _array(b)
     n1, n2 = x.size, y.size
@@ -237,6 +260,275 @@ def _rankdata(x: np.ndarray) -> np.ndarray:
     return ranks
 
 
+# ----------------------------------------------------------------------------- inference on blocks
+#
+# A block is one program load (one runner process): its runs share the machine's state while it ran
+# (clock speed, other load, memory layout), so they are not independent samples; blocks are. These
+# functions reduce each block to the median of its runs and make exact, distribution-free
+# statements about those medians: the Mann-Whitney (Wilcoxon rank-sum) test, and the Hodges-Lehmann
+# interval that inverts it (Hodges & Lehmann, Annals of Mathematical Statistics 34, 1963; Hollander,
+# Wolfe & Chicken, *Nonparametric Statistical Methods*, 3rd ed., 2014, section 4.3). "Exact" holds
+# whatever the distribution of block medians — bursts included — as long as blocks are independent
+# and the candidate's block medians are the baseline's shifted (by a factor, on the ratio scale).
+# The two-stage block bootstrap (ratio_of_medians_ci) leans on asymptotics that 5 blocks do not
+# reach: 95 % nominal, ~91 % real (tests/test_intervals.py).
+
+#: Rank sums beyond this many (subset size x largest total) use the normal approximation: exact
+#: counting is for block medians (tens), not for thousands of runs.
+_EXACT_RANK_WORK = 20_000_000
+
+
+def block_medians(samples: Sequence[float] | np.ndarray, blocks: Sequence[int] = ()) -> np.ndarray:
+    """The median of each block's runs, in order.
+
+    ``blocks`` are the runs per block (runner process), in order, adding up to ``len(samples)``.
+    Unknown blocks (``()``, e.g. a baseline written before block sizes were stored) make all the runs
+    *one* block: runs of one process cannot stand in for independent blocks.
+    """
+    x = _array(samples)
+    sizes = check_blocks(blocks, x.size)
+    if x.size == 0:
+        return np.empty(0)
+    if sizes.size == 0:
+        return np.array([float(np.median(x))])
+    if (sizes == sizes[0]).all():  # the usual case: one vectorised median per block
+        equal: np.ndarray = np.median(x.reshape(sizes.size, int(sizes[0])), axis=1)
+        return equal
+    return np.array([float(np.median(part)) for part in np.split(x, np.cumsum(sizes)[:-1])])
+
+
+def _rank_sum_counts(scores: tuple[int, ...], size: int) -> np.ndarray:
+    """How many ``size``-subsets of items with these integer scores have each total score (index = total)."""
+    return _rank_sum_counts_cached(tuple(sorted(scores)), size)
+
+
+@functools.lru_cache(maxsize=512)
+def _rank_sum_counts_cached(scores: tuple[int, ...], size: int) -> np.ndarray:
+    total = sum(scores[-size:]) if size else 0
+    ways = np.zeros((size + 1, total + 1))
+    ways[0, 0] = 1.0
+    for s in scores:
+        # Take this item into a subset of j-1 items: rows from the previous state only (copied).
+        ways[1:, s:] += ways[:-1, : total + 1 - s].copy()
+    counts: np.ndarray = ways[size]
+    return counts
+
+
+@functools.lru_cache(maxsize=512)
+def _u_cdf(m: int, n: int) -> np.ndarray:
+    """P(U <= u) for u = 0..m*n: the Mann-Whitney statistic with m vs n untied values under the null."""
+    k = min(m, n)
+    doubled = _rank_sum_counts(tuple(range(2, 2 * (m + n) + 1, 2)), k)  # ranks doubled: same scale as ties
+    by_w = doubled[::2]  # index = rank sum W of the smaller arm
+    by_u = by_w[k * (k + 1) // 2 :]  # U = W - k(k+1)/2
+    cdf: np.ndarray = np.cumsum(by_u) / by_u.sum()
+    return cdf
+
+
+def max_block_coverage(m: int, n: int) -> float:
+    """The highest confidence any rank interval can have with m vs n blocks: 1 - 2 / C(m+n, m)."""
+    if m < 1 or n < 1:
+        return 0.0
+    return 1 - 2 / math.comb(m + n, m)
+
+
+def min_blocks_per_arm(confidence: float = 0.95) -> int:
+    """Fewest blocks per arm (the same in both) for a rank interval at ``confidence``: 4 at 95 %, 5 at 99 %."""
+    k = 1
+    while max_block_coverage(k, k) < confidence:
+        k += 1
+    return k
+
+
+def _interval_rank(m: int, n: int, confidence: float) -> tuple[int, float] | None:
+    """``(k, coverage)``: [k-th smallest, k-th largest] of the m*n differences covers with ``coverage``.
+
+    The coverage of that interval is ``1 - 2 P(U <= k-1)``; k is the largest (the narrowest interval)
+    whose coverage is still at least ``confidence``. None when even k = 1 (min .. max) falls short.
+    """
+    cdf = _u_cdf(m, n)
+    coverage = 1 - 2 * cdf[: (m * n + 1) // 2]  # k = 1 .. floor((mn+1)/2)
+    ok = np.flatnonzero(coverage >= confidence - 1e-12)
+    if ok.size == 0:
+        return None
+    k = int(ok[-1]) + 1
+    return k, float(coverage[k - 1])
+
+
+def rank_test_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
+    """Exact two-sided Mann-Whitney p-value of ``a`` vs ``b`` (the permutation distribution of ranks).
+
+    Ties share their mid-rank and the exact distribution is counted with the ties as they are, so the
+    test never claims more than the data hold (it matches ``scipy.stats.mannwhitneyu(method="exact")``
+    without ties, and a permutation test with them). Meant for block medians; beyond ~10^7 units of
+    counting work (thousands of values) it falls back to the normal approximation.
+    """
+    x, y = _array(a), _array(b)
+    m, n = x.size, y.size
+    if m == 0 or n == 0:
+        return 1.0
+    doubled = np.rint(2 * _rankdata(np.concatenate([x, y]))).astype(np.int64)
+    if (doubled == doubled[0]).all():
+        return 1.0  # all tied: no evidence either way
+    small, observed = (m, doubled[:m]) if m <= n else (n, doubled[m:])
+    if small * int(np.sort(doubled)[-small:].sum()) > _EXACT_RANK_WORK:
+        return mann_whitney_p(x, y)
+    counts = _rank_sum_counts(tuple(doubled.tolist()), small)
+    probs = counts / counts.sum()
+    t = int(observed.sum())
+    lower, upper = float(probs[: t + 1].sum()), float(probs[t:].sum())
+    return min(1.0, 2 * min(lower, upper))
+
+
+@dataclass(frozen=True)
+class BlockEffect:
+    """Candidate vs baseline judged on blocks: an exact interval of the effect and the matching rank test.
+
+    ``estimate`` is the headline: ``median(all candidate runs) / median(all baseline runs)`` (or their
+    difference in ms on the ``"difference"`` scale). ``interval`` is the Hodges-Lehmann interval from
+    block medians, and ``shift`` its point estimate (the median of the pairwise block differences).
+    Both estimate the same number — the factor between the arms' typical run times — when blocks of
+    the two arms differ only by that factor; the headline weighs runs, the interval weighs blocks, so
+    a disturbed block moves them differently and the headline can fall outside the interval (never in
+    2000 simulated A/A comparisons per scenario of tests/test_intervals.py; in 0-1 % of the real
+    comparisons of benchmarks/gate_power.py). Verdicts come from the interval only.
+    ``interval.estimate`` is the headline, so a message prints one number.
+
+    ``interval`` is None when the arms have too few blocks for the confidence asked (``reason`` says
+    how many are needed) or, on the ratio scale, when a block median is not positive: this never
+    claims a confidence it does not have. ``p_value`` is the exact two-sided rank test on the same
+    block medians; ``p_value <= 1 - interval.coverage`` exactly when the interval excludes no change.
+    """
+
+    scale: str
+    estimate: float
+    shift: float
+    interval: Interval | None
+    p_value: float
+    baseline_blocks: int
+    candidate_blocks: int
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scale": self.scale, "estimate": self.estimate, "shift": self.shift,
+            "interval": self.interval.to_dict() if self.interval else None, "p_value": self.p_value,
+            "baseline_blocks": self.baseline_blocks, "candidate_blocks": self.candidate_blocks,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BlockEffect:
+        iv = d.get("interval")
+        return cls(
+            scale=str(d["scale"]), estimate=float(d["estimate"]), shift=float(d["shift"]),
+            interval=Interval(**iv) if iv else None, p_value=float(d["p_value"]),
+            baseline_blocks=int(d["baseline_blocks"]), candidate_blocks=int(d["candidate_blocks"]),
+            reason=str(d.get("reason", "")),
+        )
+
+
+def _block_effect(
+    baseline: Sequence[float] | np.ndarray,
+    candidate: Sequence[float] | np.ndarray,
+    *,
+    baseline_blocks: Sequence[int],
+    candidate_blocks: Sequence[int],
+    confidence: float,
+    scale: str,
+) -> BlockEffect:
+    a, b = _array(baseline), _array(candidate)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("both arms need at least one sample")
+    ma, mb = block_medians(a, baseline_blocks), block_medians(b, candidate_blocks)
+    m, n = ma.size, mb.size
+    p = rank_test_p(ma, mb)
+    med_a, med_b = float(np.median(a)), float(np.median(b))
+    ratio = scale == "ratio"
+    if ratio:
+        estimate = med_b / med_a if med_a > 0 else math.nan
+        positive = bool((ma > 0).all() and (mb > 0).all())
+        diffs = np.subtract.outer(np.log(mb), np.log(ma)).ravel() if positive else np.empty(0)
+    else:
+        estimate, positive = med_b - med_a, True
+        diffs = np.subtract.outer(mb, ma).ravel()
+    shift = float(np.median(diffs)) if diffs.size else math.nan
+    shift = math.exp(shift) if ratio and diffs.size else shift
+    effect = BlockEffect(scale, estimate, shift, None, p, m, n)
+    if not positive:
+        return replace(effect, reason=(
+            "a block median is not positive (below the timer's resolution), so there is no ratio: "
+            "judge the difference in ms instead"))
+    rank = _interval_rank(m, n, confidence)
+    if rank is None:
+        need = min_blocks_per_arm(confidence)
+        return replace(effect, reason=(
+            f"too few blocks: {m} vs {n} blocks can support at most {max_block_coverage(m, n):.1%} confidence, "
+            f"not {confidence:.0%}; need >= {need} blocks per arm"
+            + (" (unknown block sizes count as one block)" if min(m, n) == 1 else "")))
+    k, coverage = rank
+    d = np.sort(diffs)
+    low, high = float(d[k - 1]), float(d[d.size - k])
+    if ratio:
+        low, high = math.exp(low), math.exp(high)
+    return replace(effect, interval=Interval(estimate, low, high, confidence, coverage))
+
+
+def block_ratio_ci(
+    baseline: Sequence[float] | np.ndarray,
+    candidate: Sequence[float] | np.ndarray,
+    *,
+    baseline_blocks: Sequence[int] = (),
+    candidate_blocks: Sequence[int] = (),
+    confidence: float = 0.95,
+) -> BlockEffect:
+    """The effect ``candidate / baseline`` (above 1: the candidate is slower), from blocks.
+
+    The interval is the exact Hodges-Lehmann interval of the shift in log block medians, turned back
+    into a ratio: with m vs n blocks, the k-th smallest to k-th largest of the m*n ratios
+    ``median(candidate block j) / median(baseline block i)``, k chosen from the exact Mann-Whitney
+    distribution (5 vs 5 at 95 %: the 3rd smallest to the 3rd largest of 25, coverage 96.8 %).
+    With too few blocks (fewer than 4 per arm at 95 %, e.g. 2 vs 2, or unknown block sizes, which
+    count as one block) the interval is None and ``reason`` says how many are needed.
+    See :class:`BlockEffect` for how the headline ``estimate`` relates to the interval.
+    """
+    return _block_effect(baseline, candidate, baseline_blocks=baseline_blocks, candidate_blocks=candidate_blocks,
+                         confidence=confidence, scale="ratio")
+
+
+def block_difference_ci(
+    baseline: Sequence[float] | np.ndarray,
+    candidate: Sequence[float] | np.ndarray,
+    *,
+    baseline_blocks: Sequence[int] = (),
+    candidate_blocks: Sequence[int] = (),
+    confidence: float = 0.95,
+) -> BlockEffect:
+    """The effect ``candidate - baseline`` in the samples' unit (ms), from blocks.
+
+    The same method as :func:`block_ratio_ci` on block medians themselves instead of their logs:
+    for quantities whose baseline is at or near 0 ms (a category the trace shows as 0.0 ms), where a
+    ratio means nothing. ``estimate`` is ``median(candidate runs) - median(baseline runs)``.
+    """
+    return _block_effect(baseline, candidate, baseline_blocks=baseline_blocks, candidate_blocks=candidate_blocks,
+                         confidence=confidence, scale="difference")
+
+
+def block_rank_p(
+    baseline: Sequence[float] | np.ndarray,
+    candidate: Sequence[float] | np.ndarray,
+    *,
+    baseline_blocks: Sequence[int] = (),
+    candidate_blocks: Sequence[int] = (),
+) -> float:
+    """Exact two-sided Mann-Whitney p on block medians: the significance test that respects blocks.
+
+    Unlike :func:`mann_whitney_p` on all runs, its false-positive rate stays at or below alpha when
+    the machine drifts between blocks. 5 vs 5 blocks reach p = 0.0079 at best (complete separation).
+    """
+    return rank_test_p(block_medians(baseline, baseline_blocks), block_medians(candidate, candidate_blocks))
+
+
 def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
     """Benjamini-Hochberg adjusted p-values (false discovery rate), in the input order."""
     p = np.asarray(pvalues, dtype=np.float64)
@@ -251,158 +543,23 @@ def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
     return out.tolist()
 
 
-# ------------------------------------------------------------------------------ block-level intervals
 
+def median_interval(values: Sequence[float] | np.ndarray, *, confidence: float = 0.95) -> tuple[Interval | None, str]:
+    """Distribution-free interval of the median of independent ``values`` (one per block), from order statistics.
 
-def block_medians(values: Sequence[float] | np.ndarray, blocks: Sequence[int]) -> np.ndarray:
-    """The median of each block of ``values`` (block sizes in order; () or one block = one median)."""
-    x = _array(values)
-    sizes = check_blocks(blocks, x.size) if blocks else np.asarray([x.size])
-    if x.size == 0:
-        return np.asarray([], dtype=np.float64)
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
-    return np.asarray([np.median(x[s:e]) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)])
-
-
-def _mann_whitney_null_cdf(n: int, m: int) -> np.ndarray:
-    """P(U <= u) for u = 0..n*m under the null (exact, by counting; no ties)."""
-    # counts[u] = number of arrangements of n x's and m y's with U = u (standard recursion).
-    table = np.zeros((n + 1, m + 1, n * m + 1), dtype=np.float64)
-    table[0, :, 0] = 1.0
-    table[:, 0, 0] = 1.0
-    for i in range(1, n + 1):
-        for j in range(1, m + 1):
-            # the largest value is an x (adds j to U) or a y (adds nothing)
-            table[i, j, j:] += table[i - 1, j, : n * m + 1 - j]
-            table[i, j] += table[i, j - 1]
-    counts = table[n, m]
-    return np.asarray(np.cumsum(counts) / counts.sum())
-
-
-@dataclass(frozen=True)
-class Shift:
-    """An interval of the shift between two arms, its rank test, or why there is none.
-
-    ``units`` says what the independent units were: ``"blocks"`` (block medians, the default) or
-    ``"runs"`` (too few blocks: the runs were treated as independent, and ``caveat`` says so).
+    The k-th smallest to the k-th largest value, k the largest with ``2 P(Bin(n, 1/2) < k) <= 1 - confidence``
+    (5 values reach at most 93.8 %, 6 reach 96.9 %). Too few values: ``(None, why)``.
     """
-
-    interval: Interval | None
-    p_value: float | None
-    reason: str = ""
-    units: str = "blocks"
-    caveat: str = ""
-
-
-#: Exact rank distributions up to this many pairs; beyond it the normal approximation is within 0.1 %.
-_EXACT_PAIRS = 2_500
-
-
-def _min_blocks(alpha: float) -> int:
-    """Blocks per arm (equal arms) for the exact rank test to be able to reach ``alpha`` two-sided."""
-    return next(j for j in range(2, 64) if 2 / math.comb(2 * j, j) <= alpha)
-
-
-def _critical_k(n: int, m: int, alpha: float) -> int:
-    """k such that [d_(k), d_(nm-k+1)] is the Hodges-Lehmann interval at 1-alpha (0: none exists)."""
-    if n * m <= _EXACT_PAIRS:
-        cdf = _mann_whitney_null_cdf(n, m)
-        return int(np.searchsorted(cdf, alpha / 2 + 1e-12, side="right"))
-    z = _z(1 - alpha / 2)
-    return max(0, math.floor(n * m / 2 - z * math.sqrt(n * m * (n + m + 1) / 12)))
-
-
-def _z(q: float) -> float:
-    """Standard normal quantile, by bisection on ``erfc`` (called once per large interval: simple is enough)."""
-    lo, hi = -10.0, 10.0
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if 0.5 * math.erfc(-mid / math.sqrt(2)) < q:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-def _rank_p(a: np.ndarray, b: np.ndarray) -> float:
-    n, m = a.size, b.size
-    if n * m <= _EXACT_PAIRS:
-        cdf = _mann_whitney_null_cdf(n, m)
-        u = float((b[None, :] > a[:, None]).sum() + 0.5 * (b[None, :] == a[:, None]).sum())
-        lo_tail = cdf[min(math.floor(u), n * m)]
-        hi_tail = 1 - (cdf[math.ceil(u) - 1] if u >= 1 else 0.0)
-        return float(min(1.0, 2 * min(lo_tail, hi_tail)))
-    return mann_whitney_p(a, b)
-
-
-def shift_interval(
-    reference: Sequence[float] | np.ndarray,
-    candidate: Sequence[float] | np.ndarray,
-    reference_blocks: Sequence[int] = (),
-    candidate_blocks: Sequence[int] = (),
-    *,
-    confidence: float = 0.95,
-    log: bool = True,
-    one_sample: bool = False,
-) -> Shift:
-    """Exact distribution-free interval of the shift between two arms, from their block medians.
-
-    Blocks (program loads / runner processes) are the independent units: runs of one block share the
-    machine's state, so each block contributes one value, its median. The interval is the
-    Hodges-Lehmann one that inverts the exact Mann-Whitney test on the block medians (Hodges &
-    Lehmann 1963; Lehmann, *Nonparametrics*, 1975): sorted pairwise differences between the arms,
-    cut at the test's exact critical value, so its coverage is at least ``confidence`` for any
-    distribution of block medians (5 vs 5 blocks: 96.8 %). ``log=True`` works on log values and
-    returns the ratio candidate/reference; ``log=False`` returns the difference in the values' units.
-
-    With too few blocks for the rank test to reach ``confidence`` (fewer than 4 per arm at 95 %), the
-    runs themselves are the units — ``units="runs"`` and a ``caveat``: between-block variation is then
-    not in the interval, which is too narrow when the machine drifts between blocks.
-    ``one_sample``: ``reference`` is one fixed value; the interval is the order-statistics interval of the
-    median of the candidate's block values minus that value (``reason`` when there are too few blocks).
-    """
+    x = np.sort(_array(values))
+    n = x.size
     alpha = 1 - confidence
-    if one_sample:
-        b = _array(candidate)
-        if log:
-            return Shift(None, None, "one_sample takes log=False")
-        d = np.sort(b - _array(reference)[0])
-        n = d.size
-        # P(k-th order statistic > median) = P(Bin(n, 1/2) < k): largest k with 2 * that <= alpha
-        cdf = np.cumsum([math.comb(n, i) for i in range(n + 1)]) / 2**n
-        k = int(np.searchsorted(cdf, alpha / 2, side="right"))
-        if k < 1:
-            need = next(j for j in range(n, 64) if 2 / 2**j <= alpha)
-            return Shift(None, None, f"too few blocks for a {confidence:.0%} interval ({n}; it takes {need})")
-        return Shift(_back(float(np.median(d)), float(d[k - 1]), float(d[n - k]), confidence, False), None)
-    ra, rb = _array(reference), _array(candidate)
-    if ra.size == 0 or rb.size == 0:
-        return Shift(None, None, "no samples")
-    a, b = block_medians(ra, reference_blocks), block_medians(rb, candidate_blocks)
-    units, caveat = "blocks", ""
-    if _critical_k(a.size, b.size, alpha) < 1:
-        need = _min_blocks(alpha)
-        units = "runs"
-        caveat = (f"{a.size} vs {b.size} blocks are too few for a block-level {confidence:.0%} interval (it takes "
-                  f"{need} per arm): the runs were treated as independent, so the interval leaves out "
-                  "variation between program loads and may be too narrow")
-        a, b = ra, rb
-    if log:
-        if (a <= 0).any() or (b <= 0).any():
-            return Shift(None, None, "a median is 0 ms: below the timer's resolution", units, caveat)
-        a, b = np.log(a), np.log(b)
-    n, m = a.size, b.size
-    k = _critical_k(n, m, alpha)
-    p = _rank_p(a, b)
+    if n == 0:
+        return None, "no values"
+    cdf = np.cumsum([math.comb(n, i) for i in range(n + 1)]) / 2**n
+    k = int(np.searchsorted(cdf, alpha / 2, side="right"))
     if k < 1:
-        return Shift(None, p, f"too few runs for a {confidence:.0%} interval ({n} vs {m})", units, caveat)
-    diffs = np.sort((b[None, :] - a[:, None]).reshape(-1))
-    low, high, est = float(diffs[k - 1]), float(diffs[n * m - k]), float(np.median(diffs))
-    return Shift(_back(est, low, high, confidence, log), p, "", units, caveat)
-
-
-def _back(est: float, low: float, high: float, confidence: float, log: bool) -> Interval:
-    if log:
-        return Interval(math.exp(est), math.exp(low), math.exp(high), confidence)
-    return Interval(est, low, high, confidence)
+        need = next(j for j in range(max(n, 1), 64) if 2 / 2**j <= alpha)
+        return None, f"too few blocks: {n} can support at most {1 - 2 / 2**n:.1%} confidence, not {confidence:.0%}; " \
+                     f"need >= {need}"
+    coverage = 1 - 2 * float(cdf[k - 1])
+    return Interval(float(np.median(x)), float(x[k - 1]), float(x[n - k]), confidence, coverage), ""

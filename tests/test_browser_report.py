@@ -152,7 +152,8 @@ def test_pytest_html_page_with_sme2_extras_renders(pytester: pytest.Pytester, tm
     assert dom.count('class="sme2-chart sme2-chart-categories"') == 2
     assert dom.count('class="sme2-chart sme2-chart-latency"') == 2
     assert len(re.findall(r'<rect class="sme2-seg"', dom)) == 2 * len(CATEGORIES) + 2 * len(CATEGORIES)
-    assert len(re.findall(r'<circle class="sme2-pt"', dom)) == 2 * 29 + 2 * 29  # off+on, current+baseline
+    # off+on of the on/off test, current+baseline of the regression (each replayed in 5 blocks)
+    assert len(re.findall(r'<circle class="sme2-pt"', dom)) == 2 * 29 + 2 * 5 * 29
     assert dom.count('class="sme2-col-median"') == 2 + 1  # two rows and the header
     assert re.search(r'sme2-count-regression" data-count="1"', dom)
     # Numbers drawn on the charts carry their unit; a single-build runner is not labelled "runner (runner)".

@@ -3,7 +3,7 @@
 :func:`compare_on_off` takes the two analyses of one model (same trace kind, same warm-up) and
 returns an :class:`OnOffComparison`: plain numbers and the sentences the reports print. Speedups are
 ``off / on`` (2.0 = twice as fast with SME2); end-to-end and per-category speedups are ratios of
-medians with the gate's block interval (:func:`pytest_sme2.stats.shift_interval`), operator
+medians with the gate's block interval (:func:`pytest_sme2.stats.block_ratio_ci`), operator
 speedups are ratios of per-run totals (the analysis keeps no per-run operator values).
 
 The seeds' key insight is the *shift*: once SME2 shrinks Convolution/GEMM, another category (often
@@ -24,7 +24,7 @@ from ..analysis import Analysis, OperatorDetail
 from ..categories import CATEGORIES
 from ..gate import MIN_CATEGORY_SHARE, Check, GateConfig, Samples, speedup_check
 from ..kernels import KernelLog
-from ..stats import Interval, LatencyStats, shift_interval
+from ..stats import Interval, LatencyStats, block_ratio_ci
 from .kernel_view import isa_counts, kernel_log_from_dict, side_by_side
 
 SCHEMA_VERSION = 1
@@ -306,11 +306,9 @@ def _category_shifts(off: Analysis, on: Analysis, config: GateConfig) -> tuple[C
         ci = None
         # A zero median (sub-µs operators, or a category the model lacks) has no ratio to bootstrap.
         if a.size and b.size and np.median(a) > 0 and np.median(b) > 0:
-            shift = shift_interval(b, a, _blocks_of(on, b.size), _blocks_of(off, a.size),
-                                   confidence=config.confidence, log=True)
-            if shift.interval is not None:
-                iv = shift.interval
-                ci = Interval(float(np.median(a) / np.median(b)), iv.low, iv.high, iv.confidence)
+            effect = block_ratio_ci(b, a, baseline_blocks=_blocks_of(on, b.size),
+                                    candidate_blocks=_blocks_of(off, a.size), confidence=config.confidence)
+            ci = effect.interval
         resolvable = max(off_share.get(cat, 0.0), on_share.get(cat, 0.0)) >= MIN_CATEGORY_SHARE
         rows.append(CategoryShift(
             category=cat, off_ms=float(off.category_totals_ms.get(cat, 0.0)),

@@ -525,7 +525,8 @@ def fingerprint_table(test: TestResult) -> Table | None:
             rows.append([c.text(str(key)), c.text(plain_value(shown))])
     b = test.baseline
     if b is not None:
-        rows.append([c.text("Baseline"), c.text(f"{len(b.samples_ms)} samples, created {b.created or 'unknown'}")])
+        rows.append([c.text("Baseline"), c.text(f"{len(b.samples_ms)} samples in {len(b.block_sizes)} blocks, "
+                                                   f"created {b.created or 'unknown'}")])
         if test.baseline_path:
             rows.append([c.text("Baseline file"), c.code(test.baseline_path)])
     if not rows:
