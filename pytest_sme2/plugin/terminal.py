@@ -31,7 +31,7 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
         if h.delta_pct is not None:
             line += f"  delta {delta_text(h)}"
         if h.speedup is not None:
-            line += f"  SME2 speedup {speedup_text(h.speedup)}"
+            line += f"  {h.speedup_label} {speedup_text(h.speedup)}"
         bad = (Status.REGRESSION.value, FAILED)
         markup = {"red": True} if h.status in bad else (
             {"yellow": True} if h.status in (Status.INCONCLUSIVE.value, Status.INVALID.value, Status.DRIFT.value,

@@ -328,7 +328,7 @@ def html_section(test_result: TestResult, *, top: int = 10) -> str:
 def header_cells() -> dict[str, str]:
     """``<th>`` cells for the extra results-table columns, keyed like :data:`COLUMNS`."""
     names = {"median": "median ms", "p90": "p90 ms", "delta": "vs baseline", "interval": "95% CI",
-             "speedup": "SME2 speedup", "verdict": "perf verdict"}
+             "speedup": "speedup off → on", "verdict": "perf verdict"}
     return {k: f'<th class="sme2-col-{k}">{_e(names[k])}</th>' for k in COLUMNS}
 
 

@@ -324,7 +324,7 @@ def _findings_block(test: TestResult) -> list[str]:
     if h.delta_pct is not None:
         bits.append(f"{delta_text(h)} vs baseline")
     if h.speedup is not None:
-        bits.append(f"SME2 speedup {speedup_text(h.speedup)}")
+        bits.append(f"{h.speedup_label} {speedup_text(h.speedup)}")
     out = [" · ".join(bits), ""]
     if test.comparison is not None and test.comparison.findings:
         out += [f"- {f}" for f in test.comparison.findings] + [""]

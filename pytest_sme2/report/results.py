@@ -67,8 +67,10 @@ class Headline:
     delta_pct: float | None = None
     delta_ci_pct: tuple[float, float] | None = None
     margin: float | None = None
-    #: SME2 speedup median(off)/median(on) with its CI, for on/off tests
+    #: speedup median(off)/median(on) with its CI, for on/off tests (SME2, or one backend against another)
     speedup: Interval | None = None
+    #: what the speedup is of: "SME2 speedup", or "speedup portable → xnnpack" for other pairs
+    speedup_label: str = "SME2 speedup"
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,7 @@ class TestResult:
             p90_ms=float(np.percentile(samples, 90)) if samples else None, delta_pct=delta,
             delta_ci_pct=ci, margin=e2e.margin if e2e else None,
             speedup=speedup.interval if speedup is not None else (self.comparison.speedup if self.comparison else None),
+            speedup_label=speedup_label(self.comparison),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -364,6 +367,13 @@ def delta_text(h: Headline) -> str:
     return f"{h.delta_pct:+.1f}%{ci}"
 
 
+def speedup_label(comparison: OnOffComparison | None) -> str:
+    """``SME2 speedup`` for SME2 off/on pairs, ``speedup <off> → <on>`` for any other pair (e.g. two backends)."""
+    if comparison is None or (comparison.off_label, comparison.on_label) == ("SME2 off", "SME2 on"):
+        return "SME2 speedup"
+    return f"speedup {comparison.off_label} → {comparison.on_label}"
+
+
 def speedup_text(iv: Interval | None) -> str:
     """``2.59× (CI 2.56–2.60)`` or ``—``."""
     if iv is None:
@@ -378,7 +388,7 @@ def github_step_summary(results: SessionResults) -> str:
     counts = {k: v for k, v in results.counts().items() if v}
     head = ", ".join(f"{v} {k}" for k, v in counts.items())
     lines = [f"### pytest-sme2: {len(results.tests)} test{'s' if len(results.tests) != 1 else ''} — {head}", ""]
-    lines += ["| | test | model | median ms | p90 ms | vs baseline | SME2 speedup | verdict |",
+    lines += ["| | test | model | median ms | p90 ms | vs baseline | speedup off → on | verdict |",
               "|---|---|---|---:|---:|---|---|---|"]
     order = {s: i for i, s in enumerate(STATUS_ORDER)}
     for t in sorted(results.tests, key=lambda t: (order.get(t.status, len(order)), t.test_id)):

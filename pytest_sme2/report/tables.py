@@ -546,7 +546,7 @@ def summary_table(results: SessionResults) -> Table:
         rows.append([c.code(t.test_id), c.text(t.label), c.ms(h.median_ms), c.ms(h.p90_ms), c.text(delta_text(h)),
                      c.text(speedup_text(h.speedup)), c.Cell(c.Kind.STATUS, h.status, strong=True)])
     columns = [Column("test"), Column("model"), _num("median ms"), _num("p90 ms"), Column("vs baseline (95% CI)"),
-               Column("SME2 speedup (95% CI)"), Column("verdict")]
+               Column("speedup off → on (95% CI)"), Column("verdict")]
     return _table("Summary", columns, rows)
 
 
