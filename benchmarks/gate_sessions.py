@@ -616,7 +616,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 sessions of 2 baselines, lag 1, one "
                         "burner session per count (counts, not rates)")
-    parser.add_argument("--sessions", type=int, default=14, help="normal sessions (default 14)")
+    parser.add_argument("--sessions", type=int, default=12, help="normal sessions (default 12)")
     parser.add_argument("--slots", type=int, default=4, help="baselines recorded per session (default 4)")
     parser.add_argument("--lag", type=int, default=2, help="session k judges the baselines of session k-LAG "
                         "(default 2: a few minutes later)")
