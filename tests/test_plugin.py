@@ -131,7 +131,7 @@ def test_runner_not_executable_and_local_runner_conflict(pytester: pytest.Pytest
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"chmod +x {runner}" in result.stderr.str()
     runner.chmod(0o755)
-    result = pytester.runpytest_subprocess("--sme2-runner", str(runner))
+    result = pytester.runpytest_subprocess(f"--sme2-runner={runner}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "Add --sme2-device=host" in result.stderr.str()
 
@@ -317,12 +317,12 @@ def test_too_few_samples_is_inconclusive_and_strict_fails(run, pytester: pytest.
     monkeypatch.setenv("SME2_TEST_SIZE", "32")
     run("--sme2-update-baseline", "--sme2-runs", "3", "--sme2-blocks", "1").assert_outcomes(passed=1)
     monkeypatch.setenv("SME2_TEST_SIZE", "96")
-    # 1 block of 3 runs per arm: no 95 % interval exists (3 vs 3 runs), slower but not provably so.
+    # 1 block of 3 runs per arm: no 95 % block interval exists (1 vs 1 blocks), slower but not provably so.
     few = ("--sme2-runs", "3", "--sme2-blocks", "1", "--sme2-no-confirm")
     result = run(*few)
     result.assert_outcomes(passed=1)
     assert "INCONCLUSIVE" in result.stdout.str()
-    assert "too few runs for a 95% interval (3 vs 3)" in result.stdout.str()
+    assert "too few blocks: 1 vs 1 blocks" in result.stdout.str()
     result = run(*few, "--sme2-strict")
     result.assert_outcomes(failed=1)
     assert "sme2 INCONCLUSIVE" in result.stdout.str()
@@ -496,7 +496,7 @@ def test_host_runner_on_off_speedup(run, pytester: pytest.Pytester, tmp_path: Pa
         def test_not_enough(exported_model, sme2_runner, sme2_baseline):
             sme2_baseline.check(sme2_runner.profile_on_off(exported_model))
     """)
-    args = ("--sme2-device=host", "--sme2-runner", str(on), "--sme2-runner-off", str(off))
+    args = ("--sme2-device=host", f"--sme2-runner={on}", f"--sme2-runner-off={off}")
     run(*args, "--sme2-update-baseline", "--sme2-json", "r.json").assert_outcomes(passed=1, failed=1)
     out = json.loads((pytester.path / "r.json").read_text())
     speedup = next(c for c in out["tests"][0]["verdict"]["checks"] if c["name"] == "min_speedup")
