@@ -1,6 +1,6 @@
 """The gate across sessions: A/A false alarms, detection of real slowdowns, and verdicts under CPU burners.
 
-    python benchmarks/gate_sessions.py            # the full run (~30-40 min); results/gate_sessions.{txt,json}
+    python benchmarks/gate_sessions.py            # the full run (12-40 min, by load); results/gate_sessions.{txt,json}
     python benchmarks/gate_sessions.py --quick    # a smoke run (2-4 min): counts, not rates
     python benchmarks/gate_sessions.py --sessions 26 --slots 5    # more baselines, ~2x the time
 
