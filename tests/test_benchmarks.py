@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -95,3 +98,96 @@ def test_gate_variants_rejects_bad_repetition_counts() -> None:
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2
     assert "--reps takes three positive counts" in proc.stderr
+
+
+def _gate_sessions() -> Any:
+    sys.path.insert(0, str(ROOT))
+    try:
+        import benchmarks.gate_sessions as module
+    finally:
+        sys.path.remove(str(ROOT))
+    return module
+
+
+def test_replay_runner_gives_back_a_judgements_runs_in_order_and_measures_what_it_lacks() -> None:
+    """Judging one measurement at a second margin replays its runs; a run it never made is measured for real."""
+    gate_sessions = _gate_sessions()
+
+    class Counting:
+        name = "counting"
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def run(self, request: Any) -> tuple[str, int]:
+            self.calls += 1
+            return (str(request.pte), self.calls)
+
+        def identity(self) -> dict[str, str]:
+            return {"cpu": "x"}
+
+    real = Counting()
+    runner = gate_sessions.ReplayRunner(real)
+    ref, cand = (SimpleNamespace(pte=Path(p), inputs=(Path("in.bin"),), mode="trace") for p in ("ref.pte", "cand.pte"))
+    runner.record()
+    first = [runner.run(ref), runner.run(cand), runner.run(cand), runner.run(ref)]
+    assert real.calls == 4
+    runner.replay()
+    # Per program, in the order measured, whatever the other program did in between.
+    assert [runner.run(cand), runner.run(ref), runner.run(ref), runner.run(cand)] == [
+        first[1], first[0], first[3], first[2]]
+    assert real.calls == 4 and runner.live_runs == 0
+    assert runner.run(ref) == ("ref.pte", 5)  # the tape is used up: measured for real, and counted
+    assert runner.live_runs == 1
+    assert runner.name == "counting" and runner.identity() == {"cpu": "x"}
+
+
+@pytest.mark.slow
+def test_gate_sessions_quick_run_judges_each_mode_in_a_later_process(tmp_path: Path) -> None:
+    """``gate_sessions.py --quick`` end to end (3-5 min): real exports, sessions in fresh processes, burners.
+
+    Rates of a smoke run mean nothing; what is checked is that each experiment measured what it says: the A/A
+    candidate is the same program on other inputs, a baseline is judged only by a later process, every judged
+    verdict used the comparison its experiment names, every setting judged the same runs, and burners ran.
+    The busy check is off (``--busy-limit 100``): beside other tests on two cores every measurement would be
+    disturbed, nothing recorded and nothing judged — the gate's rule, which the benchmark's full run reports.
+    """
+    gate_sessions = _gate_sessions()
+    stem = tmp_path / "gate_sessions"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gate_sessions.py"), "--quick", "--busy-limit", "100",
+         "--out", str(stem), "--work-dir", str(tmp_path / "work")],
+        cwd=ROOT, capture_output=True, text=True, timeout=1500, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "uptime at start" in proc.stdout and "uptime at end" in proc.stdout
+    data = json.loads(stem.with_suffix(".json").read_text())
+    text = stem.with_suffix(".txt").read_text()
+    for section in ("1. A/A across sessions", "2. Real slowdowns", "3. Verdicts with competing CPU burners"):
+        assert section in text
+    same = data["equivalence"]
+    assert same["pte_sha256"] == same["equiv_pte_sha256"] and same["inputs_sha256"] != same["equiv_inputs_sha256"]
+    assert {"slow10", "slow20"} <= set(data["true_ratios"]) and data["true_ratios"]["slow20"]["ratio"] > 1
+
+    def rows(table: dict[str, Any]) -> list[dict[str, Any]]:
+        return [dict(zip(table["columns"], row, strict=True)) for row in table["rows"]]
+
+    normal, burn = rows(data["normal_rows"]), rows(data["burner_rows"])
+    assert normal and burn
+    assert {r["experiment"] for r in normal} == set(gate_sessions.EXPERIMENTS)
+    assert all(r["source_session"] < r["session"] for r in normal + burn)
+    allowance = data["settings"]["drift_allowance"]
+    judged: dict[tuple[int, int, str], list[tuple[float, float]]] = {}
+    for r in normal + burn:
+        mode = gate_sessions.EXPERIMENTS[r["experiment"]][0]
+        if r["status"] != "invalid":  # an invalid candidate is never compared in the same session
+            assert r["comparison"] == mode, r
+        if r["experiment"] == "unchanged":
+            assert r["status"] != "regression", r
+        assert r["live_runs_in_replay"] == 0, r
+        judged.setdefault((r["session"], r["slot"], r["experiment"]), []).append((r["margin"], r["allowance"]))
+    for (_, _, experiment), settings in judged.items():
+        assert settings == gate_sessions.gate_settings(gate_sessions.EXPERIMENTS[experiment][0], allowance)
+    assert {r["burners"] for r in burn} == {0, 1, 2}
+    pids = data["session_pids"]
+    assert len(set(pids)) == len(pids) == len(data["sessions"]) and os.getpid() not in pids
