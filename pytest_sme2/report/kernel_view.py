@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..kernels import KernelLog, KernelSelection, compare_kernels, is_sme2, isa_of
+from ..kernels import KernelLog, compare_kernels, is_sme2, isa_of
 from . import cells
 from .cells import Cell, Column, Table
 
@@ -77,17 +77,8 @@ class SideBySideRow:
 
 
 def kernel_log_from_dict(data: Mapping[str, Any]) -> KernelLog:
-    """Rebuild a :class:`KernelLog` from ``KernelLog.to_dict()`` (as stored in an analysis).
-
-    The stored form keeps every selected kernel and the SME2 KleidiAI routines; it drops the
-    operator labels and non-SME2 KleidiAI names, which no report needs.
-    """
-    kernels = tuple(
-        KernelSelection(str(k["kind"]), str(k["name"])) for k in data.get("kernels", ()) if isinstance(k, Mapping)
-    )
-    names = {k.name for k in kernels}
-    kleidiai = tuple(str(n) for n in data.get("sme2_kernels", ()) if str(n) not in names)
-    return KernelLog(source=str(data.get("source", "")), kernels=kernels, operators=(), kleidiai=kleidiai)
+    """Rebuild a :class:`KernelLog` from ``KernelLog.to_dict()`` (as stored in an analysis)."""
+    return KernelLog.from_dict(data)
 
 
 def kernel_rows(log: KernelLog) -> list[KernelRow]:
