@@ -34,6 +34,7 @@ triggers the confirming measurement.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -42,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from .categories import CATEGORIES, OTHER
-from .kernels import KernelLog
+from .kernels import KernelLog, isa_suffix
 from .stats import Interval, block_difference_ci, block_medians, block_ratio_ci, median_interval
 
 SCHEMA_VERSION = 2
@@ -491,7 +492,9 @@ class Sme2Evidence:
 
 
 def _isas(log: KernelLog) -> str:
-    return ", ".join(log.isas[:5]) or "none"
+    """The ISAs the log's kernels target, most kernels first (``avx512f (23), scalar (8), ...``)."""
+    counts = Counter(isa_suffix(k.name) for k in log.kernels)
+    return ", ".join(f"{isa} ({n})" for isa, n in counts.most_common(5)) or "none"
 
 
 def _on_check(ev: Sme2Evidence) -> Check:

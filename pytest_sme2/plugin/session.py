@@ -64,7 +64,8 @@ class Sme2Session:
         key = (file_sha256(binary), file_sha256(measurement.pte),
                tuple(file_sha256(p) for p in measurement.inputs), measurement.threads)
         if key not in self._kernel_logs:
-            self.progress(f"{measurement.label}: XNNPACK log run on {binary.name}")
+            arm = f" {measurement.variant}" if measurement.variant else ""
+            self.progress(f"{measurement.label}{arm}: XNNPACK log run on {binary}")
             self._kernel_logs[key] = record_kernel_log(runner, measurement)
         return self._kernel_logs[key]
 
