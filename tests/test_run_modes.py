@@ -38,6 +38,7 @@ from pytest_sme2.gate import (
     Sme2Evidence,
     Status,
     decide,
+    gate,
     sme2_kernel_checks,
 )
 from pytest_sme2.kernels import KernelLog, operator_kernels, parse_xnnpack_log, read_xnnpack_log
@@ -215,6 +216,18 @@ def test_evidence_fails_the_verdict_but_never_triggers_a_second_measurement() ->
     verdict = decide((same, _samples(OFF_TRACE), None), again, GateConfig(margin=0.1),
                      evidence=_evidence(log=parse_xnnpack_log(SME2_LOG_TEXT, source="arm.xnnlog")))
     assert calls == [1] and verdict.attempts == 2
+
+
+def test_a_required_kernel_check_without_a_log_is_inconclusive_and_fails_strict() -> None:
+    same = _samples(ON_TRACE)
+    unverifiable = _evidence(required_by=REQUIRED_BY_MARKER, enforced=True, log=None)
+    verdict = gate(same, same, GateConfig(margin=0.1), evidence=unverifiable)
+    assert verdict.status is Status.INCONCLUSIVE and not verdict.failed
+    assert "[inconclusive] sme2_kernels: not checked" in verdict.summary()
+    strict = gate(same, same, GateConfig(margin=0.1, strict=True), evidence=unverifiable)
+    assert strict.failed
+    # Not required by the test itself (an on/off pair without a log build): advisory, the verdict passes.
+    assert gate(same, same, GateConfig(margin=0.1), evidence=_evidence(log=None)).status is Status.PASS
 
 
 # --------------------------------------------------------------------------------- host runner
