@@ -240,11 +240,6 @@ class Profile:
     kernel_source: str = ""
 
     @property
-    def latency_includes_tracer(self) -> bool:
-        """The latency samples are from traced runs, so they include the event tracer's cost."""
-        return not self.latency_ms and self.analysis.per_operator
-
-    @property
     def samples_ms(self) -> tuple[float, ...]:
         return self.latency_ms or self.analysis.measured_ms
 

@@ -13,6 +13,8 @@ Three kinds of build, as the plugin's run modes need them (docs/run-modes.md): t
 build; ``tracer=False`` stands in for a timing-only build (no ``--etdump_path`` flag, no trace, only the
 ``Iteration`` lines); ``xnnlog=`` for an XNNPACK-logging build, which replays a recorded XNNPACK log (to
 stderr on a host; on the emulated phone XNNPACK's lines go to its logcat buffer, as on Android).
+``sme2_kernels.xnnlog`` beside this file is not a recording: a few hand-written log lines naming real
+XNNPACK SME2 kernels (every recording in tests/data is x86), for the test whose SME2 kernel check passes.
 """
 
 from __future__ import annotations
