@@ -373,6 +373,7 @@ def test_on_off_with_timing_trace_and_log_builds_on_an_sme2_phone(
     page = html.unescape((pytester.path / "r.html").read_text())
     assert "Kernels (XNNPACK log)" in page and "Where the numbers come from" in page
     assert "timing build" in page and "Operators by kernel kind" in page
+    assert "xnn_f32_gemm_minmax_ukernel_7x32__avx512f_broadcast" in page
 
 
 @pytest.mark.emulated_device

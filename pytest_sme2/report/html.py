@@ -304,18 +304,21 @@ def _table_html(table: Table | None) -> str:
 
 
 def _kernels(test: TestResult) -> str:
-    """SME2 kernel evidence per arm, the on/off diff, operators by kernel kind, then each build's kernels (folded)."""
+    """SME2 kernel evidence per arm, then (folded) the on/off diff, operators by kernel kind, each build's kernels."""
     lines = tables.kernel_evidence_lines(test)
     if not lines:
         return ""
     parts = ["<h4>Kernels (XNNPACK log)</h4>",
              '<ul class="sme2-findings">' + "".join(f"<li>{_text(x)}</li>" for x in lines) + "</ul>"]
+    # The evidence lines above say whether SME2 ran; the tables behind them are folded, so the section
+    # stays as short as the ones before it.
     diff = tables.kernel_diff_table(test)
     if diff is not None:
-        parts.append(render_table(diff))
+        parts.append(f"<details><summary>{_e(diff.title)}</summary>{render_table(diff, title=False)}</details>")
     ops = tables.operator_kernel_table(test)
     if ops is not None:
-        parts.append(render_table(ops))
+        parts.append(f"<details><summary>{_e(ops.title)} ({len(ops.rows)})</summary>"
+                     f"{render_table(ops, title=False)}</details>")
     for arm, log, table in tables.arm_kernel_tables(test):
         body = render_table(table, title=False) if table is not None else (
             f'<p class="sme2-note">No <code>Using ... microkernel</code> lines in {_e(log.source)}: was it written by '
