@@ -48,8 +48,8 @@ from .gate import (
 )
 from .identity import reports_sme2
 from .kernels import KernelLog
-from .profile import Measurement, Profile, Progress, measure, measure_pair, source_head
-from .runners.base import Runner
+from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair, source_head
+from .runners.base import MODE_TIMING, Runner
 
 #: Judgement outcomes.
 GATED = "gated"
@@ -118,6 +118,13 @@ def keep_artifacts(store: ArtifactStore, profile: Profile, runner: Runner) -> No
     binary = m.build or (runner_for(m.variant) if callable(runner_for) else None)
     if binary is not None and Path(binary).is_file():
         store.put(binary, mode=0o755)
+    # The timing build gives the latency when the artifact names it: keep it too, to re-measure it later.
+    timing = profile.artifact.build.get("timing_runner_sha256") if profile.artifact is not None else None
+    binary_for = getattr(runner, "binary_for", None)
+    if timing and m.timing_build is None and callable(binary_for) and has_build(runner, m.variant, MODE_TIMING):
+        store.put(binary_for(m.variant, MODE_TIMING), mode=0o755)
+    elif timing and m.timing_build is not None and Path(m.timing_build).is_file():
+        store.put(m.timing_build, mode=0o755)
 
 
 def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner,
@@ -131,6 +138,7 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
     if pte is None or any(p is None for p in inputs):
         return None, f"the artifact store {store.root} does not hold the baseline's program and inputs"
     build: Path | None = None
+    timing_build: Path | None = None
     current = dict(runner.build_identity(m.variant))
     if is_runtime(baseline.build) or is_runtime(current):
         if _without_path(baseline.build) != _without_path(current):
@@ -142,8 +150,16 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
             build = store.get(sha)
             if build is None:
                 return None, f"the artifact store {store.root} does not hold the baseline's runner build ({sha[:12]})"
+        timing_sha = str(baseline.build.get("timing_runner_sha256", ""))
+        if timing_sha and timing_sha != current.get("timing_runner_sha256"):
+            # The baseline's latency came from another timing build: re-measure that one, or the comparison
+            # would time the current timing build twice and hide its change.
+            timing_build = store.get(timing_sha)
+            if timing_build is None:
+                return None, (f"the artifact store {store.root} does not hold the baseline's timing build "
+                              f"({timing_sha[:12]})")
     return replace(m, pte=pte, inputs=tuple(p for p in inputs if p is not None), build=build,
-                   label=f"{m.label}_reference"), ""
+                   timing_build=timing_build, label=f"{m.label}_reference"), ""
 
 
 def _without_path(build: Mapping[str, Any]) -> dict[str, Any]:

@@ -470,6 +470,31 @@ def test_host_on_off_with_timing_trace_and_log_builds(tmp_path: Path, pytester: 
     assert "latency: timing build · breakdown: trace build · kernels: log build" in out
 
 
+def test_a_changed_timing_build_is_compared_with_the_baseline_s_own_timing_build(
+    tmp_path: Path, pytester: pytest.Pytester,
+) -> None:
+    """Same traced build, a slower timing build: the baseline's timing build is re-measured beside the new one
+    (kept in the artifact store), so the slowdown is seen, not timed twice with the new build."""
+    traced = make_standin(tmp_path / "traced", trace=ON_TRACE)
+    fast = make_standin(tmp_path / "fast", trace=ON_TRACE, tracer=False)
+    slow = make_standin(tmp_path / "slow", trace=OFF_TRACE, tracer=False)  # the recorded simd-off runs
+    pytester.makepyfile(test_plain=RECORDED + textwrap.dedent("""\
+
+        def test_plain(sme2_runner, sme2_baseline):
+            sme2_baseline.check(sme2_runner.profile(Recorded()))
+        """))
+    args = ("--sme2-device=host", f"--sme2-runner={traced}", *RUNS, "--sme2-blocks=4", "--sme2-busy-limit=100",
+            "--sme2-json=r.json", "-p", "no:cacheprovider")
+    pytester.runpytest(*args, f"--sme2-runner-timing={fast}", "--sme2-update-baseline").assert_outcomes(passed=1)
+    result = pytester.runpytest(*args, f"--sme2-runner-timing={slow}")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "[regression] e2e: slower" in out
+    reference = _results(pytester)["test_plain"]["reference"]
+    assert reference["latency_source"].startswith(f"timing build: {pytester.path / '.sme2_artifacts'}")
+    assert reference["latency_ms"] == pytest.approx(_e2e(ON_TRACE)[3:] * 4, abs=1e-6)
+
+
 # ------------------------------------------------------------------------------ option validation
 
 
