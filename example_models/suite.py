@@ -10,19 +10,18 @@ from typing import Any
 
 import pytest
 
-#: The latency margin (percent) the example suites gate at. It is set by the machine that runs them in
-#: CI, a shared 2-core VM, not by what the plugin can do: there the same ``.pte`` measured minutes
-#: apart, in two pytest sessions, ran up to 46 % slower (toy_cnn int8, 43 -> 59 us; its portable build
-#: +42 %) and 28 % faster (mobilenet_v3_small fp32 portable) than its stored baseline, from the machine
-#: alone (see benchmarks/README.md, "Between sessions"). 60 % keeps that from failing CI while a gross
-#: regression — an operator falling out of XNNPACK into the portable kernels, 10-100x — still fails.
-#: On a quiet, pinned phone gate at 5 % (``--sme2-margin 5`` and no latency_pct in the marker).
-LATENCY_PCT = 60
-#: toy_cnn's XNNPACK builds execute in 40-85 us, where the VM's slow states weigh most: its int8
-#: build ran at 42.7 us when its baseline was written and 59-74 us in the next two sessions (+53 %,
-#: 95 % CI +47..+70 %), and blocks after an idle pause ran at up to 76 us (+80 %). It gates at 90 %:
-#: more than 1.9x slower fails (its portable build is ~300x slower than its XNNPACK one).
-SMALL_MODEL_LATENCY_PCT = 90
+#: The latency margin (percent) the example suites gate at. It holds on the shared 2-core VM that runs them in
+#: CI because a margin only decides where drift cannot enter:
+#: - an unchanged artifact (same .pte, inputs and runtime as its baseline) is never failed — on this VM the same
+#:   .pte ran up to +53 % / -28 % against its own baseline between sessions, which is reported as drift;
+#: - a changed artifact is measured in the same session, in interleaved blocks, against the baseline's own
+#:   artifact kept in the artifact store, where the VM's drift hits both arms (benchmarks/README.md, "Sessions");
+#: - only a changed artifact whose reference is gone (a fresh clone without the artifact cache) is compared with
+#:   stored samples, and then ``sme2_drift_allowance`` (pyproject.toml) widens this margin by the measured drift.
+LATENCY_PCT = 10
+#: The margin of the categories each suite gates (the ones that dominate its model's time): per-category
+#: times come from XNNPACK's whole-microsecond operator timings, so they are noisier than the end-to-end time.
+CATEGORY_PCT = 15
 
 #: (dtype, backend) pairs every example model is measured in.
 CONFIGS = (("fp32", "xnnpack"), ("int8", "xnnpack"), ("fp32", "portable"), ("int8", "portable"))

@@ -66,12 +66,14 @@ def _add_profile(sub: Any) -> None:
                    help="export dtype (default fp32); with --pte only a label")
     p.add_argument("--backend", choices=("xnnpack", "portable"),
                    help="export backend (default xnnpack); with --pte only a label")
-    p.add_argument("--runs", type=positive_int, default=50, help="measured executions per block (default 50)")
+    p.add_argument("--runs", type=positive_int, default=10, help="measured executions per block (default 10)")
     p.add_argument("--warmup", type=nonnegative_int, default=1, help="warm-up executions per block (default 1)")
-    p.add_argument("--blocks", type=positive_int, default=1, help="blocks (runner processes) to pool (default 1)")
+    p.add_argument("--blocks", type=positive_int, default=15,
+                   help="blocks (program loads / runner processes) to pool; the gate needs >= 4 (default 15)")
     p.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1)")
     p.add_argument("--runner", type=executable_file,
-                   help="a tracer-enabled executor_runner; without it the local Python runtime measures E2E only")
+                   help="a tracer-enabled executor_runner; without it, the local executorch Python runtime "
+                        "(which records an ETDump per block)")
     p.add_argument("--device", choices=("local", "host", "android"),
                    help="where to run (default: host with --runner, else local); android pushes --runner to a "
                    "phone over adb (see docs/android.md)")

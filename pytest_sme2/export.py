@@ -206,17 +206,19 @@ def export_model(
     _check_inputs_run(module, example_inputs, model_name)
     tmp = _make_tmp_dir(model_dir, cache_root, key)
     label = f"{model_name} {dtype}/{backend}"
-    if progress is not None:
-        progress(f"exporting {label} ...")
     started = time.perf_counter()
+
+    def step(stage: str) -> None:
+        if progress is not None:
+            progress(f"exporting {label}: {stage} ({time.perf_counter() - started:.0f} s)")
+
+    step("starting")
     try:
         try:
-            # What torch/executorch print and warn here is ours, not the caller's: into the entry's log.
-            with _torch_trace_log_muted(), third_party_output(tmp / EXPORT_LOG_FILE, label=f"export {label}"):
-                saved_inputs = _lower_and_save(
-                    module, example_inputs, dtype=dtype, backend=backend, out=tmp, model_name=model_name,
-                    cache_root=cache_root,
-                )
+            saved_inputs = _lower_and_save(
+                module, example_inputs, dtype=dtype, backend=backend, out=tmp, model_name=model_name,
+                cache_root=cache_root, log=tmp / EXPORT_LOG_FILE, step=step,
+            )
         except _LoweringFailed as exc:
             kept = model_dir / f"{key[:16]}-failed-{EXPORT_LOG_FILE}"
             raise _keep_failure_log(exc, tmp / EXPORT_LOG_FILE, kept) from None
@@ -229,7 +231,7 @@ def export_model(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
     if progress is not None:
-        progress(f"exporting {label} ... {seconds:.1f} s")
+        progress(f"exported {label} in {seconds:.1f} s")
     result = _read_entry(entry, key)
     if result is None:  # the entry was just renamed into place; only outside interference gets here
         raise ExportError(f"the export of {label} vanished from {entry} right after it was written")
@@ -434,15 +436,22 @@ def _torch_trace_log_muted() -> Iterator[None]:
 
 def _lower_and_save(
     module: Any, inputs: tuple[Any, ...], *, dtype: str, backend: str, out: Path, model_name: str, cache_root: Path,
+    log: Path, step: Callable[[str], None],
 ) -> list[Any]:
     """Run the recipe and write model.pte, model.etrecord and input_<i>.bin into ``out``.
 
-    Returns the inputs as exported (half precision for fp16), which are the ones written to disk.
+    Returns the inputs as exported (half precision for fp16), which are the ones written to disk. Each stage
+    runs with torch/executorch's own output and warnings diverted to ``log`` (they are ours, not the caller's);
+    ``step`` is told of each stage between them, where the terminal is the caller's again.
     """
     import torch
 
     stage = "preparing the model"
     label = f"{model_name} {dtype}/{backend}"
+
+    def quiet() -> Any:
+        return _quiet(log, f"export {label}: {stage}")
+
     try:
         if dtype == "fp16":
             stage = "converting to fp16"
@@ -450,26 +459,34 @@ def _lower_and_save(
             inputs = tuple(t.half() if t.is_floating_point() else t for t in inputs)
         with torch.no_grad():
             stage = "torch.export.export"
-            program = torch.export.export(module, inputs)
+            step(stage)
+            with quiet():
+                program = torch.export.export(module, inputs)
             if dtype == "int8":
                 stage = "int8 quantization (PT2E, XNNPACKQuantizer)"
-                program = _quantize_int8(program, inputs)
+                step("int8 quantization")
+                with quiet():
+                    program = _quantize_int8(program, inputs)
         stage = "lowering (to_edge_transform_and_lower)"
-        from executorch.exir import to_edge_transform_and_lower
+        step(f"lowering for {backend}")
+        with quiet():
+            from executorch.exir import to_edge_transform_and_lower
 
-        if dtype == "int8" and backend == "portable":
-            # Quantize/dequantize ops stay in the graph and need their out-variant kernels registered.
-            import executorch.kernels.quantized  # noqa: F401
+            if dtype == "int8" and backend == "portable":
+                # Quantize/dequantize ops stay in the graph and need their out-variant kernels registered.
+                import executorch.kernels.quantized  # noqa: F401
 
-        partitioners: list[Any] = []
-        if backend == "xnnpack":
-            from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+            partitioners: list[Any] = []
+            if backend == "xnnpack":
+                from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
-            partitioners = [XnnpackPartitioner()]
-        edge = to_edge_transform_and_lower(program, partitioner=partitioners, generate_etrecord=True)
+                partitioners = [XnnpackPartitioner()]
+            edge = to_edge_transform_and_lower(program, partitioner=partitioners, generate_etrecord=True)
         stage = "to_executorch"
-        executorch_program = edge.to_executorch()
-        etrecord = executorch_program.get_etrecord()
+        step("writing the program")
+        with quiet():
+            executorch_program = edge.to_executorch()
+            etrecord = executorch_program.get_etrecord()
     except Exception as exc:
         raise _LoweringFailed(
             f"exporting {label} failed in {stage}: {_first_line(exc)}. The model may use an operator "
@@ -488,6 +505,12 @@ def _lower_and_save(
     _fsync(out / PTE_FILE)
     _fsync(out / ETRECORD_FILE)
     return list(inputs)
+
+
+@contextlib.contextmanager
+def _quiet(log: Path, label: str) -> Iterator[None]:
+    with _torch_trace_log_muted(), third_party_output(log, label=label):
+        yield
 
 
 def _quantize_int8(program: Any, inputs: tuple[Any, ...]) -> Any:

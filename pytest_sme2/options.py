@@ -144,7 +144,8 @@ class OptionSpec:
 
 
 OPTION_TABLE: tuple[OptionSpec, ...] = (
-    OptionSpec("device", "where models run: local = the executorch Python runtime in this process (E2E only), "
+    OptionSpec("device", "where models run: local = the executorch Python runtime in this process (E2E and a "
+               "per-operator ETDump per block), "
                "host = a tracer-enabled executor_runner on this machine (--sme2-runner), android = a phone "
                "over adb (default: local)", "local", choices=DEVICES),
     OptionSpec("runner", "executor_runner build with SME2 ON (and the event tracer, for per-operator "
@@ -174,11 +175,15 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "block counts as disturbed by other load and is measured again (a machine that stays busy gives an "
                "invalid verdict, never a regression); 100 switches the check off (default 5)", 5.0,
                nonnegative_percent),
-    OptionSpec("runs", "measured executions per block (default 30)", 30, positive_int),
+    OptionSpec("runs", "measured executions per block (default 10)", 10, positive_int),
+    OptionSpec("time-budget", "seconds one measurement may take: when the first block shows that blocks x runs "
+               "would take longer (a model on the portable kernels), the runs per block shrink to 3 and then the "
+               "blocks to 6, and the result says so; 0 = no limit (default 60)", 60.0, nonnegative_float),
     OptionSpec("warmup", "warm-up executions per block, left out of statistics; the first execution is cold "
                "(default 3)", 3, nonnegative_int),
-    OptionSpec("blocks", "blocks (runner processes, interleaved for on/off) per measurement (default 5)", 5,
-               positive_int),
+    OptionSpec("blocks", "blocks (program loads or runner processes, interleaved when two arms are compared) per "
+               "measurement; blocks are the gate's independent units, at least 4 per arm for a 95 percent interval "
+               "(default 15)", 15, positive_int),
     OptionSpec("threads", "CPU threads for the runtime (default 1; at most the CPUs of the host or phone)", 1,
                positive_int),
     OptionSpec("timeout", "seconds allowed per runner process (default 600)", 600.0, positive_float),
@@ -234,9 +239,10 @@ class Sme2Options:
     #: None = decided by the builds: untraced with timing builds, else traced (see :attr:`latency_mode`)
     latency: str | None = None
     busy_limit: float = 5.0
-    runs: int = 30
+    runs: int = 10
+    time_budget: float = 60.0
     warmup: int = 3
-    blocks: int = 5
+    blocks: int = 15
     threads: int = 1
     timeout: float = 600.0
     baseline_dir: Path = Path(".sme2_baselines")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -80,6 +81,11 @@ PREEMPTED_LIMIT = 0.05
 PROCESS_PREEMPTED_LIMIT = 0.30
 #: ... or whose host lost more than this share of CPU time to steal (other tenants of the VM host).
 STEAL_LIMIT = 0.10
+
+#: A time budget never cuts a measurement below this many blocks (the gate's interval needs >= 4 per arm,
+#: and a confirmation pools two measurements) or runs per block.
+MIN_BLOCKS = 6
+MIN_RUNS = 3
 
 Progress = Callable[[str], None]
 
@@ -153,6 +159,9 @@ class Measurement:
     #: a block preempted (or waiting for a CPU) for more than this share of its time is measured again;
     #: 1.0 switches the check off (see :func:`disturbance_of`)
     busy_limit: float = PREEMPTED_LIMIT
+    #: seconds the blocks of one measurement may take (0 = no limit): a slow model gets fewer runs per block,
+    #: then fewer blocks (never fewer than MIN_BLOCKS), decided from the first block's time
+    time_budget_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.runs < 1:
@@ -191,7 +200,7 @@ class Measurement:
             "timing_build": str(self.timing_build) if self.timing_build else None, "runs": self.runs,
             "warmup": self.warmup, "blocks": self.blocks, "threads": self.threads,
             "timeout_s": self.timeout_s, "out_dir": str(self.out_dir), "latency": self.latency,
-            "busy_limit": self.busy_limit,
+            "busy_limit": self.busy_limit, "time_budget_s": self.time_budget_s,
         }
 
     @classmethod
@@ -204,7 +213,7 @@ class Measurement:
             warmup=int(d["warmup"]),
             blocks=int(d["blocks"]), threads=int(d["threads"]), timeout_s=float(d.get("timeout_s", 600.0)),
             out_dir=Path(d.get("out_dir", "sme2_out")), latency=str(d.get("latency", LATENCY_TRACED)),
-            busy_limit=float(d.get("busy_limit", PREEMPTED_LIMIT)),
+            busy_limit=float(d.get("busy_limit", PREEMPTED_LIMIT)), time_budget_s=float(d.get("time_budget_s", 0.0)),
         )
 
 
@@ -412,28 +421,55 @@ def _block_disturbance(block: Block, limit: float) -> str:
     return next((d for d in (disturbance_of(r, limit) for r in block) if d), "")
 
 
+def _fit_budget(arms: Sequence[Measurement], round_s: float, blocks: int) -> tuple[list[Measurement], int, str]:
+    """Runs per block and blocks that fit the arms' time budget, from the time one round of blocks took."""
+    budget = arms[0].time_budget_s
+    if budget <= 0 or round_s * blocks <= budget:
+        return list(arms), blocks, ""
+    m = arms[0]
+    per_execution = round_s / sum(a.warmup + a.runs for a in arms)
+    warmup = min(m.warmup, 1)  # a model this slow has no seconds-long lazy initialisation to warm up
+    per_round = budget / blocks
+    runs = max(MIN_RUNS, min(m.runs, int(per_round / (per_execution * len(arms))) - warmup))
+    new_blocks = blocks
+    round_after = per_execution * len(arms) * (warmup + runs)
+    if round_after * blocks > budget:
+        new_blocks = max(MIN_BLOCKS, int(budget / round_after))
+    note = (f"time budget {budget:g} s: {new_blocks} blocks of {warmup} warm-up + {runs} runs after the first "
+            f"(a block of {m.warmup + m.runs} executions took {round_s / len(arms):.1f} s)")
+    return [replace(a, runs=runs, warmup=warmup) for a in arms], min(blocks, new_blocks), note
+
+
 def _measure_blocks(
     runner: Runner, arms: Sequence[Measurement], *, blocks: int, progress: Progress | None, what: str,
 ) -> tuple[list[list[Block]], str, str]:
     """Run ``blocks`` clean blocks of every arm, interleaved (ABBA...) when there are two.
 
     A block (of every arm: the arms' blocks are re-run together, so interleaving stays balanced) that ran
-    on a busy machine is measured again, up to ``blocks`` more times. Returns the blocks per arm, a note
-    on what was re-measured, and the invalid reason when the machine stayed busy.
+    on a busy machine is measured again, up to ``blocks`` more times. After the first round, a time budget
+    may shrink the runs per block and the blocks (:func:`_fit_budget`). Returns the blocks per arm, a note on
+    what was re-measured or shrunk, and the invalid reason when the machine stayed busy.
     """
+    arms = list(arms)
     per_arm: list[list[Block]] = [[] for _ in arms]
     disturbed_seen: list[str] = []
-    budget = blocks
+    notes: list[str] = []
+    retries = blocks
     b = 0
     while len(per_arm[0]) < blocks:
         order = list(range(len(arms))) if b % 2 == 0 else list(reversed(range(len(arms))))
         if progress:
             progress(f"{what}: block {len(per_arm[0]) + 1}/{blocks}")
+        started = time.perf_counter()
         got = {i: _run_block(runner, arms[i]) for i in order}
+        round_s = time.perf_counter() - started
         b += 1
         evidence = [d for d in (_block_disturbance(got[i], arms[i].busy_limit) for i in order) if d]
-        if evidence and budget > 0:
-            budget -= 1
+        if b == 1:
+            arms, blocks, fitted = _fit_budget(arms, round_s, blocks)
+            notes += [fitted] if fitted else []
+        if evidence and retries > 0:
+            retries -= 1
             disturbed_seen.append(evidence[0])
             if progress:
                 progress(f"{what}: block disturbed ({evidence[0]}), measuring it again")
@@ -442,14 +478,11 @@ def _measure_blocks(
             per_arm[i].append(got[i])
         if evidence:
             disturbed_seen.append(evidence[0])
-            reason = (f"the machine stayed busy: {len(disturbed_seen)} blocks disturbed, {blocks} re-measured "
-                      f"(last: {evidence[0]}); the numbers are not the model's. Measure on a quiet machine")
-            # Fill the remaining blocks so the data is complete, but the verdict is invalid.
-            while len(per_arm[0]) < blocks:
-                for i in order:
-                    per_arm[i].append(_run_block(runner, arms[i]))
-            return per_arm, _note(disturbed_seen), reason
-    return per_arm, _note(disturbed_seen), ""
+            reason = (f"the machine stayed busy: {len(disturbed_seen)} blocks disturbed, {len(disturbed_seen) - 1} "
+                      f"measured again (last: {evidence[0]}); the numbers are not the model's. Measure on a quiet "
+                      "machine")
+            return per_arm, "; ".join([*notes, _note(disturbed_seen)]), reason
+    return per_arm, "; ".join(n for n in [*notes, _note(disturbed_seen)] if n), ""
 
 
 def _note(disturbed: list[str]) -> str:

@@ -265,7 +265,7 @@ def parse_etdump(
 
 _NO_EVENTS_FIX = (
     "Per-operator traces need an executor_runner built with -DEXECUTORCH_BUILD_DEVTOOLS=ON "
-    "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON (the PyPI runtime has no event tracer)."
+    "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON (or executorch>=1.5.1's Python runtime, which records one)."
 )
 
 

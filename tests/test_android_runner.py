@@ -316,7 +316,7 @@ def test_example_suite_runs_unchanged_on_the_emulated_phone(
     base = [sys.executable, "-m", "pytest", "example_models/test_toy_cnn.py", "-k", "fp32-xnnpack", "-p",
             "no:cacheprovider", "--sme2-device=android", f"--sme2-runner={on}", f"--sme2-runner-off={off}",
             f"--sme2-baseline-dir={tmp_path / 'baselines'}", f"--sme2-out-dir={tmp_path / 'runs'}",
-            "--sme2-blocks=2", "--sme2-json", str(tmp_path / "results.json")]
+            "--sme2-blocks=4", "--sme2-json", str(tmp_path / "results.json")]
     first = subprocess.run([*base, "--sme2-update-baseline"], cwd=REPO, env=env, capture_output=True, text=True,
                            timeout=600, check=False)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]

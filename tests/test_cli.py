@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from standin import make_standin
 
-from pytest_sme2.analysis import analyze
+from pytest_sme2.analysis import analyze, merge
 from pytest_sme2.cli import main
 from pytest_sme2.profile import Profile
 from pytest_sme2.report.results import SessionResults, TestResult, write_results
@@ -45,9 +45,12 @@ def _summary(capsys: pytest.CaptureFixture[str], trace: Path, out: Path) -> Path
     return out
 
 
-def _profile(trace: Path) -> Profile:
+def _profile(trace: Path, blocks: int = 5) -> Profile:
+    """The recorded trace replayed in ``blocks`` blocks (one process each, as the stand-in runner does): the gate
+    judges blocks, and one trace is one block — too few for any verdict."""
+    one = analyze(read_etdump(trace))
     return Profile(model={"name": trace.stem}, variant=None, runner="host", build="recorded", threads=1,
-                   fingerprint={"device_kind": "host"}, analysis=analyze(read_etdump(trace)))
+                   fingerprint={"device_kind": "host"}, analysis=merge([one] * blocks, source=one.source))
 
 
 def _results(path: Path, tests: dict[str, Path]) -> Path:
@@ -87,17 +90,29 @@ def test_report_without_out_prints_the_report(tmp_path: Path, capsys: pytest.Cap
 
 def test_compare_names_both_files_and_which_statistic_each_line_uses(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    old = _summary(capsys, MN_ON, tmp_path / "before.json")
-    new = _summary(capsys, MN_OFF, tmp_path / "after.json")
+    old = _results(tmp_path / "before.json", {"t::test_mobilenet": MN_ON})
+    new = _results(tmp_path / "after.json", {"t::test_mobilenet": MN_OFF})
     code, out, _ = _cli(capsys, "compare", str(old), str(new))
     assert code == 1
     lines = out.splitlines()
     assert lines[0] == f"pytest-sme2 compare: baseline {old} -> candidate {new} (margin +5%)"
-    assert lines[1].startswith("REGRESSION   after.json  median ")
+    assert lines[1].startswith("REGRESSION   t::test_mobilenet  median ")
     explaining = next(i for i, line in enumerate(lines) if "categories explaining the change" in line)
     # The explanation uses the statistic the checks use (medians), and says so.
     assert "(medians of the traced runs)" in lines[explaining]
     assert all("median" in line for line in lines if line.strip().startswith("[regression] category:"))
+
+
+def test_compare_of_two_single_traces_is_not_judged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One trace is one runner process, one block: a 2.3x slower build is not called a regression from one block
+    each (runs of one process share its moment), and never a pass; with --strict it fails."""
+    old = _summary(capsys, MN_ON, tmp_path / "before.json")
+    new = _summary(capsys, MN_OFF, tmp_path / "after.json")
+    code, out, _ = _cli(capsys, "compare", str(old), str(new))
+    assert code == 0 and "INCONCLUSIVE after.json" in out and "too few blocks: 1 vs 1 blocks" in out
+    assert "PASS" not in out
+    code, _, _ = _cli(capsys, "compare", str(old), str(new), "--strict")
+    assert code == 1
 
 
 def test_compare_keeps_an_analysis_summarys_invalid_reason(tmp_path: Path,

@@ -126,9 +126,10 @@ def _mobilenet_block(tmp_path: Path) -> RunResult:
                                         mode=MODE_TIMING, out_dir=tmp_path))
 
 
-def _per_execution_share(result: RunResult) -> float:
-    """Median over the measured executions of CPU time / wall time."""
-    return statistics.median(c / w for c, w in zip(result.cpu_ms[result.warmup:], result.measured_ms, strict=True))
+def _per_execution_share(result: RunResult, q: float = 0.5) -> float:
+    """The ``q`` quantile over the measured executions of CPU time / wall time."""
+    shares = sorted(c / w for c, w in zip(result.cpu_ms[result.warmup:], result.measured_ms, strict=True))
+    return shares[min(len(shares) - 1, int(q * len(shares)))]
 
 
 @linux_only
@@ -140,12 +141,14 @@ def test_two_cpu_burners_show_as_preemption_in_the_local_result(tmp_path: Path) 
         quiet.append(_mobilenet_block(tmp_path))
         with burners(2):
             busy.append(_mobilenet_block(tmp_path))
-    quiet_share = statistics.median(_per_execution_share(r) for r in quiet)
-    busy_share = statistics.median(_per_execution_share(r) for r in busy)
+    # A 3 ms execution usually fits in one scheduler slice, so the median execution may run whole even under
+    # load (benchmarks/results/disturbance.txt: median 0.998, p10 0.49); the preempted ones show in the low tail.
+    quiet_share = statistics.median(_per_execution_share(r, 0.1) for r in quiet)
+    busy_share = statistics.median(_per_execution_share(r, 0.1) for r in busy)
     quiet_block = statistics.median(r.load.cpu_share for r in quiet if r.load)
     busy_block = statistics.median(r.load.cpu_share for r in busy if r.load)
     evidence = busy[0].load.describe() if busy[0].load else ""
-    print(f"\nCPU/wall per execution, median: alone {quiet_share:.3f}, two burners {busy_share:.3f}; "
+    print(f"\nCPU/wall per execution, p10: alone {quiet_share:.3f}, two burners {busy_share:.3f}; "
           f"per block: {quiet_block:.3f} / {busy_block:.3f}; busy block: {evidence}")
     # Three runnable tasks on two cores leave the measuring thread at most ~2/3 of a core.
     assert busy_share < 0.8 and busy_share < 0.85 * quiet_share

@@ -131,7 +131,7 @@ def test_runner_not_executable_and_local_runner_conflict(pytester: pytest.Pytest
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"chmod +x {runner}" in result.stderr.str()
     runner.chmod(0o755)
-    result = pytester.runpytest_subprocess("--sme2-runner", str(runner))
+    result = pytester.runpytest_subprocess(f"--sme2-runner={runner}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "Add --sme2-device=host" in result.stderr.str()
 
@@ -284,6 +284,31 @@ def test_real_slowdown_fails_with_interval(run, pytester: pytest.Pytester, monke
     assert test["median_ms"] == pytest.approx(verdict["median_ms"]) == pytest.approx(e2e["candidate"])
 
 
+def test_the_example_suites_margin_fails_a_real_20_percent_slowdown(run, pytester: pytest.Pytester,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 10: at the example suite's margin (10 %) and the default 15 blocks x 10 runs, a changed model ~20 %
+    slower than its baseline's fails: same test id, the baseline's program re-measured in the same session.
+    toy_cnn on 35x35 instead of 32x32 inputs: 20 % more pixels through the same convolutions, measured 1.18-1.19x
+    on the Zen 3 machine under load (intervals 1.16-1.19: the lower bound clears the 10 % margin)."""
+    from example_models.suite import LATENCY_PCT
+
+    _write_size_test(pytester, margin=LATENCY_PCT)
+    defaults = ("--sme2-busy-limit=100",)  # the suite's other tests share the cores; interleaving cancels that
+    monkeypatch.setenv("SME2_TEST_SIZE", "32")
+    run("--sme2-update-baseline", *defaults, fast=False).assert_outcomes(passed=1)
+    monkeypatch.setenv("SME2_TEST_SIZE", "35")
+    result = run("--sme2-json", "results.json", *defaults, fast=False)
+    out = result.stdout.str()
+    verdict = json.loads((pytester.path / "results.json").read_text())["tests"][0]["verdict"]
+    e2e = next(c for c in verdict["checks"] if c["name"] == "e2e")
+    ratio = e2e["candidate"] / e2e["baseline"]
+    print(f"measured ratio {ratio:.3f} [{e2e['interval']['low']:.3f}, {e2e['interval']['high']:.3f}]")
+    assert 1.1 < ratio < 1.5, "the changed model is not a ~20 % slowdown on this machine"
+    assert verdict["comparison"] == "session"
+    result.assert_outcomes(failed=1)
+    assert "sme2 REGRESSION: test_perf.py::test_toy" in out
+
+
 def test_changed_model_without_its_reference_uses_stored_samples(run, pytester: pytest.Pytester,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
@@ -317,12 +342,12 @@ def test_too_few_samples_is_inconclusive_and_strict_fails(run, pytester: pytest.
     monkeypatch.setenv("SME2_TEST_SIZE", "32")
     run("--sme2-update-baseline", "--sme2-runs", "3", "--sme2-blocks", "1").assert_outcomes(passed=1)
     monkeypatch.setenv("SME2_TEST_SIZE", "96")
-    # 1 block of 3 runs per arm: no 95 % interval exists (3 vs 3 runs), slower but not provably so.
+    # 1 block of 3 runs per arm: no 95 % block interval exists (1 vs 1 blocks), slower but not provably so.
     few = ("--sme2-runs", "3", "--sme2-blocks", "1", "--sme2-no-confirm")
     result = run(*few)
     result.assert_outcomes(passed=1)
     assert "INCONCLUSIVE" in result.stdout.str()
-    assert "too few runs for a 95% interval (3 vs 3)" in result.stdout.str()
+    assert "too few blocks: 1 vs 1 blocks" in result.stdout.str()
     result = run(*few, "--sme2-strict")
     result.assert_outcomes(failed=1)
     assert "sme2 INCONCLUSIVE" in result.stdout.str()
@@ -496,7 +521,7 @@ def test_host_runner_on_off_speedup(run, pytester: pytest.Pytester, tmp_path: Pa
         def test_not_enough(exported_model, sme2_runner, sme2_baseline):
             sme2_baseline.check(sme2_runner.profile_on_off(exported_model))
     """)
-    args = ("--sme2-device=host", "--sme2-runner", str(on), "--sme2-runner-off", str(off))
+    args = ("--sme2-device=host", f"--sme2-runner={on}", f"--sme2-runner-off={off}")
     run(*args, "--sme2-update-baseline", "--sme2-json", "r.json").assert_outcomes(passed=1, failed=1)
     out = json.loads((pytester.path / "r.json").read_text())
     speedup = next(c for c in out["tests"][0]["verdict"]["checks"] if c["name"] == "min_speedup")

@@ -62,8 +62,8 @@ ON_LOG, OFF_LOG = DATA / f"{MN}_simd-on_t1.xnnlog", DATA / f"{MN}_simd-off_t1.xn
 SME2_LOG = Path(__file__).parent / "standin" / "sme2_kernels.xnnlog"
 SME2_LOG_TEXT = SME2_LOG.read_text()
 # Executions per block for the replaying stand-ins: the recordings hold 30, and a timing build must log one
-# Iteration line per execution it was asked for.
-RUNS = ("--sme2-runs=27", "--sme2-warmup=3")
+# Iteration line per execution it was asked for (so no time budget may shrink the runs).
+RUNS = ("--sme2-runs=27", "--sme2-warmup=3", "--sme2-time-budget=0")
 
 # Test-file source: a recorded .pte standing in for the exported_model fixture (used in pytester files).
 RECORDED = textwrap.dedent(f"""\

@@ -189,7 +189,7 @@ def test_export_cache_hits_in_a_second_process_and_another_checkout(tmp_path: Pa
     first = _python(first_dir, "export_it.py", PYTHONHASHSEED="1")
     assert first.returncode == 0, first.stderr
     made = json.loads(first.stdout.splitlines()[-1])
-    assert made["cached"] is False and made["progress"][0] == "exporting tiny fp32/xnnpack ..."
+    assert made["cached"] is False and made["progress"][0] == "exporting tiny fp32/xnnpack: starting (0 s)"
 
     again = _python(first_dir, "export_it.py", PYTHONHASHSEED="2")
     assert again.returncode == 0, again.stderr
@@ -339,8 +339,9 @@ def test_a_user_project_session_exports_once_and_reports_the_users_warning(
     # The functional check after check() failed the test: it is reported as failed, not as its baseline status.
     assert "1 failed" in first and "FAILED           test_tiny.py::test_tiny" in first, first
     assert list((project / ".sme2_baselines").glob("*.json")), "the baseline was written all the same"
-    assert "exporting tiny fp32/xnnpack" in first
-    assert "1 failed" in second and "exporting" not in second, "the second session must hit the export cache"
+    assert "sme2 exports: 1 exported in " in first and ", 0 from the cache" in first
+    assert "1 failed" in second and "sme2 exports: 0 exported in 0.0 s, 1 from the cache" in second, (
+        "the second session must hit the export cache")
 
     # The user's warning, raised in their forward() while the plugin exported it, is in the summary.
     summary = _section(first, "warnings summary")

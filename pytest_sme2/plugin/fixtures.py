@@ -46,7 +46,8 @@ def exported_model(request: pytest.FixtureRequest, sme2_session: Sme2Session) ->
     exported = call(lambda: export(sme2_session, model_request))
     rec = record(request.node)
     rec.model = {"name": model_request.name, "dtype": model_request.dtype, "backend": model_request.backend,
-                 "pte": str(exported.pte_path)}
+                 "pte": str(exported.pte_path), "export_cached": bool(exported.cached),
+                 "export_seconds": round(float(exported.export_seconds), 2)}
     request.node.stash[MODEL_REQUEST_KEY] = model_request
     return exported
 

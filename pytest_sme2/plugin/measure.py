@@ -49,17 +49,23 @@ def export(session: Sme2Session, request: ModelRequest, backend: str | None = No
     from ..export import export_model
 
     spec = _model_spec(request)
-    return export_model(spec, dtype=request.dtype, backend=backend or request.backend, inputs=request.inputs,
-                        cache_dir=session.options.cache_dir, progress=session.progress)
-
+    try:
+        exported = export_model(spec, dtype=request.dtype, backend=backend or request.backend, inputs=request.inputs,
+                                cache_dir=session.options.cache_dir, progress=session.progress)
+    finally:
+        session.status.clear()
+    return exported
 
 
 @dataclass(frozen=True)
 class OnOff:
-    """An interleaved SME2 off/on measurement of one model (its speedup is judged by the gate, once)."""
+    """Two interleaved measurements of one model: SME2 off/on, or two backends (the gate judges the speedup
+    ``off`` -> ``on`` once; ``on`` is the arm checked against the baseline)."""
 
     off: Any
     on: Any
+    off_label: str = "SME2 off"
+    on_label: str = "SME2 on"
 
 
 class Sme2Runner:
@@ -117,7 +123,7 @@ class Sme2Runner:
             exported, runs=o.runs if runs is None else runs, warmup=o.warmup, threads=o.threads,
             out_dir=self._session.out_dir / _safe(self._item.nodeid), variant=variant,
             blocks=o.blocks if blocks is None else blocks, timeout_s=o.timeout,
-            latency=self._session.latency, busy_limit=o.busy_limit / 100))
+            latency=self._session.latency, busy_limit=o.busy_limit / 100, time_budget_s=o.time_budget))
 
     def profile(self, exported: Any, *, variant: str | None = None, runs: int | None = None) -> Any:
         """Measure ``exported`` (``--sme2-blocks`` blocks of ``--sme2-runs``); returns a Profile."""
@@ -165,6 +171,41 @@ class Sme2Runner:
         rec = record(self._item)
         rec.profile, rec.profile_off = on.to_dict(), off.to_dict()
         return OnOff(off, on)
+
+    def compare_backends(self, exported: Any, slower: str = "portable", faster: str = "xnnpack") -> OnOff:
+        """Measure the model exported for two backends in interleaved blocks on the local runtime.
+
+        Returns an :class:`OnOff` pair (``off`` = ``slower``, ``on`` = ``faster``): ``sme2_baseline.check(pair)``
+        judges the speedup (``min_speedup``) and the ``faster`` arm against its baseline, and the reports show the
+        per-category speedups, as for SME2 on/off on a device.
+        """
+        from ..profile import measure_pair
+
+        check_exported(exported, "compare_backends")
+        for backend in (slower, faster):
+            if backend not in LOCAL_VARIANTS:
+                pytest.fail(f"sme2_runner.compare_backends(): unknown backend {backend!r}; allowed: "
+                            f"{', '.join(LOCAL_VARIANTS)}", pytrace=False)
+        if self.device != "local":
+            pytest.skip("compare_backends() compares exports on the local runtime; on a device, SME2 on/off is "
+                        "the comparison (profile_on_off)")
+        req = self._item.stash.get(MODEL_REQUEST_KEY, None)
+        if req is None:
+            pytest.fail("compare_backends() needs the exported_model fixture of this test", pytrace=False)
+
+        def export_for(backend: str) -> Any:
+            if backend == exported.backend:
+                return exported
+            return call(lambda: export(self._session, req, backend=backend))
+
+        arms = [export_for(b) for b in (slower, faster)]
+        a_m, b_m = (self.measurement(x) for x in arms)
+        with self._session.third_party(self._item.nodeid):
+            off, on = call(lambda: measure_pair(self.runner, a_m, b_m, rules=self._session.rules,
+                                                what=f"{exported.name} {slower} vs {faster}"))
+        rec = record(self._item)
+        rec.profile, rec.profile_off = on.to_dict(), off.to_dict()
+        return OnOff(off, on, slower, faster)
 
 
 _VARIANTS = (None, *LOCAL_VARIANTS, "sme2_on", "sme2_off")

@@ -61,6 +61,7 @@ def _from_ini(config: pytest.Config, spec: OptionSpec) -> Any:
 
 def build_options(config: pytest.Config) -> Sme2Options:
     """Resolve every ``--sme2-*`` option (command line, then ini, then default) and check conflicts."""
+    _check_rootdir(config)
     values: dict[str, Any] = {}
     for spec in OPTION_TABLE:
         value = config.getoption(spec.dest)
@@ -88,6 +89,40 @@ def build_options(config: pytest.Config) -> Sme2Options:
     opts = Sme2Options(**values)
     _check_conflicts(opts)
     return opts
+
+
+def _check_rootdir(config: pytest.Config) -> None:
+    """Refuse a rootdir that an ``--sme2-*`` path value moved: test ids, and so baseline keys, would move with it.
+
+    pytest chooses its rootdir before plugins add their options, so ``--sme2-baseline-dir /abs/bl`` given as
+    two arguments counts ``/abs/bl`` as a test path; without an ini file the rootdir becomes the common
+    ancestor (``/``, ``/tmp``) and every node id changes. Found by choosing the rootdir again without those
+    values, as pytest does.
+    """
+    from _pytest.config.findpaths import determine_setup
+
+    args = list(config.invocation_params.args)
+    takes_value = {spec.flag for spec in OPTION_TABLE if not spec.action}
+    moved = [(flag, args[i + 1]) for i, flag in enumerate(args[:-1]) if flag in takes_value
+             and (config.invocation_params.dir / args[i + 1]).exists()]
+    if not moved:
+        return
+    values = {value for _, value in moved}
+    positional = [a for a in args if not a.startswith("-") and a not in values]
+    try:
+        rootpath, *_ = determine_setup(
+            inifile=config.option.inifilename, override_ini=config.option.override_ini, args=positional,
+            rootdir_cmd_arg=config.option.rootdir or None, invocation_dir=config.invocation_params.dir)
+    except Exception:  # pytest's internals changed: then this check says nothing rather than something wrong
+        return
+    if rootpath != config.rootpath:
+        flag, value = moved[0]
+        raise pytest.UsageError(
+            f"{flag} {value}: pytest took {value} for a test path when it chose the rootdir (it does so before "
+            f"plugins add their options), which moved the rootdir from {rootpath} to {config.rootpath} and would "
+            f"change every test id, and so every baseline key. Write it as one argument, {flag}={value}, or add "
+            "an ini file to the project (pytest.ini, or [tool.pytest.ini_options] in pyproject.toml)"
+        )
 
 
 def _check_conflicts(opts: Sme2Options) -> None:

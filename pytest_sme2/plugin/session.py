@@ -37,6 +37,7 @@ class Sme2Session:
         self._runner: Any = None
         #: (log build, program, inputs, threads) sha256s -> KernelLog: each log build runs once per model
         self._kernel_logs: dict[tuple[Any, ...], Any] = {}
+        self._status: LiveStatus | None = None
 
     def third_party(self, label: str) -> Any:
         """Around the plugin's runtime calls: executorch's C++ log, cpuinfo lines and torch/executorch warnings
@@ -107,16 +108,63 @@ class Sme2Session:
         return self._runner
 
     def progress(self, message: str) -> None:
-        """Show a progress line live (outside capture) for work that takes seconds."""
+        """Show ``message`` as a transient status at the end of pytest's current line (TTY only; see LiveStatus)."""
+        self.status.show(message)
+
+    @property
+    def status(self) -> LiveStatus:
+        if self._status is None:
+            self._status = LiveStatus(self.config)
+        return self._status
+
+
+class LiveStatus:
+    """A transient status at the end of pytest's progress line, for work that takes seconds (an export).
+
+    pytest writes ``file.py ..`` and the dots of each result on one line; a full line of our own would split
+    it (the file name is reprinted before the next result). So on a terminal the status is written after
+    what is on the line and erased again before the next update and when the work ends; on anything else
+    (a CI log) nothing is written mid-line — the ``sme2 performance`` section sums the exports up instead.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.shown = 0
+        reporter = config.pluginmanager.getplugin("terminalreporter")
+        writer = getattr(reporter, "_tw", None)
+        self.file = getattr(writer, "_file", None)
+        #: None until first asked: whether the file is a terminal can only be seen with capture suspended (during
+        #: a test, fd capture points file descriptor 1 at a temporary file)
+        self._tty: bool | None = None
+        self.enabled = bool(self.file is not None and getattr(writer, "hasmarkup", False) and worker_id(config) is None)
+
+    def show(self, text: str) -> None:
+        if self.enabled:
+            self._write(f" [sme2: {text}]")
+
+    def clear(self) -> None:
+        if self.enabled and self.shown:
+            self._write("")
+
+    def _write(self, text: str) -> None:
         capman = self.config.pluginmanager.getplugin("capturemanager")
-        reporter = self.config.pluginmanager.getplugin("terminalreporter")
-        if reporter is None or worker_id(self.config) is not None:
-            return
         if capman is not None:
             with capman.global_and_fixture_disabled():
-                reporter.write_line(f"[sme2] {message}")
+                self._raw(text)
         else:  # pragma: no cover - capture is always registered in practice
-            reporter.write_line(f"[sme2] {message}")
+            self._raw(text)
+
+    def _raw(self, text: str) -> None:
+        assert self.file is not None
+        if self._tty is None:
+            self._tty = bool(getattr(self.file, "isatty", lambda: False)())
+        if not self._tty:
+            self.enabled = False
+            return
+        erase = "\b" * self.shown + " " * self.shown + "\b" * self.shown
+        self.file.write(erase + text)
+        self.file.flush()
+        self.shown = len(text)
 
 
 def worker_id(config: pytest.Config) -> str | None:

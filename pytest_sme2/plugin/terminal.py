@@ -44,6 +44,12 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     for t in tests:
         counts[t.status] = counts.get(t.status, 0) + 1
     tr.write_line("sme2 verdicts: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    exports = [r["model_override"] for r in records if "export_cached" in (r.get("model_override") or {})]
+    fresh = [m for m in exports if not m["export_cached"]]
+    if exports:
+        # Not shown while it happened on a non-terminal (a CI log): exports are where a first run spends its time.
+        tr.write_line(f"sme2 exports: {len(fresh)} exported in {sum(m['export_seconds'] for m in fresh):.1f} s, "
+                      f"{len(exports) - len(fresh)} from the cache")
     if counts.get(RECORDED):
         tr.write_line(f"{counts[RECORDED]} test(s) had no baseline for this device: recorded, not gated. The next "
                       "run gates them (--sme2-require-baseline or --sme2-strict make a missing baseline fail)",
