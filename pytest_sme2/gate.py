@@ -23,10 +23,18 @@ Verdicts are ``pass``, ``regression``, ``improvement``, ``inconclusive``, ``inva
 Per-category checks compare the per-run category times of the traced runs; a category with its own
 threshold gates (Bonferroni across the gated categories), the others are advisory. A category whose
 baseline is below the trace's resolution is judged on its absolute change in ms.
+
+Evidence checks (:func:`sme2_kernel_checks`) judge what the XNNPACK logs of the arms' log builds say
+about SME2, not timings: on a device that reports SME2, an SME2-on arm whose log names no SME2 kernel
+is a ``regression`` of the build (it was built, or runs, without SME2); an SME2-off arm whose log names
+SME2 kernels makes the on/off comparison ``invalid``. A requirement that cannot be checked (no log
+build) is said, never passed silently. Evidence does not change with re-measuring, so it never
+triggers the confirming measurement.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -35,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from .categories import CATEGORIES, OTHER
+from .kernels import KernelLog, isa_suffix
 from .stats import Interval, block_difference_ci, block_medians, block_ratio_ci, median_interval
 
 SCHEMA_VERSION = 2
@@ -91,12 +100,15 @@ class GateConfig:
     min_speedup: float | None = None
     #: how much the machine may drift between sessions: added to the margin of ``stored`` comparisons
     drift_allowance: float = 0.0
+    #: the measured arm must run SME2 kernels (its XNNPACK log must name one); unverifiable = inconclusive
+    require_sme2_kernels: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "margin": self.margin, "confidence": self.confidence, "strict": self.strict,
             "category_margins": dict(self.category_margins), "p50_ms": self.p50_ms, "p90_ms": self.p90_ms,
             "min_speedup": self.min_speedup, "drift_allowance": self.drift_allowance,
+            "require_sme2_kernels": self.require_sme2_kernels,
         }
 
 
@@ -450,6 +462,82 @@ def explain(reference: Samples, candidate: Samples) -> tuple[str, ...]:
     return ("categories explaining the change (medians of the traced runs): " + "; ".join(parts),) if parts else ()
 
 
+# ------------------------------------------------------------------------------------------ evidence
+
+#: The check that the SME2-on (or required) arm ran SME2 kernels, and that the SME2-off arm ran none.
+SME2_KERNELS = "sme2_kernels"
+SME2_OFF_KERNELS = "sme2_off_kernels"
+EVIDENCE_CHECKS = (SME2_KERNELS, SME2_OFF_KERNELS)
+#: ``Sme2Evidence.required_by`` of an on/off test and of ``sme2_threshold(require_sme2_kernels=True)``.
+REQUIRED_BY_ON_OFF = "the SME2-on arm of an on/off comparison"
+REQUIRED_BY_MARKER = "sme2_threshold(require_sme2_kernels=True)"
+
+
+@dataclass(frozen=True)
+class Sme2Evidence:
+    """What the gate knows about SME2 kernel use: who requires it, what the device reports, what the logs say.
+
+    ``log``/``off_log`` are the XNNPACK logs of the measured (SME2-on) arm and of the SME2-off arm, None
+    when that arm had no log build (``missing_log`` then says why). ``enforced``: the test itself asked
+    for SME2 kernels (the marker), so a requirement that cannot be checked is inconclusive, not advisory.
+    """
+
+    required_by: str = ""
+    enforced: bool = False
+    device_sme2: bool | None = None
+    device: str = "the device"
+    log: KernelLog | None = None
+    off_log: KernelLog | None = None
+    missing_log: str = "no XNNPACK-logging build for this arm (--sme2-runner-log)"
+
+
+def _isas(log: KernelLog) -> str:
+    """The ISAs the log's kernels target, most kernels first (``avx512f (23), scalar (8), ...``)."""
+    counts = Counter(isa_suffix(k.name) for k in log.kernels)
+    return ", ".join(f"{isa} ({n})" for isa, n in counts.most_common(5)) or "none"
+
+
+def _on_check(ev: Sme2Evidence) -> Check:
+    advisory = not ev.enforced
+    log = ev.log
+    if ev.device_sme2 is False:
+        return Check(SME2_KERNELS, Status.INCONCLUSIVE, f"not applicable: {ev.device} reports no SME2, so no SME2 "
+                     "kernel can run there", advisory=True)
+    if log is None:
+        return Check(SME2_KERNELS, Status.INCONCLUSIVE, f"not checked: {ev.missing_log}; without an XNNPACK log "
+                     f"nothing shows whether {ev.required_by} ran SME2 kernels", advisory=advisory)
+    if log.sme2_kernels:
+        n = len(log.sme2_kernels)
+        return Check(SME2_KERNELS, Status.PASS, f"the XNNPACK log ({log.source}) names {n} SME2 kernel"
+                     f"{'s' if n != 1 else ''}, e.g. {log.sme2_kernels[0]}")
+    if not log.kernels:
+        return Check(SME2_KERNELS, Status.INCONCLUSIVE, f"not checked: the XNNPACK log ({log.source}) names no "
+                     "selected kernel at all: was it written by a debug-logging build (Debug, XNN_LOG_LEVEL=5)? "
+                     "On Android, XNNPACK logs to logcat (tag XNNPACK)", advisory=advisory)
+    if ev.device_sme2 is None:
+        return Check(SME2_KERNELS, Status.INCONCLUSIVE, f"the XNNPACK log ({log.source}) names no SME2 kernel, "
+                     f"but {ev.device} does not say whether it has SME2", advisory=advisory)
+    return Check(SME2_KERNELS, Status.REGRESSION, (
+        f"no SME2 kernel: {ev.required_by} must run SME2 kernels on {ev.device}, which reports SME2, but the XNNPACK "
+        f"log of its build ({log.source}) names none (its {len(log.kernels)} kernels target {_isas(log)}; SME2 ones "
+        "end in __neonsme2 or are kai_*sme2* routines). The runner was built without XNNPACK's SME2 kernels "
+        "(XNNPACK_ENABLE_ARM_SME2=OFF, or a compiler without SME2 support: Clang 18+ / GCC 10+ for arm64)"))
+
+
+def sme2_kernel_checks(evidence: Sme2Evidence | None) -> list[Check]:
+    """The evidence checks: SME2 kernels in the required arm's log, none in the SME2-off arm's log."""
+    if evidence is None:
+        return []
+    checks = [_on_check(evidence)] if evidence.required_by else []
+    off = evidence.off_log
+    if off is not None and off.sme2_kernels:
+        checks.append(Check(SME2_OFF_KERNELS, Status.INVALID, (
+            f"the SME2-off arm's XNNPACK log ({off.source}) names {len(off.sme2_kernels)} SME2 kernel(s), e.g. "
+            f"{off.sme2_kernels[0]}: that build has SME2 (build it with XNNPACK_ENABLE_ARM_SME2=OFF), so this is "
+            "not an SME2 on/off comparison")))
+    return checks
+
+
 # ------------------------------------------------------------------------------------------ verdicts
 
 
@@ -471,11 +559,12 @@ def overall(checks: Sequence[Check]) -> Status:
 
 def gate(reference: Samples | None, candidate: Samples, config: GateConfig, *,
          comparison: Comparison = Comparison.SESSION, off: Samples | None = None,
-         notes: Sequence[str] = ()) -> Verdict:
+         notes: Sequence[str] = (), evidence: Sme2Evidence | None = None) -> Verdict:
     """Every check the config asks for, on one measurement.
 
     ``reference`` None = nothing to compare with (a first run): only the absolute checks (budgets, the
-    SME2 speedup of an on/off pair, whose ``off`` arm is given) are judged.
+    SME2 speedup of an on/off pair, whose ``off`` arm is given) are judged. ``evidence``: the SME2 kernel
+    checks (:func:`sme2_kernel_checks`), judged even when the measurement is invalid (a log is no timing).
     """
     reason = candidate.invalid_reason or (reference.invalid_reason if reference else "") or (
         off.invalid_reason if off else "")
@@ -483,8 +572,10 @@ def gate(reference: Samples | None, candidate: Samples, config: GateConfig, *,
               "samples": candidate.label, "median_ms": candidate.median_ms if candidate.e2e_ms else None,
               "reference_median_ms": reference.median_ms if reference is not None and reference.e2e_ms else None,
               "notes": tuple(notes)}
+    proofs = sme2_kernel_checks(evidence)
     if reason:
-        return Verdict(Status.INVALID, (Check("validity", Status.INVALID, reason),), **common)  # type: ignore[arg-type]
+        invalid = (Check("validity", Status.INVALID, reason), *proofs)
+        return Verdict(overall(invalid), invalid, **common)  # type: ignore[arg-type]
     checks: list[Check] = []
     explanation: tuple[str, ...] = ()
     if reference is not None:
@@ -497,7 +588,13 @@ def gate(reference: Samples | None, candidate: Samples, config: GateConfig, *,
         checks.append(budget_check("p90_budget", candidate, config.p90_ms, 90, config))
     if off is not None:
         checks.append(speedup_check(off, candidate, config))
+    checks += proofs
     return Verdict(overall(checks), tuple(checks), explanation, **common)  # type: ignore[arg-type]
+
+
+def measured_status(verdict: Verdict) -> Status:
+    """The verdict's status from its measured checks only (evidence checks left out): what re-measuring can change."""
+    return overall([c for c in verdict.checks if c.name not in EVIDENCE_CHECKS])
 
 
 Measure = Callable[[], tuple["Samples | None", Samples, "Samples | None"]]
@@ -510,6 +607,7 @@ def decide(
     *,
     comparison: Comparison = Comparison.SESSION,
     notes: Sequence[str] = (),
+    evidence: Sme2Evidence | None = None,
 ) -> Verdict:
     """Gate ``first`` = (reference, candidate, off); re-measure once when the verdict is not settled.
 
@@ -517,26 +615,28 @@ def decide(
     a same-session comparison, the stored one is returned unchanged otherwise. A regression stands only
     if the fresh measurement is a regression too (if they disagree the result is inconclusive); an
     inconclusive first result is re-judged on the pooled blocks of both. Unchanged artifacts and
-    invalid measurements are not re-measured here (the measurement itself re-runs disturbed blocks).
+    invalid measurements are not re-measured here (the measurement itself re-runs disturbed blocks). Only the
+    measured checks decide whether to measure again (:func:`measured_status`): evidence does not change.
     """
     ref, cand, off = first
-    verdict = gate(ref, cand, config, comparison=comparison, off=off, notes=notes)
+    verdict = gate(ref, cand, config, comparison=comparison, off=off, notes=notes, evidence=evidence)
+    first_status = measured_status(verdict)
     if (measure is None or comparison is Comparison.UNCHANGED
-            or verdict.status not in (Status.REGRESSION, Status.INCONCLUSIVE)):
+            or first_status not in (Status.REGRESSION, Status.INCONCLUSIVE)):
         return verdict
     ref2, cand2, fresh_off = measure()
     off2 = fresh_off if fresh_off is not None else off
-    if verdict.status is Status.REGRESSION:
+    if first_status is Status.REGRESSION:
         again = gate(ref2, replace(cand2, label="confirming measurement"), config, comparison=comparison,
-                     off=off2, notes=notes)
-        if again.status is Status.REGRESSION:
+                     off=off2, notes=notes, evidence=evidence)
+        again_status = measured_status(again)
+        if again_status is Status.REGRESSION:
             return replace(again, attempts=2)
-        note = (f"the first measurement said regression, the confirming one said {again.status.value}: "
+        note = (f"the first measurement said regression, the confirming one said {again_status.value}: "
                 "not confirmed")
         checks = (*again.checks, Check("confirmation", Status.INCONCLUSIVE, note))
-        status = Status.INVALID if again.status is Status.INVALID else Status.INCONCLUSIVE
-        return replace(again, status=status, checks=checks, attempts=2)
+        return replace(again, status=overall(checks), checks=checks, attempts=2)
     pooled_ref = ref.pooled(ref2) if (ref is not None and ref2 is not None and ref2 is not ref) else ref
     pooled_off = off.pooled(fresh_off) if (off is not None and fresh_off is not None) else off
-    return replace(gate(pooled_ref, cand.pooled(cand2), config, comparison=comparison, off=pooled_off, notes=notes),
-                   attempts=2)
+    return replace(gate(pooled_ref, cand.pooled(cand2), config, comparison=comparison, off=pooled_off, notes=notes,
+                        evidence=evidence), attempts=2)

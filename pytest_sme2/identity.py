@@ -280,3 +280,16 @@ def _v(value: int | None) -> str:
 
 def _cores(identity: DeviceIdentity) -> str:
     return " + ".join(c.describe() for c in identity.clusters) or "(not recorded)"
+
+
+def reports_sme2(facts: Mapping[str, Any]) -> bool | None:
+    """Whether a device reports SME2, from its facts: a ``sme2`` flag (``DeviceInfo.to_dict()``), else the ISA
+    features of its identity (``DeviceIdentity.to_dict()``, or a fingerprint holding one); None when neither says.
+    """
+    flag = facts.get("sme2")
+    if isinstance(flag, bool):
+        return flag
+    isa = facts.get("isa")
+    if isinstance(isa, (list, tuple)):
+        return "sme2" in isa or "sme2p1" in isa
+    return None

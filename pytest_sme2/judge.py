@@ -16,7 +16,11 @@ This is the library half of ``sme2_baseline.check()`` (the plugin only applies t
      the drift allowance (:attr:`~pytest_sme2.gate.Comparison.STORED`), and the verdict says so.
 3. A regression or an inconclusive verdict is measured once more (:func:`pytest_sme2.gate.decide`).
 
-Measurements that could not be trusted (a busy machine, a throttling phone) are never written as baselines.
+The SME2 kernel evidence (:func:`sme2_evidence`: the arms' XNNPACK logs, what the device reports, whether
+the test requires SME2 kernels) is judged with every verdict, recorded or gated.
+
+Measurements that could not be trusted (a busy machine, a throttling phone) are never written as baselines,
+and neither is an SME2-on arm whose log shows it ran no SME2 kernel.
 """
 
 from __future__ import annotations
@@ -29,9 +33,23 @@ from typing import Any
 from .artifacts import Artifact, ArtifactStore, is_runtime
 from .baseline import Baseline, BaselineStore, Lookup, identity_diff, now_iso
 from .categories import CategoryRules
-from .gate import Comparison, GateConfig, Samples, Status, Verdict, decide, gate
-from .profile import Measurement, Profile, Progress, measure, measure_pair
-from .runners.base import Runner
+from .gate import (
+    REQUIRED_BY_MARKER,
+    REQUIRED_BY_ON_OFF,
+    Comparison,
+    GateConfig,
+    Samples,
+    Sme2Evidence,
+    Status,
+    Verdict,
+    decide,
+    gate,
+    sme2_kernel_checks,
+)
+from .identity import reports_sme2
+from .kernels import KernelLog
+from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair, source_head
+from .runners.base import MODE_TIMING, Runner
 
 #: Judgement outcomes.
 GATED = "gated"
@@ -100,6 +118,13 @@ def keep_artifacts(store: ArtifactStore, profile: Profile, runner: Runner) -> No
     binary = m.build or (runner_for(m.variant) if callable(runner_for) else None)
     if binary is not None and Path(binary).is_file():
         store.put(binary, mode=0o755)
+    # The timing build gives the latency when the artifact names it: keep it too, to re-measure it later.
+    timing = profile.artifact.build.get("timing_runner_sha256") if profile.artifact is not None else None
+    binary_for = getattr(runner, "binary_for", None)
+    if timing and m.timing_build is None and callable(binary_for) and has_build(runner, m.variant, MODE_TIMING):
+        store.put(binary_for(m.variant, MODE_TIMING), mode=0o755)
+    elif timing and m.timing_build is not None and Path(m.timing_build).is_file():
+        store.put(m.timing_build, mode=0o755)
 
 
 def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner,
@@ -113,6 +138,7 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
     if pte is None or any(p is None for p in inputs):
         return None, f"the artifact store {store.root} does not hold the baseline's program and inputs"
     build: Path | None = None
+    timing_build: Path | None = None
     current = dict(runner.build_identity(m.variant))
     if is_runtime(baseline.build) or is_runtime(current):
         if _without_path(baseline.build) != _without_path(current):
@@ -124,8 +150,16 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
             build = store.get(sha)
             if build is None:
                 return None, f"the artifact store {store.root} does not hold the baseline's runner build ({sha[:12]})"
+        timing_sha = str(baseline.build.get("timing_runner_sha256", ""))
+        if timing_sha and timing_sha != current.get("timing_runner_sha256"):
+            # The baseline's latency came from another timing build: re-measure that one, or the comparison
+            # would time the current timing build twice and hide its change.
+            timing_build = store.get(timing_sha)
+            if timing_build is None:
+                return None, (f"the artifact store {store.root} does not hold the baseline's timing build "
+                              f"({timing_sha[:12]})")
     return replace(m, pte=pte, inputs=tuple(p for p in inputs if p is not None), build=build,
-                   label=f"{m.label}_reference"), ""
+                   timing_build=timing_build, label=f"{m.label}_reference"), ""
 
 
 def _without_path(build: Mapping[str, Any]) -> dict[str, Any]:
@@ -134,6 +168,42 @@ def _without_path(build: Mapping[str, Any]) -> dict[str, Any]:
 
 def _describe(build: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {str(v)[:12]}" for k, v in build.items() if k not in ("runner", "path")) or "unknown"
+
+
+def sme2_evidence(profile: Profile, off: Profile | None, config: GateConfig) -> Sme2Evidence | None:
+    """What the gate needs to judge SME2 kernel use: the arms' XNNPACK logs, the device, the requirement.
+
+    The SME2-on arm of an on/off pair must run SME2 kernels; so must any profile whose test asks for it
+    (``GateConfig.require_sme2_kernels``). None when nothing is required and the SME2-off arm has no log.
+    """
+    reasons = [r for r, yes in ((REQUIRED_BY_ON_OFF, off is not None), (REQUIRED_BY_MARKER,
+                                                                         config.require_sme2_kernels)) if yes]
+    off_log = _log_of(off) if off is not None else None
+    if not reasons and off_log is None:
+        return None
+    device_sme2 = reports_sme2(profile.device)
+    if device_sme2 is None:
+        device_sme2 = reports_sme2(profile.fingerprint)
+    name = (profile.fingerprint.get("summary") or profile.device.get("name") or profile.device.get("serial")
+            or "the device")
+    # kernel_source is "none: <why>" when the arm has no log: the check says that why
+    why = profile.kernel_source.split(": ", 1)[1] if source_head(profile.kernel_source) == "none" else ""
+    return Sme2Evidence(
+        required_by=" and ".join(reasons), enforced=config.require_sme2_kernels, device_sme2=device_sme2,
+        device=str(name), log=_log_of(profile), off_log=off_log,
+        missing_log=why or "no XNNPACK-logging build for this arm (--sme2-runner-log)",
+    )
+
+
+def _log_of(profile: Profile) -> KernelLog | None:
+    stored = profile.analysis.kernel_log
+    return KernelLog.from_dict(stored) if stored else None
+
+
+def _blocking_evidence(evidence: Sme2Evidence | None) -> str:
+    """Why this measurement must not become a baseline, from its kernel evidence ("" when it may)."""
+    failed = [c for c in sme2_kernel_checks(evidence) if c.status in (Status.REGRESSION, Status.INVALID)]
+    return failed[0].message if failed else ""
 
 
 def _other_lines(lookup: Lookup, profile: Profile) -> list[str]:
@@ -165,15 +235,19 @@ def judge(
     cand = profile.samples()
     off_samples = off.samples() if off is not None else None
     invalid = profile.invalid_reason or (off.invalid_reason if off is not None else "")
+    evidence = sme2_evidence(profile, off, config)
+    refused = _blocking_evidence(evidence)
 
     def absolute_only() -> Verdict:
-        return gate(None, cand, config, off=off_samples)
+        return gate(None, cand, config, off=off_samples, evidence=evidence)
 
     if policy.update_baseline:
         if invalid:
             return Judgement(NOT_WRITTEN, absolute_only(), path, message=(
                 f"baseline not written: this measurement is invalid ({invalid}); measure again when the device is "
                 "quiet (and cool)"))
+        if refused:
+            return Judgement(NOT_WRITTEN, absolute_only(), path, message=f"baseline not written: {refused}")
         baseline = _baseline_from(test_id, profile, policy.tool_version)
         written = baselines.save(baseline)
         keep_artifacts(artifacts, profile, runner)
@@ -188,9 +262,12 @@ def judge(
             return Judgement(MISSING, absolute_only(), path, message="\n".join(lines))
         if invalid:
             verdict = absolute_only()
-            verdict = replace(verdict, status=Status.INVALID)
+            verdict = replace(verdict, status=Status.REGRESSION if refused else Status.INVALID)
             return Judgement(NOT_WRITTEN, verdict, path, message="\n".join(
                 [head, *others, f"not recorded: this measurement is invalid ({invalid})"]))
+        if refused:
+            return Judgement(NOT_WRITTEN, absolute_only(), path, message="\n".join(
+                [head, *others, f"not recorded: {refused}"]))
         baseline = _baseline_from(test_id, profile, policy.tool_version)
         written = baselines.save(baseline)
         keep_artifacts(artifacts, profile, runner)
@@ -235,7 +312,7 @@ def judge(
                          f"{baseline.created or 'an earlier session'} ({why or 'the measurement is invalid'})")
             measure_again = _remeasure_stored(runner, profile, off, base, rules=rules, progress=progress)
     verdict = decide((base, cand, off_samples), measure_again if policy.confirm else None, config,
-                     comparison=comparison, notes=notes)
+                     comparison=comparison, notes=notes, evidence=evidence)
     return Judgement(GATED, verdict, lookup.path, baseline, verdict.summary(), reference, candidate)
 
 
@@ -270,4 +347,4 @@ def _identity_text(profile: Profile) -> str:
 
 
 __all__ = ["GATED", "MISSING", "NOT_WRITTEN", "RECORDED", "WRITTEN", "Judgement", "Policy", "judge",
-           "keep_artifacts", "reference_measurement"]
+           "keep_artifacts", "reference_measurement", "sme2_evidence"]

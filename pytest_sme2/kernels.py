@@ -6,19 +6,32 @@ They prove which kernels were *selected for this CPU*, not which operator ran wh
 hint for an operator is "the widest selected kernel of the matching kind and data type".
 
 SME2 kernels end in ``__neonsme2`` (SME: ``__neonsme``) and wrap KleidiAI ``kai_*_sme2_*`` routines.
+
+At debug level the log also has one ``running operator i:j (<label>)`` line per operator per execution.
+The label is ``<operator type> <micro-kernel type>`` (``Convolution (NHWC, F32) IGEMM``, ``Add (ND)
+Default``); XNNPACK's profiler names the same operator in the ETDump ``<label> #k``, except that it drops
+the micro-kernel type when it is ``Default``, ``Transpose`` or ``Reduce`` (``Add (ND) #1``): the join
+(:func:`etdump_name`) tries the label, then the label without its last word. That joins every label of
+the recorded fp32 logs in ``tests/data``; in the int8 MobileNet recording the trace names no ``HardSwish``
+operator (its events read ``Invalid Unary Op``) and counts fewer ``Convert`` calls than the log, so a
+label can stay unjoined and the counts of the two sources can differ (reports show both).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import TraceError
 
 _USING = re.compile(r"Using\s+(\w+)\s+microkernel\s+'([^']+)'")
 _RUNNING = re.compile(r"running operator \d+:\d+ \((.+)\) \(xnn_run_operator")
+# executor_runner's own summary line: how many executions the log covers
+_EXECUTED = re.compile(r"Model executed successfully (\d+) time")
+_ITERATION = re.compile(r"Iteration \d+ of \d+:")
 _TILE = re.compile(r"_(\d+)x(\d+)(?:c\d+)?(?:s\d+)?__")
 _KAI = re.compile(r"\bkai_\w+")
 
@@ -37,6 +50,33 @@ def is_sme2(kernel: str) -> bool:
     """True for SME2 kernels: XNNPACK ``__neonsme2`` names or KleidiAI ``kai_*sme2*`` routines."""
     isa = isa_of(kernel)
     return isa in ("neonsme2", "sme2") or ("sme2" in kernel.lower() and kernel.startswith("kai_"))
+
+
+# ISA tokens as XNNPACK spells them after the ``__`` of a kernel name. Tile sizes, unroll factors and
+# strategy words (``2x4``, ``u32``, ``reuse``, ``rr2``) sit around them in no fixed order
+# (``..._transposec_ukernel__16x16_reuse_switch_avx2``), so the ISA is found by vocabulary, not position.
+_ISA_TOKEN = re.compile(
+    r"^(scalar|sse\w*|ssse3|avx\w*|fma3|f16c|neon\w*|sme2?|sve2?|aarch64|aarch32|armsimd32|"
+    r"wasm\w*|rvv\w*|hvx|amx\w*)$"
+)
+
+
+def isa_suffix(kernel: str) -> str:
+    """The ISA a kernel was written for: ``xnn_..._7x32__avx512f_broadcast`` -> ``avx512f``.
+
+    Unlike :func:`isa_of`, tile and strategy tokens in front of the ISA are
+    skipped (``xnn_x32_transposec_ukernel__2x4_scalar_int`` -> ``scalar``, not ``2x4``), and
+    ``aarch64_neonfma`` stays whole.
+    """
+    if kernel.startswith("kai_") or "__" not in kernel:
+        return isa_of(kernel)
+    tokens = kernel.rsplit("__", 1)[1].split("_")
+    for i, token in enumerate(tokens):
+        if _ISA_TOKEN.match(token):
+            if token in ("aarch64", "aarch32") and i + 1 < len(tokens) and tokens[i + 1].startswith("neon"):
+                return f"{token}_{tokens[i + 1]}"
+            return token
+    return isa_of(kernel)
 
 
 def is_sme(kernel: str) -> bool:
@@ -83,6 +123,12 @@ _KIND_OF_OP: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^Transpose"), "transposec"),
     (re.compile(r"^(Add|Multiply|Subtract|Divide|Minimum|Maximum)\b"), "binary"),
     (re.compile(r"^(HardSwish|GELU|Clamp|Sigmoid|Tanh|Convert)\b"), "unary"),
+    # Kinds below were added for the operator -> kernel-kind table; the kinds above keep their order, so
+    # the kernel hints of the operators they match are unchanged.
+    (re.compile(r"^Max Pooling"), "maxpool"),
+    (re.compile(r"^Average Pooling"), "avgpool"),
+    (re.compile(r"^(Mean|Sum)\b|\bReduce2?\b"), "reduce"),
+    (re.compile(r"^Softmax"), "raddstoreexpminusmax"),
 )
 # XNNPACK operator data types -> kernel name prefixes
 _DTYPE_OF_OP = {
@@ -97,14 +143,44 @@ _BINARY_NAME = {"Add": "vadd", "Multiply": "vmul", "Subtract": "vsub", "Divide":
                 "Minimum": "vmin", "Maximum": "vmax"}
 
 
+def operator_kind(op_type: str) -> str | None:
+    """The XNNPACK kernel kind (config category) that runs ``op_type``: ``... IGEMM`` -> ``igemm``; None if unknown.
+
+    ``op_type`` is an operator label as the log or the ETDump names it (``Convolution (NHWC, F32) IGEMM``,
+    ``Add (ND)``); operators without a micro-kernel of their own (``Static Reshape``) have none.
+    """
+    return next((kind for pat, kind in _KIND_OF_OP if pat.search(op_type)), None)
+
+
+def etdump_name(label: str, names: Iterable[str]) -> str | None:
+    """The ETDump operator type (``op_type``, without `` #k``) that a log's ``running operator`` label names.
+
+    The label itself when the trace has it, else the label without its last word (the micro-kernel type the
+    profiler leaves out: ``Add (ND) Default`` -> ``Add (ND)``); None when the trace has neither.
+    """
+    have = set(names)
+    if label in have:
+        return label
+    shorter = label.rsplit(" ", 1)[0] if " " in label else ""
+    return shorter if shorter in have else None
+
+
 @dataclass(frozen=True)
 class KernelLog:
-    """Kernels selected in one XNNPACK debug log, and the operator labels it ran."""
+    """Kernels selected in one XNNPACK debug log, and the operator labels it ran.
+
+    ``operator_calls`` counts the ``running operator`` lines per label, in first-seen order, over the
+    ``executions`` the log covers (executor_runner's ``Model executed successfully N time(s)``).
+    """
 
     source: str
     kernels: tuple[KernelSelection, ...]
     operators: tuple[str, ...]
     kleidiai: tuple[str, ...] = ()
+    operator_calls: tuple[tuple[str, int], ...] = ()
+    executions: int = 1
+    #: the runner build that wrote the log (``<path> (sha256 ...)``), "" when not known
+    build: str = ""
 
     @property
     def sme2_kernels(self) -> tuple[str, ...]:
@@ -113,11 +189,11 @@ class KernelLog:
 
     @property
     def isas(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(k.isa for k in self.kernels))
+        return tuple(dict.fromkeys(isa_suffix(k.name) for k in self.kernels))
 
     def hint_for(self, op_type: str) -> str | None:
         """The kernel that most plausibly ran ``op_type`` (widest tile of its kind and dtype)."""
-        kind = next((k for pat, k in _KIND_OF_OP if pat.search(op_type)), None)
+        kind = operator_kind(op_type)
         if kind is None:
             return None
         candidates = [k for k in self.kernels if k.kind == kind]
@@ -142,15 +218,39 @@ class KernelLog:
             "kernels": [k.to_dict() for k in self.kernels],
             "sme2_kernels": list(self.sme2_kernels),
             "isas": list(self.isas),
+            "operators": [{"label": label, "calls": calls} for label, calls in self.operator_calls],
+            "executions": self.executions,
+            "build": self.build,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> KernelLog:
+        """Rebuild a log from :meth:`to_dict` (as an analysis stores it).
 
-def parse_xnnpack_log(text: str, *, source: str = "<log>") -> KernelLog:
-    """Parse the text of an XNNPACK debug log (stderr of a logging runner build)."""
+        The stored form keeps every selected kernel, the SME2 KleidiAI routines and the operator labels with
+        their call counts; it drops non-SME2 KleidiAI names, which nothing downstream needs.
+        """
+        kernels = tuple(KernelSelection(str(k["kind"]), str(k["name"]))
+                        for k in data.get("kernels", ()) if isinstance(k, Mapping))
+        names = {k.name for k in kernels}
+        kleidiai = tuple(str(n) for n in data.get("sme2_kernels", ()) if str(n) not in names)
+        calls = tuple((str(o["label"]), int(o["calls"])) for o in data.get("operators", ()) if isinstance(o, Mapping))
+        return cls(source=str(data.get("source", "")), kernels=kernels, operators=tuple(c[0] for c in calls),
+                   kleidiai=kleidiai, operator_calls=calls, executions=int(data.get("executions", 1) or 1),
+                   build=str(data.get("build", "")))
+
+
+def parse_xnnpack_log(text: str, *, source: str = "<log>", build: str = "") -> KernelLog:
+    """Parse the text of an XNNPACK debug log (stderr of a logging runner build, or its logcat lines)."""
     kernels = dict.fromkeys(KernelSelection(kind, name) for kind, name in _USING.findall(text))
-    operators = tuple(dict.fromkeys(_RUNNING.findall(text)))
+    calls: dict[str, int] = {}
+    for label in _RUNNING.findall(text):
+        calls[label] = calls.get(label, 0) + 1
     kleidiai = tuple(dict.fromkeys(_KAI.findall(text)))
-    return KernelLog(source=source, kernels=tuple(kernels), operators=operators, kleidiai=kleidiai)
+    executed = _EXECUTED.findall(text)
+    executions = int(executed[-1]) if executed else len(_ITERATION.findall(text))
+    return KernelLog(source=source, kernels=tuple(kernels), operators=tuple(calls), kleidiai=kleidiai,
+                     operator_calls=tuple(calls.items()), executions=max(1, executions), build=build)
 
 
 def read_xnnpack_log(path: str | Path) -> KernelLog:
@@ -168,6 +268,34 @@ class KernelDiffRow:
     only_a: tuple[str, ...]
     only_b: tuple[str, ...]
     both: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OperatorKernel:
+    """One operator label the log ran, joined to the trace: its kernel kind and the kernel that kind selected.
+
+    ``etdump`` is the ETDump operator type of the same operator (None when the trace has no such
+    operator); ``kernel`` is :meth:`KernelLog.hint_for` (the widest selected kernel of the kind and
+    data type: the log proves selection, not which tile ran).
+    """
+
+    label: str
+    etdump: str | None
+    kind: str | None
+    calls_per_execution: float
+    kernel: str | None
+
+    @property
+    def sme2(self) -> bool:
+        return self.kernel is not None and is_sme2(self.kernel)
+
+
+def operator_kernels(log: KernelLog, etdump_names: Iterable[str] = ()) -> list[OperatorKernel]:
+    """Every operator label of the log's ``running operator`` lines, with its kind, kernel and ETDump name."""
+    names = tuple(etdump_names)
+    return [OperatorKernel(label, etdump_name(label, names), operator_kind(label), calls / log.executions,
+                           log.hint_for(label))
+            for label, calls in log.operator_calls]
 
 
 def compare_kernels(a: KernelLog, b: KernelLog) -> list[KernelDiffRow]:

@@ -152,13 +152,25 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "timing); used by --sme2-device=host/android", type=executable_file),
     OptionSpec("runner-off", "executor_runner build with SME2 OFF (XNNPACK_ENABLE_ARM_SME2=OFF), for on/off "
                "comparisons", type=executable_file),
+    OptionSpec("runner-timing", "timing-only executor_runner (the --sme2-runner build without the event tracer, "
+               "with -DEXECUTORCH_ENABLE_LOGGING=ON): when given, the gate's latency comes from its untraced runs, "
+               "one beside each traced run (docs/run-modes.md)", type=executable_file),
+    OptionSpec("runner-off-timing", "timing-only build of the SME2-off arm (needed with --sme2-runner-timing and "
+               "--sme2-runner-off: both arms take their latency the same way)", type=executable_file),
+    OptionSpec("runner-log", "XNNPACK-logging executor_runner (Debug build, XNN_LOG_LEVEL=5): run once per model "
+               "and session; its log names the micro-kernels selected (SME2 or not) for the reports and the SME2 "
+               "kernel check", type=executable_file),
+    OptionSpec("runner-off-log", "XNNPACK-logging build of the SME2-off arm (for the on/off kernel diff)",
+               type=executable_file),
     OptionSpec("libcxx", "libc++_shared.so to push beside the runner (Android runners built with the shared "
                "C++ STL)", type=existing_file),
     OptionSpec("serial", "adb serial of the Android device (default: $ANDROID_SERIAL, else the only device)"),
-    OptionSpec("latency", "which runs give the gate's latency samples: traced = the traced runs that also give the "
-               "operator breakdown (the event tracer costs ~0.3-0.8 us per operator, below this VM's noise, see the "
-               "README); untraced = separate untraced runs in every block (twice the measuring time; on host/android "
-               "it needs a timing-only runner build) (default traced)", "traced", choices=("traced", "untraced")),
+    OptionSpec("latency", "which runs give the gate's latency samples: untraced = an untraced run beside the traced "
+               "one in every block (twice the measuring time; on host/android the timing-only builds, "
+               "--sme2-runner-timing); traced = the traced runs that also give the operator breakdown, so the latency "
+               "includes the event tracer's cost (~0.3-0.8 us per operator event on the local runtime, see "
+               "docs/run-modes.md) (default: untraced when timing builds are given, else traced)", None,
+               choices=("traced", "untraced")),
     OptionSpec("busy-limit", "percent of a block's time the runtime may be preempted or wait for a CPU before the "
                "block counts as disturbed by other load and is measured again (a machine that stays busy gives an "
                "invalid verdict, never a regression); 100 switches the check off (default 5)", 5.0,
@@ -218,9 +230,14 @@ class Sme2Options:
     device: str = "local"
     runner: Path | None = None
     runner_off: Path | None = None
+    runner_timing: Path | None = None
+    runner_off_timing: Path | None = None
+    runner_log: Path | None = None
+    runner_off_log: Path | None = None
     libcxx: Path | None = None
     serial: str | None = None
-    latency: str = "traced"
+    #: None = decided by the builds: untraced with timing builds, else traced (see :attr:`latency_mode`)
+    latency: str | None = None
     busy_limit: float = 5.0
     runs: int = 10
     time_budget: float = 60.0
@@ -245,3 +262,10 @@ class Sme2Options:
     big_cores: str | None = None
     cooldown: float = 0.0
     fixed_performance: bool = False
+
+    @property
+    def latency_mode(self) -> str:
+        """Where the gate's latency comes from: ``--sme2-latency``, else untraced when timing builds are given."""
+        if self.latency is not None:
+            return self.latency
+        return "untraced" if self.runner_timing is not None else "traced"

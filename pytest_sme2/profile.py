@@ -12,10 +12,13 @@ drift hits both arms alike: SME2 off vs on (two runner builds), and a changed ar
 own artifact (the gate's same-session reference).
 
 **Latency and breakdown come from the runs whose tracing cost is known** (the seeds' two-run principle):
-with ``latency="untraced"`` every block runs the program untraced for the gate's E2E samples and traced
-for the breakdown (the event tracer costs ~0.5-1 µs per recorded operator, see the README); with
+with ``latency="untraced"`` every block runs the program untraced (the local runtime with its tracer off,
+or an executor_runner's timing-only build) for the gate's E2E samples and traced for the breakdown; with
 ``latency="traced"`` the traced runs give both (a runner that has only a traced build), and the profile
-says that its latency includes the tracer's cost.
+says that its latency includes the tracer's cost (:data:`TRACER_COST`). A third build, the XNNPACK-logging
+one, is run once per model and session (:func:`record_kernel_log`); its log is attached to the analysis.
+Every profile names where each came from: ``latency_source``, ``breakdown_source``, ``kernel_source``
+(each ``"<what>: <detail>"``; see ``docs/run-modes.md``).
 
 **A busy machine is not a slower model.** Every run reports how much of its wall time the measuring
 thread (or runner process) was preempted, and the host's load and steal time. A block over the limits
@@ -38,8 +41,18 @@ from .artifacts import Artifact, file_sha256
 from .categories import CategoryRules
 from .errors import ConfigError, Sme2Error
 from .gate import Samples
-from .kernels import KernelLog
-from .runners.base import SME2_OFF, SME2_ON, Runner, RunRequest, RunResult
+from .kernels import KernelLog, parse_xnnpack_log
+from .runners.base import (
+    MODE_LOG,
+    MODE_TIMING,
+    MODE_TRACE,
+    SME2_OFF,
+    SME2_ON,
+    Runner,
+    RunRequest,
+    RunResult,
+    build_option,
+)
 from .trace import read_etdump
 
 SCHEMA_VERSION = 2
@@ -49,6 +62,16 @@ LATENCY_UNTRACED = "untraced"
 #: E2E samples and breakdown from the same traced runs (the latency includes the tracer's cost).
 LATENCY_TRACED = "traced"
 LATENCY_MODES = (LATENCY_UNTRACED, LATENCY_TRACED)
+
+#: What the event tracer costs, as measured, per runner kind: said wherever latency comes from traced runs.
+TRACER_COST = {
+    "local": ("the event tracer costs ~0.3-0.8 µs per operator event on the local runtime (measured: "
+              "benchmarks/results/tracing_overhead.txt), below this VM's noise for the example models"),
+    "executor_runner": ("the event tracer costs ~0.5-1 µs per recorded operator event (measured on a v1.4.1 "
+                        "executor_runner built with and without it: +4-16 µs per execution, 10-40 % of a 30-120 µs "
+                        "model, negligible for ms-scale models); give timing-only builds (--sme2-runner-timing) to "
+                        "take latency without it"),
+}
 
 #: A block whose measuring thread was preempted (or waited for a CPU) for more than this share of its wall
 #: time ran on a busy machine (measured, MobileNetV3, 1 thread: quiet 0.1 %, one CPU burner on the two
@@ -124,6 +147,8 @@ class Measurement:
     variant: str | None = None
     #: a runner binary to run instead of the variant's (a stored reference build); None = the variant's
     build: Path | None = None
+    #: the same for the variant's timing-only build (untraced latency on host/android)
+    timing_build: Path | None = None
     runs: int = 30
     warmup: int = 3
     blocks: int = 5
@@ -158,9 +183,10 @@ class Measurement:
         return cls(pte=exported.pte_path, inputs=tuple(exported.input_files), label=label, model=model, **kwargs)
 
     def request(self, mode: str) -> RunRequest:
+        build = {MODE_TRACE: self.build, MODE_TIMING: self.timing_build}.get(mode)
         return RunRequest(pte=self.pte, runs=self.runs, warmup=self.warmup, threads=self.threads,
                           out_dir=self.out_dir, inputs=self.inputs or None, variant=self.variant,
-                          timeout_s=self.timeout_s, label=self.label, mode=mode, build=self.build)
+                          timeout_s=self.timeout_s, label=self.label, mode=mode, build=build)
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -171,7 +197,8 @@ class Measurement:
         return {
             "pte": str(self.pte), "inputs": [str(p) for p in self.inputs], "label": self.label,
             "model": dict(self.model), "variant": self.variant, "build": str(self.build) if self.build else None,
-            "runs": self.runs, "warmup": self.warmup, "blocks": self.blocks, "threads": self.threads,
+            "timing_build": str(self.timing_build) if self.timing_build else None, "runs": self.runs,
+            "warmup": self.warmup, "blocks": self.blocks, "threads": self.threads,
             "timeout_s": self.timeout_s, "out_dir": str(self.out_dir), "latency": self.latency,
             "busy_limit": self.busy_limit, "time_budget_s": self.time_budget_s,
         }
@@ -181,7 +208,9 @@ class Measurement:
         return cls(
             pte=Path(d["pte"]), inputs=tuple(Path(p) for p in d.get("inputs", ())), label=str(d.get("label", "")),
             model=dict(d.get("model", {})), variant=d.get("variant"),
-            build=Path(d["build"]) if d.get("build") else None, runs=int(d["runs"]), warmup=int(d["warmup"]),
+            build=Path(d["build"]) if d.get("build") else None,
+            timing_build=Path(d["timing_build"]) if d.get("timing_build") else None, runs=int(d["runs"]),
+            warmup=int(d["warmup"]),
             blocks=int(d["blocks"]), threads=int(d["threads"]), timeout_s=float(d.get("timeout_s", 600.0)),
             out_dir=Path(d.get("out_dir", "sme2_out")), latency=str(d.get("latency", LATENCY_TRACED)),
             busy_limit=float(d.get("busy_limit", PREEMPTED_LIMIT)), time_budget_s=float(d.get("time_budget_s", 0.0)),
@@ -193,8 +222,9 @@ class Profile:
     """One program measured on one runner build: latency samples, analysis, identity, artifact, raw runs.
 
     ``latency_ms`` (in ``latency_blocks``) are the gate's E2E samples; ``analysis`` is the breakdown of
-    the traced runs (its own E2E statistics are those of the traced runs). ``latency_source`` says which
-    runs the latency came from.
+    the traced runs (its own E2E statistics are those of the traced runs) with the XNNPACK kernel log of
+    the arm's log build, if any. ``latency_source``, ``breakdown_source`` and ``kernel_source`` say where
+    each came from, as ``"<what>: <detail>"`` (:func:`source_head` is the part before the colon).
     """
 
     model: Mapping[str, Any]
@@ -215,6 +245,8 @@ class Profile:
     measurement: Measurement | None = None
     #: what the disturbance check did (re-measured blocks and why), "" when nothing happened
     disturbance: str = ""
+    breakdown_source: str = ""
+    kernel_source: str = ""
 
     @property
     def samples_ms(self) -> tuple[float, ...]:
@@ -252,6 +284,8 @@ class Profile:
             "latency_ms": list(self.latency_ms),
             "latency_blocks": list(self.latency_blocks),
             "latency_source": self.latency_source,
+            "breakdown_source": self.breakdown_source,
+            "kernel_source": self.kernel_source,
             "artifact": self.artifact.to_dict() if self.artifact else None,
             "measurement": self.measurement.to_dict() if self.measurement else None,
             "disturbance": self.disturbance,
@@ -271,6 +305,8 @@ class Profile:
             latency_ms=tuple(float(x) for x in d.get("latency_ms", ())),
             latency_blocks=tuple(int(n) for n in d.get("latency_blocks", ())),
             latency_source=str(d.get("latency_source", "")),
+            breakdown_source=str(d.get("breakdown_source", "")),
+            kernel_source=str(d.get("kernel_source", "")),
             artifact=Artifact.from_dict(art) if art else None,
             measurement=Measurement.from_dict(meas) if meas else None,
             disturbance=str(d.get("disturbance", "")),
@@ -296,15 +332,44 @@ def identity_of(runner: Runner, measurement: Measurement) -> dict[str, Any]:
                      "backend": measurement.model.get("backend", "unknown"), "threads": measurement.threads})
     if measurement.variant is not None:
         identity["variant"] = measurement.variant
+    if measurement.latency == LATENCY_UNTRACED:
+        # Untraced and traced latency time different things (the tracer's cost; on the local runtime the
+        # pybindings call too): never one baseline for both. Traced keeps the key absent, as before it existed.
+        identity["latency"] = LATENCY_UNTRACED
     return identity
 
 
 def artifact_of(runner: Runner, measurement: Measurement) -> Artifact:
-    """The program, inputs and build ``measurement`` runs."""
+    """The program, inputs and builds ``measurement`` runs: the traced build, and the timing build when the
+    latency comes from it (the builds whose runs give numbers)."""
     build = dict(runner.build_identity(measurement.variant))
     if measurement.build is not None:
         build["runner_sha256"] = file_sha256(measurement.build)
+    if measurement.latency != LATENCY_UNTRACED:
+        build.pop("timing_runner_sha256", None)
+    elif measurement.timing_build is not None:
+        build["timing_runner_sha256"] = file_sha256(measurement.timing_build)
     return Artifact.of(measurement.pte, measurement.inputs, build)
+
+
+def has_build(runner: Runner, variant: str | None, mode: str) -> bool:
+    """Whether ``runner`` has a build of ``variant`` that records ``mode`` (a runner that does not say: trace only)."""
+    check = getattr(runner, "has_build", None)
+    return bool(check(variant, mode)) if callable(check) else mode == MODE_TRACE
+
+
+def record_kernel_log(runner: Runner, measurement: Measurement) -> KernelLog:
+    """Run the program once on ``measurement``'s XNNPACK-logging build and parse the log it wrote.
+
+    The log names the micro-kernels XNNPACK selected on this device (and, at debug level, the operators it
+    ran); its numbers are not used. Callers run it once per build and model (the plugin caches it).
+    """
+    request = replace(measurement.request(MODE_LOG), runs=1, warmup=0, label=f"{measurement.label}_xnnlog")
+    result = runner.run(request)
+    if result.log_path is None:
+        raise Sme2Error(f"the {runner.name} runner's log run of {measurement.pte.name} returned no log file")
+    text = result.log_path.read_text(encoding="utf-8", errors="replace")
+    return parse_xnnpack_log(text, source=str(result.log_path), build=result.build)
 
 
 # ------------------------------------------------------------------------------------------ measuring
@@ -426,6 +491,48 @@ def _note(disturbed: list[str]) -> str:
     return f"re-measured {len(disturbed)} block(s) disturbed by other load (e.g. {disturbed[0]})"
 
 
+def source_head(source: str) -> str:
+    """The short part of a ``"<what>: <detail>"`` source text (what the terminal shows)."""
+    return source.split(": ", 1)[0]
+
+
+def _cost_of_tracer(runner: Runner) -> str:
+    return TRACER_COST["local" if runner.name == "local" else "executor_runner"]
+
+
+def _sources(runner: Runner, measurement: Measurement, analysis: Analysis, *, traced: list[RunResult],
+             timing: list[RunResult], kernel_log: KernelLog | None) -> tuple[str, str, str]:
+    """Where the latency, the breakdown and the kernel table came from, each as ``"<what>: <detail>"``."""
+    local = runner.name == "local"
+    first = traced[0] if traced else None
+    if timing:
+        what = "local runtime, untraced runs" if local else "timing build"
+        latency = (f"{what}: {timing[0].build}; untraced, one run beside each traced run of the same blocks (the "
+                   "breakdown)")
+    elif analysis.per_operator and first is not None:
+        what = "local runtime, traced runs" if local else "trace build"
+        latency = (f"{what} (latency includes the tracer's cost): {first.build}; {_cost_of_tracer(runner)}")
+    else:
+        latency = (f"{'local runtime' if local else 'runner'} runs without a per-operator trace: "
+                   f"{first.build if first is not None else runner.name}")
+    if analysis.per_operator and first is not None:
+        breakdown = f"{'local runtime, traced runs' if local else 'trace build'}: {first.build}"
+    else:
+        note = next((r.per_operator_note for r in traced if r.per_operator_note), "")
+        breakdown = f"none: no per-operator trace{f' ({note})' if note else ''}"
+    if kernel_log is not None:
+        kernels = f"log build: {kernel_log.build or 'unknown build'}, log {kernel_log.source}"
+    elif local:
+        kernels = ("none: the local runtime cannot record an XNNPACK log (the executorch wheel's XNNPACK is built "
+                   "without logging)")
+    elif not has_build(runner, measurement.variant, MODE_LOG):
+        kernels = (f"none: no XNNPACK-logging build for this arm ({build_option(MODE_LOG, measurement.variant)}), so "
+                   "which kernels ran is not recorded")
+    else:
+        kernels = "none: the log build was not run for this measurement"
+    return latency, breakdown, kernels
+
+
 def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, kernel_log: KernelLog | None,
              rules: CategoryRules | None, disturbance: str, invalid: str) -> Profile:
     traced = [r for block in blocks for r in block if r.metadata.get("mode", "trace") != "timing"]
@@ -436,23 +543,22 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
     if invalid:
         reasons.append(invalid)
     notes = dict.fromkeys(r.per_operator_note for r in traced if r.per_operator_note)
-    first = blocks[0][0]
+    first = traced[0] if traced else blocks[0][0]  # the build that gave the breakdown names the profile's build
     device = first.metadata.get("device", {})
     if timing:
         latency = tuple(x for r in timing for x in r.measured_ms)
         latency_blocks = tuple(len(r.measured_ms) for r in timing)
-        source = f"untraced runs ({first.build}); the breakdown is from traced runs of the same blocks"
     else:
         latency, latency_blocks = (), ()
-        source = ("traced runs: the latency includes the event tracer's cost (~0.5-1 µs per recorded operator)"
-                  if analysis.per_operator else "runs without a per-operator trace")
+    source, breakdown, kernels = _sources(runner, measurement, analysis, traced=traced, timing=timing,
+                                        kernel_log=kernel_log)
     return Profile(
         model=dict(measurement.model), variant=measurement.variant, runner=runner.name, build=first.build,
         threads=measurement.threads, fingerprint=identity_of(runner, measurement), analysis=analysis,
         runs=tuple(r for block in blocks for r in block), device=device if isinstance(device, Mapping) else {},
         invalid_reason="; ".join(dict.fromkeys(reasons)), note=" ".join(notes), latency_ms=latency,
         latency_blocks=latency_blocks, latency_source=source, artifact=artifact_of(runner, measurement),
-        measurement=measurement, disturbance=disturbance,
+        measurement=measurement, disturbance=disturbance, breakdown_source=breakdown, kernel_source=kernels,
     )
 
 

@@ -35,7 +35,7 @@ class Sme2Baseline:
             strict=o.strict,
             category_margins={k: v / 100 for k, v in t.categories.items()},
             p50_ms=t.p50_ms, p90_ms=t.p90_ms, min_speedup=t.min_speedup,
-            drift_allowance=o.drift_allowance / 100,
+            drift_allowance=o.drift_allowance / 100, require_sme2_kernels=t.require_sme2_kernels,
         )
 
     def check(self, result: Any) -> Any:

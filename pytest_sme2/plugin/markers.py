@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 MODEL_KWARGS = ("dtype", "backend", "inputs")
-THRESHOLD_KWARGS = ("latency_pct", "p50_ms", "p90_ms", "categories", "min_speedup")
+THRESHOLD_KWARGS = ("latency_pct", "p50_ms", "p90_ms", "categories", "min_speedup", "require_sme2_kernels")
 DTYPES = ("fp32", "fp16", "int8")
 BACKENDS = ("xnnpack", "portable")
 
@@ -27,9 +27,10 @@ def register(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "sme2_threshold(*, latency_pct=None, p50_ms=None, p90_ms=None, categories=None, min_speedup=None): "
-        "regression margin vs baseline (percent), absolute budgets (ms), per-category margins "
-        "({'GEMM': 10}), minimum SME2 speedup",
+        "sme2_threshold(*, latency_pct=None, p50_ms=None, p90_ms=None, categories=None, min_speedup=None, "
+        "require_sme2_kernels=False): regression margin vs baseline (percent), absolute budgets (ms), per-category "
+        "margins ({'GEMM': 10}), minimum SME2 speedup, and whether the XNNPACK log must show SME2 kernels "
+        "(needs --sme2-runner-log; skipped on a device without SME2)",
     )
 
 
@@ -56,6 +57,8 @@ class Threshold:
     p90_ms: float | None = None
     categories: Mapping[str, float] = field(default_factory=dict)
     min_speedup: float | None = None
+    #: the measured arm must run SME2 kernels (checked on its XNNPACK log; see ``gate.sme2_kernel_checks``)
+    require_sme2_kernels: bool = False
 
 
 def _marker_error(item: pytest.Item, message: str) -> None:
@@ -122,12 +125,16 @@ def parse_threshold_marker(item: pytest.Item) -> Threshold:
         _marker_error(item, f"sme2_threshold categories has unknown categor(y/ies) {', '.join(map(repr, bad))}; "
                       f"allowed: {', '.join(CATEGORIES)}")
     margins = {str(k): _number(item, f"categories[{k!r}]", v, upper=100) for k, v in cats.items()}
+    require = kw.get("require_sme2_kernels", False)
+    if not isinstance(require, bool):
+        _marker_error(item, f"sme2_threshold require_sme2_kernels={require!r} must be True or False")
     return Threshold(
         latency_pct=_number(item, "latency_pct", kw.get("latency_pct"), upper=100),
         p50_ms=_number(item, "p50_ms", kw.get("p50_ms")),
         p90_ms=_number(item, "p90_ms", kw.get("p90_ms")),
         categories={k: v for k, v in margins.items() if v is not None},
         min_speedup=_number(item, "min_speedup", kw.get("min_speedup")),
+        require_sme2_kernels=bool(require),
     )
 
 

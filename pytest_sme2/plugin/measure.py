@@ -2,7 +2,11 @@
 
 Variant policy lives here: ``variant="portable"``/``"xnnpack"`` compare backends on the local runtime;
 ``"sme2_on"``/``"sme2_off"`` need two runner builds, and are skipped with the reason where they cannot be
-measured (the local runtime, a missing build, a device without SME2) — never faked.
+measured (the local runtime, a missing build, a device without SME2) — never faked. So is a test whose
+``sme2_threshold(require_sme2_kernels=True)`` cannot be met on a device without SME2.
+
+Each arm with an XNNPACK-logging build gets its kernel log (run once per session and model, see
+``Sme2Session.kernel_log``) attached to its profile's analysis.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 import pytest
 
 from ..errors import Sme2Error
-from .markers import ModelRequest
+from .markers import ModelRequest, parse_threshold_marker
 from .records import record
 from .session import Sme2Session, call
 
@@ -97,6 +101,18 @@ class Sme2Runner:
             pytest.skip(f"device {device.name or device.serial} has no SME2 (no 'sme2' in its CPU features): "
                         "an SME2-on measurement there would not measure SME2")
 
+    def _skip_if_sme2_kernels_cannot_run(self) -> None:
+        """``require_sme2_kernels`` on a device that reports no SME2 cannot be met: skip, with the reason."""
+        if not parse_threshold_marker(self._item).require_sme2_kernels:
+            return
+        from ..identity import reports_sme2
+
+        identity = call(self.runner.identity)
+        if reports_sme2(identity) is False:
+            name = identity.get("product") or identity.get("cpu_name") or self.device
+            pytest.skip(f"sme2_threshold(require_sme2_kernels=True): the device ({name}) reports no SME2, so no SME2 "
+                        "kernel can run there")
+
     def measurement(self, exported: Any, *, variant: str | None = None, runs: int | None = None,
                     blocks: int | None = None) -> Any:
         """How this session measures ``exported`` (runs, warm-up, blocks, threads, latency source)."""
@@ -130,9 +146,11 @@ class Sme2Runner:
             run_variant = None
         elif variant is not None:
             self._skip_without_sme2_builds(variant)
+        self._skip_if_sme2_kernels_cannot_run()
         m = self.measurement(target, variant=run_variant, runs=runs)
         with self._session.third_party(self._item.nodeid):
-            result = call(lambda: measure(self.runner, m, rules=self._session.rules))
+            log = call(lambda: self._session.kernel_log(m))
+            result = call(lambda: measure(self.runner, m, kernel_log=log, rules=self._session.rules))
         record(self._item).profile = result.to_dict()
         return result
 
@@ -147,7 +165,8 @@ class Sme2Runner:
         off_m = self.measurement(exported, variant=SME2_OFF, runs=runs, blocks=blocks)
         on_m = self.measurement(exported, variant=SME2_ON, runs=runs, blocks=blocks)
         with self._session.third_party(self._item.nodeid):
-            off, on = call(lambda: measure_pair(self.runner, off_m, on_m, rules=self._session.rules,
+            logs = (call(lambda: self._session.kernel_log(off_m)), call(lambda: self._session.kernel_log(on_m)))
+            off, on = call(lambda: measure_pair(self.runner, off_m, on_m, kernel_logs=logs, rules=self._session.rules,
                                                 what=f"{exported.name} SME2 off/on"))
         rec = record(self._item)
         rec.profile, rec.profile_off = on.to_dict(), off.to_dict()

@@ -74,7 +74,8 @@ def build_options(config: pytest.Config) -> Sme2Options:
     values["baseline_dir"] = root / str(values["baseline_dir"])
     values["cache_dir"] = root / str(values["cache_dir"])
     values["artifact_dir"] = root / str(values["artifact_dir"])
-    for key in ("runner", "runner_off", "libcxx", "json", "markdown", "out_dir", "rules"):
+    for key in ("runner", "runner_off", "runner_timing", "runner_off_timing", "runner_log", "runner_off_log",
+                "libcxx", "json", "markdown", "out_dir", "rules"):
         if values[key] is not None:
             values[key] = Path(values[key])
     values["models"] = tuple(values["models"] or ())
@@ -130,9 +131,13 @@ def _check_conflicts(opts: Sme2Options) -> None:
             f"--sme2-serial {opts.serial} only applies to --sme2-device=android (device is {opts.device!r}); "
             "add --sme2-device=android or drop --sme2-serial"
         )
-    if opts.device == "local" and (opts.runner or opts.runner_off):
+    builds = {"--sme2-runner": opts.runner, "--sme2-runner-off": opts.runner_off,
+              "--sme2-runner-timing": opts.runner_timing, "--sme2-runner-off-timing": opts.runner_off_timing,
+              "--sme2-runner-log": opts.runner_log, "--sme2-runner-off-log": opts.runner_off_log}
+    if opts.device == "local" and any(builds.values()):
+        given = "/".join(flag for flag, path in builds.items() if path is not None)
         raise pytest.UsageError(
-            "--sme2-runner/--sme2-runner-off are executor_runner builds for --sme2-device=host or android; "
+            f"{given} are executor_runner builds for --sme2-device=host or android; "
             "the local device uses the executorch Python runtime. Add --sme2-device=host (or android)."
         )
     if opts.device in ("host", "android") and opts.runner is None:
@@ -142,11 +147,31 @@ def _check_conflicts(opts: Sme2Options) -> None:
         )
     if opts.runner_off is not None and opts.runner is None:
         raise pytest.UsageError("--sme2-runner-off needs --sme2-runner (the SME2-on build) as well")
-    if opts.latency == "untraced" and opts.device != "local":
+    for kind in ("timing", "log"):
+        off = builds[f"--sme2-runner-off-{kind}"]
+        if off is not None and opts.runner_off is None:
+            raise pytest.UsageError(f"--sme2-runner-off-{kind} is the SME2-off arm's {kind} build: it needs "
+                                    "--sme2-runner-off (that arm's traced build) as well")
+    if opts.runner_off_timing is not None and opts.runner_timing is None:
         raise pytest.UsageError(
-            f"--sme2-latency=untraced on --sme2-device={opts.device} needs a timing-only executor_runner build "
-            "(built without the event tracer) beside the traced one; use --sme2-latency=traced"
-        )
+            "--sme2-runner-off-timing needs --sme2-runner-timing too: both arms of an on/off comparison must take "
+            "their latency from the same kind of runs (untraced runs are faster than traced ones)")
+    if opts.runner_timing is not None and opts.runner_off is not None and opts.runner_off_timing is None:
+        raise pytest.UsageError(
+            "--sme2-runner-timing with --sme2-runner-off needs --sme2-runner-off-timing (the SME2-off timing build): "
+            "both arms of an on/off comparison must take their latency from the same kind of runs")
+    if opts.device != "local":
+        if opts.latency == "untraced" and opts.runner_timing is None:
+            raise pytest.UsageError(
+                f"--sme2-latency=untraced on --sme2-device={opts.device} needs timing-only executor_runner builds "
+                "(built without the event tracer) beside the traced ones: pass --sme2-runner-timing (and "
+                "--sme2-runner-off-timing for on/off tests), or use --sme2-latency=traced (see docs/run-modes.md)"
+            )
+        if opts.latency == "traced" and opts.runner_timing is not None:
+            raise pytest.UsageError(
+                "--sme2-latency=traced with --sme2-runner-timing: the timing builds would not be used. Drop "
+                "--sme2-latency (timing builds give untraced latency) or the timing builds"
+            )
     if opts.libcxx is not None and opts.device != "android":
         raise pytest.UsageError("--sme2-libcxx only applies to --sme2-device=android")
     if opts.device in ("local", "host"):

@@ -35,6 +35,8 @@ class Sme2Session:
 
             self.rules = call(lambda: CategoryRules.load(rules_file))
         self._runner: Any = None
+        #: (log build, program, inputs, threads) sha256s -> KernelLog: each log build runs once per model
+        self._kernel_logs: dict[tuple[Any, ...], Any] = {}
         self._status: LiveStatus | None = None
 
     def third_party(self, label: str) -> Any:
@@ -46,8 +48,27 @@ class Sme2Session:
 
     @property
     def latency(self) -> str:
-        """Where the gate's E2E samples come from (``--sme2-latency``; see ``profile``)."""
-        return self.options.latency
+        """Where the gate's E2E samples come from (``--sme2-latency``, else untraced with timing builds)."""
+        return self.options.latency_mode
+
+    def kernel_log(self, measurement: Any) -> Any:
+        """The XNNPACK kernel log of ``measurement``'s arm, from its log build: run once per session per
+        (log build, program, inputs), then reused; None when the arm has no log build."""
+        from ..artifacts import file_sha256
+        from ..profile import has_build, record_kernel_log
+        from ..runners.base import MODE_LOG
+
+        runner = self.runner
+        if not has_build(runner, measurement.variant, MODE_LOG):
+            return None
+        binary = runner.binary_for(measurement.variant, MODE_LOG)
+        key = (file_sha256(binary), file_sha256(measurement.pte),
+               tuple(file_sha256(p) for p in measurement.inputs), measurement.threads)
+        if key not in self._kernel_logs:
+            arm = f" {measurement.variant}" if measurement.variant else ""
+            self.progress(f"{measurement.label}{arm}: XNNPACK log run on {binary}")
+            self._kernel_logs[key] = record_kernel_log(runner, measurement)
+        return self._kernel_logs[key]
 
     def policy(self, test_id: str) -> Any:
         """What this session asks of a baseline check (update, require, confirm, the command to create one)."""
@@ -72,7 +93,8 @@ class Sme2Session:
             try:
                 runner = make_runner(
                     o.device, runner_path=o.runner, runner_off=o.runner_off, serial=o.serial, timeout_s=o.timeout,
-                    **extra)
+                    runner_timing=o.runner_timing, runner_off_timing=o.runner_off_timing, runner_log=o.runner_log,
+                    runner_off_log=o.runner_off_log, **extra)
                 self._runner = runner
             except Sme2Error as exc:
                 error = exc

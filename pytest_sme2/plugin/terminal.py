@@ -61,14 +61,24 @@ def _details(t: Any, status: str, noted: tuple[str, ...]) -> list[str]:
     from ..gate import Status
 
     if status in noted:
-        return t.note.splitlines() if t.note else []
+        return (t.note.splitlines() if t.note else []) + _sources(t)
     v = t.verdict
     if v is None:
-        return []
+        return _sources(t)
     lines = []
     if v.comparison is not None:
         lines.append(f"compared with {v.comparison.description}")
     if status in (Status.INCONCLUSIVE.value, Status.INVALID.value, Status.DRIFT.value):
         # Not a failure (unless --sme2-strict), so say why here: it must not read as a pass.
         lines += [f"{c.name}: {c.message}" for c in v.checks if c.status.value == status and not c.advisory]
-    return lines
+    return lines + _sources(t)
+
+
+def _sources(t: Any) -> list[str]:
+    """Where each arm's latency, breakdown and kernels came from, and what its XNNPACK log says about SME2."""
+    from ..report.tables import arms, kernel_evidence_lines, source_summary
+
+    measured = arms(t)
+    lines = [f"{arm.label + ': ' if len(measured) > 1 else ''}{source_summary(arm.profile)}" for arm in measured
+             if source_summary(arm.profile)]
+    return lines + [line for line in kernel_evidence_lines(t) if "no XNNPACK log" not in line]

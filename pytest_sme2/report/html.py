@@ -4,7 +4,9 @@ The plugin calls these from pytest-html's hooks; they take results values and re
 
 - :func:`html_section` (an ``extras.html`` item): verdict with its CI, category chart (current vs
   baseline, or SME2 off vs on), latency samples in run order with the cold run, speedups, the top
-  operators, the device and runner fingerprint, and the first recommendations;
+  operators, the kernel evidence (SME2 kernels per arm, the on/off kernel diff, operators by kernel kind,
+  each build's kernel table), where the numbers came from, the device and runner fingerprint, and the
+  first recommendations;
 - :func:`header_cells` / :func:`row_cells`: extra results-table columns (median, p90, change vs
   baseline, its interval, SME2 speedup, verdict), keyed by :data:`COLUMNS`;
 - :func:`summary_block`: counts of regressions, improvements, inconclusive, invalid and passes.
@@ -301,6 +303,31 @@ def _table_html(table: Table | None) -> str:
     return render_table(table) if table is not None else ""
 
 
+def _kernels(test: TestResult) -> str:
+    """SME2 kernel evidence per arm, then (folded) the on/off diff, operators by kernel kind, each build's kernels."""
+    lines = tables.kernel_evidence_lines(test)
+    if not lines:
+        return ""
+    parts = ["<h4>Kernels (XNNPACK log)</h4>",
+             '<ul class="sme2-findings">' + "".join(f"<li>{_text(x)}</li>" for x in lines) + "</ul>"]
+    # The evidence lines above say whether SME2 ran; the tables behind them are folded, so the section
+    # stays as short as the ones before it.
+    diff = tables.kernel_diff_table(test)
+    if diff is not None:
+        parts.append(f"<details><summary>{_e(diff.title)}</summary>{render_table(diff, title=False)}</details>")
+    ops = tables.operator_kernel_table(test)
+    if ops is not None:
+        parts.append(f"<details><summary>{_e(ops.title)} ({len(ops.rows)})</summary>"
+                     f"{render_table(ops, title=False)}</details>")
+    for arm, log, table in tables.arm_kernel_tables(test):
+        body = render_table(table, title=False) if table is not None else (
+            f'<p class="sme2-note">No <code>Using ... microkernel</code> lines in {_e(log.source)}: was it written by '
+            "a debug-logging build?</p>")
+        parts.append(f"<details><summary>All kernels selected by {_e(arm.label)} ({len(log.kernels)})</summary>"
+                     f"{body}</details>")
+    return "".join(parts)
+
+
 def _recommendations(test: TestResult, n: int = 4) -> str:
     recs = tables.recommendations(test)[:n]
     if not recs:
@@ -320,6 +347,8 @@ def html_section(test_result: TestResult, *, top: int = 10) -> str:
     if side:
         parts.append('<div class="sme2-grid">' + "".join(f"<div>{x}</div>" for x in side) + "</div>")
     parts.append(_table_html(tables.operator_table(t, top)))
+    parts.append(_kernels(t))
+    parts.append(_table_html(tables.sources_table(t)))
     parts.append('<div class="sme2-grid"><div>' + _table_html(tables.fingerprint_table(t))
                  + '</div><div class="sme2-grow">' + _recommendations(t) + "</div></div>")
     return f'<div class="sme2-section" data-test-id="{_e(t.test_id)}">' + "".join(p for p in parts if p) + "</div>"

@@ -9,40 +9,13 @@ data the report formats render.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..kernels import KernelLog, KernelSelection, compare_kernels, is_sme2, isa_of
+from ..kernels import KernelLog, compare_kernels, is_sme2, isa_suffix
 from . import cells
 from .cells import Cell, Column, Table
-
-# ISA tokens as XNNPACK spells them after the ``__`` of a kernel name. Tile sizes, unroll factors and
-# strategy words (``2x4``, ``u32``, ``reuse``, ``rr2``) sit around them in no fixed order
-# (``..._transposec_ukernel__16x16_reuse_switch_avx2``), so the ISA is found by vocabulary, not position.
-_ISA_TOKEN = re.compile(
-    r"^(scalar|sse\w*|ssse3|avx\w*|fma3|f16c|neon\w*|sme2?|sve2?|aarch64|aarch32|armsimd32|"
-    r"wasm\w*|rvv\w*|hvx|amx\w*)$"
-)
-
-
-def isa_suffix(kernel: str) -> str:
-    """The ISA a kernel was written for: ``xnn_..._7x32__avx512f_broadcast`` -> ``avx512f``.
-
-    Unlike :func:`pytest_sme2.kernels.isa_of`, tile and strategy tokens in front of the ISA are
-    skipped (``xnn_x32_transposec_ukernel__2x4_scalar_int`` -> ``scalar``, not ``2x4``), and
-    ``aarch64_neonfma`` stays whole.
-    """
-    if kernel.startswith("kai_") or "__" not in kernel:
-        return isa_of(kernel)
-    tokens = kernel.rsplit("__", 1)[1].split("_")
-    for i, token in enumerate(tokens):
-        if _ISA_TOKEN.match(token):
-            if token in ("aarch64", "aarch32") and i + 1 < len(tokens) and tokens[i + 1].startswith("neon"):
-                return f"{token}_{tokens[i + 1]}"
-            return token
-    return isa_of(kernel)
 
 
 @dataclass(frozen=True)
@@ -77,17 +50,8 @@ class SideBySideRow:
 
 
 def kernel_log_from_dict(data: Mapping[str, Any]) -> KernelLog:
-    """Rebuild a :class:`KernelLog` from ``KernelLog.to_dict()`` (as stored in an analysis).
-
-    The stored form keeps every selected kernel and the SME2 KleidiAI routines; it drops the
-    operator labels and non-SME2 KleidiAI names, which no report needs.
-    """
-    kernels = tuple(
-        KernelSelection(str(k["kind"]), str(k["name"])) for k in data.get("kernels", ()) if isinstance(k, Mapping)
-    )
-    names = {k.name for k in kernels}
-    kleidiai = tuple(str(n) for n in data.get("sme2_kernels", ()) if str(n) not in names)
-    return KernelLog(source=str(data.get("source", "")), kernels=kernels, operators=(), kleidiai=kleidiai)
+    """Rebuild a :class:`KernelLog` from ``KernelLog.to_dict()`` (as stored in an analysis)."""
+    return KernelLog.from_dict(data)
 
 
 def kernel_rows(log: KernelLog) -> list[KernelRow]:

@@ -3,8 +3,9 @@
 Per test: metadata with the device and runner fingerprint; latency comparison (median, mean, min,
 max, std, p90, cold, speedup); the operator category breakdown with category speedups and the
 bottleneck shift; bottlenecks above 5 % of E2E; acceleration analysis (top accelerated and not
-accelerated operators); portable vs delegated; top operators; kernel insights (kernel table, SME2
-evidence, the two builds side by side); the regression verdict; and the recommendations.
+accelerated operators); portable vs delegated; top operators; kernel insights (SME2 evidence, the two
+builds side by side, operators by kernel kind, each build's kernel table); the regression verdict; and
+the recommendations. The metadata says where each arm's latency, breakdown and kernels came from.
 
 Each section adapts to what the test holds: an SME2 on/off pair, a measurement judged against a
 baseline, a single profile, or a verdict alone. :func:`render_combined` puts several sessions
@@ -23,7 +24,6 @@ from ..units import fmt_ms, fmt_pct, fmt_x
 from . import tables
 from .cells import Cell, Kind, Table, cell_text
 from .comparison import NOT_ACCELERATED
-from .kernel_view import kernel_log_from_dict, kernel_table, side_by_side_table
 from .results import (
     BASELINE_WRITTEN,
     FAILED,
@@ -135,6 +135,9 @@ def _metadata(test: TestResult, results: SessionResults | None) -> list[str]:
     if test.note:
         rows.append(["Note", _escape(test.note)])
     out = ["|  |  |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows]]
+    sources = tables.sources_table(test)
+    if sources is not None:
+        out += ["", "**Where the numbers come from**", "", *render_table(sources)]
     fingerprint = tables.fingerprint_table(test)
     if fingerprint is not None:
         out += ["", "**Device and runner**", "", *render_table(fingerprint)]
@@ -251,51 +254,36 @@ def _operators(test: TestResult, level: int) -> list[str]:
     return [*_h(level, f"Top Operators ({shown} of {len(a.operator_details)})"), *render_table(table), ""]
 
 
-def _kernel_table(log_table: Table | None, source: str) -> list[str]:
-    if log_table is None:
-        return [f"_No `Using ... microkernel` lines in {_escape(source)}: was it written by a debug-logging build?_"]
-    return render_table(log_table)
-
-
 def _kernels(test: TestResult, level: int) -> list[str]:
-    cmp = test.comparison
-    out = _h(level, "Kernel Insights")
-    if cmp is not None and cmp.kernels is not None:
-        ev = cmp.kernels
-        off_log, on_log = ev.off_log, ev.on_log
-        for label, log, sme2, which in ((cmp.off_label, off_log, ev.off_sme2_kernels, "off"),
-                                        (cmp.on_label, on_log, ev.on_sme2_kernels, "on")):
-            if log is None:
-                out.append(f"- **{_escape(label)}**: no XNNPACK log.")
-                continue
-            isas = ", ".join(f"{k} ({v})" for k, v in ev.isas(which).items())
-            evidence = f"**{len(sme2)} SME2 kernel(s)**, e.g. {_code(sme2[0])}" if sme2 else "**no SME2 kernel**"
-            out.append(f"- **{_escape(label)}**: {len(log.kernels)} kernels selected; {evidence}; ISAs: {isas}.")
-        if ev.sme2_missing:
-            out += ["", f"> ⚠️ **{_escape(cmp.on_label)} with no SME2 kernel.** Its XNNPACK log selected no "
-                    "`__neonsme2` / `kai_*sme2*` kernel, so SME2 did not run: the device lacks SME2, or the "
-                    "runner was built without XNNPACK's SME2 kernels."]
-        if off_log is not None and on_log is not None:
-            sbs = side_by_side_table(off_log, on_log, off_label=cmp.off_label, on_label=cmp.on_label)
-            out += ["", "**Side by side** (kernel kinds whose selection differs first):", "",
-                    *(render_table(sbs) if sbs is not None else ["_Neither log names a selected kernel._"])]
-        for label, log in ((cmp.off_label, off_log), (cmp.on_label, on_log)):
-            if log is not None:
-                summary = f"All kernels selected by {_escape(label)} ({len(log.kernels)})"
-                out += ["", f"<details><summary>{summary}</summary>", "", *_kernel_table(kernel_table(log), log.source),
-                        "", "</details>"]
-        return [*out, ""]
-    a = test.analysis
-    if a is not None and a.kernel_log:
-        log = kernel_log_from_dict(a.kernel_log)
-        sme2 = log.sme2_kernels
-        out.append(f"{len(log.kernels)} kernels selected; " + (
-            f"**{len(sme2)} SME2 kernel(s)**, e.g. {_code(sme2[0])}." if sme2 else "**no SME2 kernel**."))
-        out += ["", *_kernel_table(kernel_table(log), log.source)]
-        return [*out, ""]
-    if a is None:
+    """SME2 evidence per arm, the on/off kernel diff, operators by kernel kind, then each build's kernel table."""
+    if test.analysis is None:
         return []
-    return [*out, "_No XNNPACK kernel log for this test: kernel selection and SME2 use are not known._", ""]
+    out = _h(level, "Kernel Insights")
+    logs = tables.arm_kernel_logs(test)
+    if not logs:
+        why = [f"- {_escape(line)}" for line in tables.kernel_evidence_lines(test)]
+        return [*out, "_No XNNPACK kernel log for this test: kernel selection and SME2 use are not known._",
+                "", *why, ""]
+    out += [f"- {_escape(line)}" for line in tables.kernel_evidence_lines(test)]
+    cmp = test.comparison
+    if cmp is not None and cmp.kernels is not None and cmp.kernels.sme2_missing:
+        out += ["", f"> ⚠️ **{_escape(cmp.on_label)} with no SME2 kernel.** Its XNNPACK log selected no "
+                "`__neonsme2` / `kai_*sme2*` kernel, so SME2 did not run: the device lacks SME2, or the "
+                "runner was built without XNNPACK's SME2 kernels."]
+    if test.profile_off is not None and len(logs) == 2:
+        sbs = tables.kernel_diff_table(test)
+        out += ["", "**Side by side** (kernel kinds whose selection differs first):", "",
+                *(render_table(sbs) if sbs is not None else ["_Neither log names a selected kernel._"])]
+    ops = tables.operator_kernel_table(test)
+    if ops is not None:
+        out += ["", "**Operators by kernel kind** (the log's `running operator` lines, joined to the trace):", "",
+                *render_table(ops)]
+    for arm, log, table in tables.arm_kernel_tables(test):
+        summary = f"All kernels selected by {_escape(arm.label)} ({len(log.kernels)})"
+        body = render_table(table) if table is not None else [
+            f"_No `Using ... microkernel` lines in {_escape(log.source)}: was it written by a debug-logging build?_"]
+        out += ["", f"<details><summary>{summary}</summary>", "", *body, "", "</details>"]
+    return [*out, ""]
 
 
 def _verdict(test: TestResult, level: int) -> list[str]:

@@ -27,9 +27,11 @@ from ..atomic import write_atomic
 from ..baseline import Baseline, now_iso
 from ..errors import ConfigError, Sme2Error
 from ..gate import Status, Verdict
+from ..kernels import KernelLog, operator_kernels
 from ..profile import Profile
 from ..stats import Interval
 from .comparison import OnOffComparison
+from .kernel_view import side_by_side
 
 SCHEMA_VERSION = 1
 KIND = "pytest-sme2-results"
@@ -210,7 +212,42 @@ class TestResult:
             "reference": self.reference.to_dict() if self.reference else None,
             "median_ms": self.median_ms,
             "median_from": self.samples_label,
+            "sources": self.sources(),
+            "kernel_evidence": self.kernel_evidence(),
         }
+
+    def _arms(self) -> list[tuple[str, Profile]]:
+        return [(p.variant or ("measured" if i else "sme2_off"), p)
+                for i, p in enumerate((self.profile_off, self.profile)) if p is not None]
+
+    def sources(self) -> dict[str, dict[str, str]]:
+        """Per arm (by variant): where its latency, breakdown and kernel table came from."""
+        return {name: {"latency": p.latency_source, "breakdown": p.breakdown_source, "kernels": p.kernel_source}
+                for name, p in self._arms()}
+
+    def kernel_evidence(self) -> dict[str, Any] | None:
+        """Per arm with an XNNPACK log: its SME2 kernels and operators by kernel kind (joined to the trace);
+        the SME2 off/on kernel diff when both arms have one. None when no arm has a log (a derived view for
+        readers of the JSON; the logs themselves are in each profile's analysis)."""
+        arms = []
+        logs: list[KernelLog] = []
+        for name, p in self._arms():
+            if not p.analysis.kernel_log:
+                continue
+            log = KernelLog.from_dict(p.analysis.kernel_log)
+            logs.append(log)
+            ops = operator_kernels(log, [o.name for o in p.analysis.operator_details])
+            arms.append({
+                "arm": name, "log": log.source, "build": log.build, "kernels": len(log.kernels),
+                "sme2_kernels": list(log.sme2_kernels),
+                "operators": [{"label": k.label, "trace_operator": k.etdump, "kind": k.kind, "kernel": k.kernel,
+                               "sme2": k.sme2, "calls_per_execution": k.calls_per_execution} for k in ops],
+            })
+        if not arms:
+            return None
+        diff = ([r.to_dict() for r in side_by_side(logs[0], logs[1])]
+                if len(logs) == 2 and self.profile_off is not None else None)
+        return {"arms": arms, "diff": diff}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TestResult:

@@ -20,13 +20,15 @@ from typing import Any
 from ..analysis import BOTTLENECK_SHARE, Analysis
 from ..categories import CATEGORIES
 from ..gate import Check
-from ..profile import Profile
+from ..kernels import KernelLog, is_sme2, operator_kernels
+from ..profile import Profile, source_head
 from ..recommendations import Recommendation, recommend
 from ..stats import LatencyStats, summarize
 from ..units import fmt_change, fmt_ms, fmt_x
 from . import cells as c
 from .cells import Cell, Column, Table, plain_value
 from .comparison import NOT_ACCELERATED, OnOffComparison
+from .kernel_view import isa_counts, kernel_table, side_by_side_table
 from .results import STATUS_ORDER, SessionResults, TestResult, delta_text, speedup_text
 
 TOP_OPERATORS = 10
@@ -37,6 +39,13 @@ _COARSE_NOTE = ("¹ under 2% of E2E in both builds: XNNPACK times operators in w
                 "coarse.")
 _KERNEL_HINT_NOTE = ("Kernel hints are the widest kernel of the matching kind the XNNPACK log selected; the log proves "
                      "selection, not which tile ran each call.")
+_OPERATOR_KERNEL_NOTE = ("Operators are the XNNPACK log's `running operator` lines (label = operator type + "
+                         "micro-kernel type) joined to the trace's operator names (the label, or the label without its "
+                         "micro-kernel type). — in the operator column: the trace has no event of that name (XNNPACK "
+                         "can run several operators inside one traced event).")
+_SOURCES_NOTE = ("Latency: the gate's samples. Breakdown: categories, operators and bottlenecks. Kernels: the micro-"
+                 "kernels XNNPACK selected, from a logging build's log (run once per model and session). See "
+                 "docs/run-modes.md for the three builds.")
 
 
 def _num(title: str) -> Column:
@@ -194,6 +203,116 @@ def analyzed_text(test: TestResult) -> str:
         prefix = f"{arm.label}: " if len(measured) > 1 or test.comparison is not None else ""
         lines.append(prefix + _arm_sources(arm))
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------- sources
+
+_SOURCE_ROWS: tuple[tuple[str, str], ...] = (
+    ("Latency", "latency_source"), ("Breakdown", "breakdown_source"), ("Kernels", "kernel_source"),
+)
+
+
+def sources_table(test: TestResult) -> Table | None:
+    """Where each arm's latency, breakdown and kernel table came from (which build, which runs, which log)."""
+    measured = arms(test)
+    if not measured:
+        return None
+    rows = [[c.text(title), *[c.text(getattr(arm.profile, attr) or "—") for arm in measured]]
+            for title, attr in _SOURCE_ROWS]
+    columns = [Column(""), *[Column(arm.label) for arm in measured]]
+    return _table("Where the numbers come from", columns, rows, (_SOURCES_NOTE,))
+
+
+def source_summary(profile: Profile) -> str:
+    """One short line: ``latency: timing build · breakdown: trace build · kernels: log build``."""
+    parts = [(name, getattr(profile, attr)) for name, attr in (("latency", "latency_source"),
+                                                                ("breakdown", "breakdown_source"),
+                                                                ("kernels", "kernel_source"))]
+    return " · ".join(f"{name}: {source_head(value)}" for name, value in parts if value)
+
+
+# ------------------------------------------------------------------------------------- kernels
+
+
+def arm_kernel_logs(test: TestResult) -> list[tuple[Arm, KernelLog]]:
+    """The measured arms that have an XNNPACK kernel log, with it."""
+    return [(arm, KernelLog.from_dict(arm.analysis.kernel_log)) for arm in arms(test) if arm.analysis.kernel_log]
+
+
+def kernel_evidence_lines(test: TestResult) -> list[str]:
+    """One line per arm: kernels selected, SME2 kernels (or none), ISAs; or where no log came from."""
+    lines = []
+    for arm in arms(test):
+        if not arm.analysis.kernel_log:
+            why = arm.profile.kernel_source.split(": ", 1)[-1] if arm.profile.kernel_source else "no XNNPACK log"
+            lines.append(f"{arm.label}: no XNNPACK log ({why}).")
+            continue
+        log = KernelLog.from_dict(arm.analysis.kernel_log)
+        sme2 = log.sme2_kernels
+        isas = ", ".join(f"{k} ({v})" for k, v in isa_counts(log).items()) or "none"
+        evidence = (f"{len(sme2)} SME2 kernel{'s' if len(sme2) != 1 else ''}, e.g. `{sme2[0]}`" if sme2
+                    else "no SME2 kernel")
+        lines.append(f"{arm.label}: {len(log.kernels)} kernels selected; {evidence}; ISAs: {isas}.")
+    return lines
+
+
+def arm_kernel_tables(test: TestResult) -> list[tuple[Arm, KernelLog, Table | None]]:
+    """Every arm with a log, its log and its selected kernels (kind, kernel, ISA, SME2 marked); the table is
+    None when the log names no kernel (not a debug-logging build)."""
+    out: list[tuple[Arm, KernelLog, Table | None]] = []
+    for arm, log in arm_kernel_logs(test):
+        table = kernel_table(log)
+        out.append((arm, log, None if table is None else Table(
+            f"Kernels selected by {arm.label} ({log.source})", table.columns, table.rows, table.notes)))
+    return out
+
+
+def kernel_diff_table(test: TestResult) -> Table | None:
+    """Per kernel kind, what only the SME2-off arm selected, only the SME2-on arm, and both (on/off tests)."""
+    logs = arm_kernel_logs(test)
+    if test.profile_off is None or len(logs) != 2:
+        return None
+    (off_arm, off), (on_arm, on) = logs
+    return side_by_side_table(off, on, off_label=off_arm.label, on_label=on_arm.label)
+
+
+def _kernel_cell(kernel: str | None) -> Cell:
+    if not kernel:
+        return c.text("—")
+    sme2 = is_sme2(kernel)
+    return c.text(f"`{kernel}`" + (" (SME2)" if sme2 else ""), strong=sme2)
+
+
+def operator_kernel_table(test: TestResult) -> Table | None:
+    """Which operator ran under which kernel kind, and the kernel that kind selected, per arm with a log.
+
+    Rows are the log's ``running operator`` labels (union over the arms, in log order) joined to the trace's
+    operator names, with calls per execution from the log and from the trace, and the trace's time per run.
+    None when no arm's log has ``running operator`` lines.
+    """
+    logs = [(arm, log) for arm, log in arm_kernel_logs(test) if log.operator_calls]
+    if not logs:
+        return None
+    joined = {arm.label: {k.label: k for k in operator_kernels(log, [o.name for o in arm.analysis.operator_details])}
+              for arm, log in logs}
+    details = {arm.label: {o.name: o for o in arm.analysis.operator_details} for arm, _ in logs}
+    labels = list(dict.fromkeys(label for _, log in logs for label, _ in log.operator_calls))
+    rows = []
+    for label in labels:
+        first = next(joined[arm.label][label] for arm, _ in logs if label in joined[arm.label])
+        trace_name = next((joined[arm.label][label].etdump for arm, _ in logs
+                           if label in joined[arm.label] and joined[arm.label][label].etdump), None)
+        row = [_code_or_dash(trace_name), c.code(label), c.text(first.kind or "—"), c.count(first.calls_per_execution)]
+        for arm, _ in logs:
+            k = joined[arm.label].get(label)
+            op = details[arm.label].get(k.etdump) if k is not None and k.etdump else None
+            row += [_kernel_cell(k.kernel if k else None), c.count(op.count if op else None),
+                    c.ms(op.total_ms if op else None)]
+        rows.append(row)
+    columns = [Column("operator (trace)"), Column("XNNPACK label"), Column("kernel kind"), _num("calls/exec (log)")]
+    for arm, _ in logs:
+        columns += [Column(f"{arm.label} kernel"), _num("calls/run (trace)"), _num("ms per run")]
+    return _table("Operators by kernel kind", columns, rows, (_OPERATOR_KERNEL_NOTE, _KERNEL_HINT_NOTE))
 
 
 # ------------------------------------------------------------------------------------- latency

@@ -22,10 +22,24 @@ def make_runner(
     runner_off: Path | None = None,
     serial: str | None = None,
     timeout_s: float = 600.0,
+    runner_timing: Path | None = None,
+    runner_off_timing: Path | None = None,
+    runner_log: Path | None = None,
+    runner_off_log: Path | None = None,
     **android_options: object,
 ) -> Runner:
-    """The runner for ``device`` ("local", "host" or "android")."""
+    """The runner for ``device`` ("local", "host" or "android").
+
+    ``runner_timing``/``runner_off_timing`` and ``runner_log``/``runner_off_log`` are the optional timing-only
+    and XNNPACK-logging builds of the SME2-on (default) and SME2-off arms (see ``docs/run-modes.md``).
+    """
     if device == "local":
+        given = [flag for flag, path in (("--sme2-runner-timing", runner_timing), ("--sme2-runner-off-timing",
+                 runner_off_timing), ("--sme2-runner-log", runner_log), ("--sme2-runner-off-log", runner_off_log))
+                 if path is not None]
+        if given:
+            raise ConfigError(f"{', '.join(given)}: executor_runner builds for --sme2-device=host or android; the "
+                              "local device uses the executorch Python runtime (which times untraced runs itself)")
         from .local import LocalRunner
 
         return LocalRunner()
@@ -37,15 +51,21 @@ def make_runner(
             )
         from .host import HostRunner
 
-        variants: dict[str | None, Path] = {None: runner_path, SME2_ON: runner_path}
-        if runner_off is not None:
-            variants[SME2_OFF] = runner_off
-        return HostRunner(runner_path, variants=variants, timeout_s=timeout_s)
+        def arms(on: Path | None, off: Path | None) -> dict[str | None, Path]:
+            out: dict[str | None, Path] = {None: on, SME2_ON: on} if on is not None else {}
+            if off is not None:
+                out[SME2_OFF] = off
+            return out
+
+        return HostRunner(runner_path, variants=arms(runner_path, runner_off), timeout_s=timeout_s,
+                          timing=arms(runner_timing, runner_off_timing), log=arms(runner_log, runner_off_log))
     if device == "android":
         from .android import AndroidRunner
 
         android = AndroidRunner(runner_path=runner_path, runner_off=runner_off, serial=serial,
-                                timeout_s=timeout_s, **android_options)  # type: ignore[arg-type]
+                                timeout_s=timeout_s, runner_timing=runner_timing,
+                                runner_off_timing=runner_off_timing, runner_log=runner_log,
+                                runner_off_log=runner_off_log, **android_options)  # type: ignore[arg-type]
         # Choose the phone now: several phones without --sme2-serial (a ConfigError) or none at all
         # is found before anything is exported or measured, not by the first test.
         _ = android.serial

@@ -12,8 +12,10 @@ import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
+from ..artifacts import file_sha256
 from ..errors import ConfigError
 from ..load import BlockLoad
 
@@ -30,6 +32,24 @@ MODE_TIMING = "timing"
 MODE_TRACE = "trace"
 MODE_LOG = "log"
 MODES = (MODE_TIMING, MODE_TRACE, MODE_LOG)
+
+#: The option that gives each runner build: (mode, SME2-off arm?) -> flag.
+BUILD_OPTIONS = {
+    (MODE_TRACE, False): "--sme2-runner", (MODE_TRACE, True): "--sme2-runner-off",
+    (MODE_TIMING, False): "--sme2-runner-timing", (MODE_TIMING, True): "--sme2-runner-off-timing",
+    (MODE_LOG, False): "--sme2-runner-log", (MODE_LOG, True): "--sme2-runner-off-log",
+}
+#: What each kind of build is (for messages and docs/run-modes.md).
+BUILD_KINDS = {
+    MODE_TRACE: "traced build (-DEXECUTORCH_BUILD_DEVTOOLS=ON -DEXECUTORCH_ENABLE_EVENT_TRACER=ON)",
+    MODE_TIMING: "timing-only build (no event tracer; -DEXECUTORCH_ENABLE_LOGGING=ON for its Iteration lines)",
+    MODE_LOG: "XNNPACK-logging build (Debug, XNN_LOG_LEVEL=5)",
+}
+
+
+def build_option(mode: str, variant: str | None) -> str:
+    """The ``--sme2-runner*`` flag that gives the ``mode`` build of ``variant`` (SME2 on = the default build)."""
+    return BUILD_OPTIONS[(mode, variant == SME2_OFF)]
 
 
 @dataclass(frozen=True)
@@ -50,7 +70,8 @@ class RunRequest:
     label: str | None = None
     #: what to record: ``MODE_TRACE`` (default), ``MODE_TIMING`` or ``MODE_LOG``
     mode: str = MODE_TRACE
-    #: a runner binary to use instead of the variant's build (a stored reference build); None = the variant's
+    #: a runner binary to use instead of the variant's build of this ``mode`` (a stored reference build);
+    #: None = the variant's
     build: Path | None = None
 
     def __post_init__(self) -> None:
@@ -194,16 +215,61 @@ def check_threads(threads: int, cores: int, where: str) -> None:
 
 
 class BinaryBuilds:
-    """``variants`` and ``runner_for`` of a runner that runs one ``executor_runner`` binary per variant.
+    """``variants``, ``runner_for`` and ``binary_for`` of a runner that runs ``executor_runner`` binaries.
 
-    Subclasses set ``name`` and ``builds`` (variant -> binary path; ``None`` is the single build).
+    Subclasses set ``name``, ``builds`` (variant -> the traced binary; ``None`` is the single build) and,
+    optionally, ``mode_builds`` (``MODE_TIMING`` / ``MODE_LOG`` -> variant -> binary): the timing-only and
+    XNNPACK-logging builds of each arm.
     """
 
     name: str
     builds: Mapping[str | None, Path]
+    mode_builds: Mapping[str, Mapping[str | None, Path]] = MappingProxyType({})
 
     def variants(self) -> tuple[str | None, ...]:
         return tuple(self.builds)
+
+    def has_build(self, variant: str | None, mode: str) -> bool:
+        """Whether ``variant`` has a build that records ``mode`` (every variant has its traced build)."""
+        if mode == MODE_TRACE:
+            return variant in self.builds
+        return variant in self.mode_builds.get(mode, {})
+
+    def binary_for(self, variant: str | None, mode: str = MODE_TRACE) -> Path:
+        """The executor_runner binary of ``variant`` that records ``mode``; a missing one names its option."""
+        if mode == MODE_TRACE:
+            return self.runner_for(variant)
+        try:
+            return self.mode_builds.get(mode, {})[variant]
+        except KeyError:
+            arm = "the SME2-off arm" if variant == SME2_OFF else "the SME2-on (default) arm"
+            raise ConfigError(
+                f"the {self.name} runner has no {BUILD_KINDS[mode]} for {arm}: a {mode!r} run needs one. Pass it "
+                f"with {build_option(mode, variant)} (see docs/run-modes.md)"
+            ) from None
+
+    def builds_identity(self, variant: str | None) -> dict[str, str]:
+        """The sha256 of every binary of ``variant`` whose runs give numbers: the traced build and the timing one.
+
+        The log build gives evidence (kernel names), not numbers, so it is not part of the artifact.
+        """
+        ident = {"runner_sha256": file_sha256(self.runner_for(variant))}
+        if self.has_build(variant, MODE_TIMING):
+            ident["timing_runner_sha256"] = file_sha256(self.binary_for(variant, MODE_TIMING))
+        return ident
+
+    def build_hashes(self) -> dict[str, str]:
+        """Short sha256 of every binary of every mode, for fingerprints (``default``, ``sme2_off/log``, ...)."""
+        out: dict[str, str] = {}
+        per_mode = {MODE_TRACE: self.builds, **self.mode_builds}
+        for mode, builds in per_mode.items():
+            for variant, path in builds.items():
+                key = (variant or "default") + ("" if mode == MODE_TRACE else f"/{mode}")
+                try:
+                    out[key] = file_sha256(path)[:16]
+                except OSError:
+                    out[key] = "missing"
+        return out
 
     def runner_for(self, variant: str | None) -> Path:
         """The executor_runner binary of ``variant``."""

@@ -6,7 +6,14 @@ overwrites the first. The end-to-end time of each execution is read from the tra
 ``Method::execute`` events; the log's ``Iteration i of N: x ms`` lines are kept as a cross-check.
 The child is reaped with ``os.wait4``, so the result carries its own CPU time against its wall time
 and its involuntary context switches, with the host's load around the run (``RunResult.load``).
-The runner ignores ``RunRequest.mode``: what a binary records is decided when it is built.
+
+What a binary records is decided when it is built, so ``RunRequest.mode`` picks the build
+(:meth:`~.base.BinaryBuilds.binary_for`): ``trace`` the traced build (``--sme2-runner``), ``timing``
+the timing-only build (``--sme2-runner-timing``, no event tracer: its end-to-end times are its
+``Iteration`` lines, the span the traced build's ``Method::execute`` events time), ``log`` the
+XNNPACK-logging build (``--sme2-runner-log``: its stderr is the log). Timing and log runs get no
+``--etdump_path`` (a build without the tracer refuses the flag); a timing build that writes a trace
+anyway has the tracer, and is refused.
 
 Guards against the failures that make results silently wrong: a timeout kills the runner's whole
 process group; a trace left over at the path is deleted before the run, and afterwards the trace
@@ -38,7 +45,17 @@ from ..errors import ConfigError, RunnerError, TraceError, tail
 from ..export import load_pte_check
 from ..load import SOURCE_CHILD, BlockLoad, block_load, host_load
 from ..trace import ETDUMP_IDENTIFIER, read_etdump
-from .base import MODE_TRACE, BinaryBuilds, RunRequest, RunResult, check_threads, inputs_argv
+from .base import (
+    MODE_LOG,
+    MODE_TIMING,
+    MODE_TRACE,
+    BinaryBuilds,
+    RunRequest,
+    RunResult,
+    build_option,
+    check_threads,
+    inputs_argv,
+)
 
 #: ``Iteration 3 of 30: 0.079408 ms`` as executor_runner logs it (the file:line prefix varies by version).
 ITERATION_LINE = re.compile(r"Iteration (\d+) of (\d+): ([0-9.eE+-]+) ms")
@@ -48,6 +65,16 @@ BUILD_HINT = (
     "build examples/portable/executor_runner from the ExecuTorch sources with -DEXECUTORCH_BUILD_DEVTOOLS=ON "
     "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON -DEXECUTORCH_BUILD_XNNPACK=ON"
 )
+
+#: How to build a timing-only runner whose Iteration lines give the E2E times.
+TIMING_BUILD_HINT = (
+    "build the timing runner like the traced one but without -DEXECUTORCH_ENABLE_EVENT_TRACER, and with "
+    "-DEXECUTORCH_ENABLE_LOGGING=ON so that it prints its 'Iteration i of N: x ms' lines (see docs/run-modes.md)"
+)
+#: ``per_operator_note`` of a timing-build run: untraced on purpose.
+TIMING_NOTE = "untraced block (run mode 'timing', timing-only build): end-to-end time only"
+#: Where a tracer build writes its ETDump when it is given no --etdump_path.
+DEFAULT_TRACE_NAME = "model.etdump"
 
 _RUN_COUNTER = itertools.count(1)
 
@@ -89,8 +116,9 @@ class HostRunner(BinaryBuilds):
     """Run ``.pte`` files with one or two ``executor_runner`` binaries on this machine.
 
     ``runner_path`` is the default build (variant ``None``); ``variants`` maps variant names to builds,
-    e.g. ``{"sme2_on": on_path, "sme2_off": off_path}`` for an on/off comparison. ``timeout_s`` caps
-    every run (a request's own ``timeout_s`` applies too; the smaller one wins).
+    e.g. ``{"sme2_on": on_path, "sme2_off": off_path}`` for an on/off comparison. ``timing`` and ``log``
+    map variants to their timing-only and XNNPACK-logging builds (optional). ``timeout_s`` caps every
+    run (a request's own ``timeout_s`` applies too; the smaller one wins).
     """
 
     name = "host"
@@ -101,6 +129,8 @@ class HostRunner(BinaryBuilds):
         *,
         variants: Mapping[str | None, str | Path] | None = None,
         timeout_s: float | None = None,
+        timing: Mapping[str | None, str | Path] | None = None,
+        log: Mapping[str | None, str | Path] | None = None,
     ) -> None:
         builds: dict[str | None, Path] = {k: Path(v) for k, v in (variants or {}).items()}
         if runner_path is not None:
@@ -111,48 +141,35 @@ class HostRunner(BinaryBuilds):
                 "({'sme2_on': path, 'sme2_off': path}); on the command line, --sme2-runner PATH"
             )
         self.builds = builds
+        self.mode_builds = {mode: {k: Path(v) for k, v in paths.items()}
+                            for mode, paths in ((MODE_TIMING, timing), (MODE_LOG, log)) if paths}
         if timeout_s is not None and timeout_s <= 0:
             raise ConfigError(f"timeout_s must be positive (got {timeout_s})")
         self.timeout_s = timeout_s
 
     def fingerprint(self) -> Mapping[str, Any]:
         """Host facts plus the sha256 of every runner binary (a rebuilt runner is a different build)."""
-        hashes = {}
-        for variant, path in self.builds.items():
-            try:
-                hashes[variant or "default"] = file_sha256(path)[:16]
-            except OSError:
-                hashes[variant or "default"] = "missing"
-        return {**host_facts(), "runner": self.name, "runner_sha256": hashes}
+        return {**host_facts(), "runner": self.name, "runner_sha256": self.build_hashes()}
 
     def identity(self) -> Mapping[str, Any]:
         """This machine's :class:`~pytest_sme2.identity.DeviceIdentity` as a dict (no runner hashes)."""
         return host_identity().to_dict()
 
     def build_identity(self, variant: str | None) -> Mapping[str, Any]:
-        """What runs the ``.pte``: the sha256 of ``variant``'s executor_runner binary."""
-        runner = self.runner_for(variant)
-        self._check_executable(runner)  # a missing binary: the error that says how to build one
-        return {"runner": "executor_runner", "runner_sha256": file_sha256(runner)}
-
-    def build_of(self, variant: str | None, build: Path | None = None) -> str:
-        path = build or self.runner_for(variant)
-        try:
-            return f"{path} (sha256 {file_sha256(path)[:12]})"
-        except OSError:
-            return f"{path} (unreadable)"
+        """What runs the ``.pte``: the sha256 of ``variant``'s traced executor_runner (and of its timing build)."""
+        self._check_executable(self.runner_for(variant))  # a missing binary: the error that says how to build one
+        if self.has_build(variant, MODE_TIMING):
+            self._check_executable(self.binary_for(variant, MODE_TIMING))
+        return {"runner": "executor_runner", **self.builds_identity(variant)}
 
     # ---------------------------------------------------------------------------------------- run
 
-    def command(self, request: RunRequest, runner: Path, trace_path: Path) -> list[str]:
-        """The executor_runner command line for ``request``, writing its trace to ``trace_path``."""
-        cmd = [
-            str(runner.absolute()),
-            "--model_path", str(request.pte.absolute()),
-            "--etdump_path", str(trace_path.absolute()),
-            f"--num_executions={request.executions}",
-            f"--cpu_threads={request.threads}",
-        ]
+    def command(self, request: RunRequest, runner: Path, trace_path: Path | None) -> list[str]:
+        """The executor_runner command line for ``request``, writing its trace to ``trace_path`` (traced runs)."""
+        cmd = [str(runner.absolute()), "--model_path", str(request.pte.absolute())]
+        if trace_path is not None:
+            cmd += ["--etdump_path", str(trace_path.absolute())]
+        cmd += [f"--num_executions={request.executions}", f"--cpu_threads={request.threads}"]
         cmd += inputs_argv([str(Path(p).absolute()) for p in request.inputs or ()], fix="move or rename the file")
         return cmd
 
@@ -177,11 +194,12 @@ class HostRunner(BinaryBuilds):
         self._check_executable(runner)
         load_pte_check(request.pte)
         run_dir.mkdir(parents=True, exist_ok=True)
-        trace_path = run_dir / f"{request.stem}.etdump"
+        traced = request.mode == MODE_TRACE
+        trace_path = run_dir / (f"{request.stem}.etdump" if traced else DEFAULT_TRACE_NAME)
         log_path = run_dir / f"{request.stem}.log"
         with contextlib.suppress(FileNotFoundError):
             trace_path.unlink()
-        cmd = self.command(request, runner, trace_path)
+        cmd = self.command(request, runner, trace_path if traced else None)
         timeout = min(t for t in (self.timeout_s, request.timeout_s) if t is not None)
         load_before = host_load()
         started = time.perf_counter()
@@ -221,21 +239,31 @@ class HostRunner(BinaryBuilds):
                 f"running {request.pte}; the full log is {log_path}",
                 command=cmd, returncode=returncode, stderr_tail=log_tail,
             )
+        build = self.build_of(request.variant, request.build, request.mode)
+        if not traced:
+            return result_from_log(
+                runner_name=self.name, runner_text=f"executor_runner {runner}", request=request, build=build,
+                cmd=cmd, run_dir=run_dir, log_path=log_path, wall_s=wall_s, load=load,
+                stray_trace=trace_path if trace_path.exists() else None,
+            )
         self._check_trace(runner, cmd, trace_path, started_mtime_ns, log_tail)
         return result_from_trace(
-            runner_name=self.name, runner_text=f"executor_runner {runner}", request=request,
-            build=self.build_of(request.variant, request.build), cmd=cmd, run_dir=run_dir, trace_path=trace_path,
-            log_path=log_path, wall_s=wall_s, load=load,
+            runner_name=self.name, runner_text=f"executor_runner {runner}", request=request, build=build, cmd=cmd,
+            run_dir=run_dir, trace_path=trace_path, log_path=log_path, wall_s=wall_s, load=load,
         )
 
+    def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
+        """``<path> (sha256 <12>)`` of the binary that runs ``mode`` for ``variant`` (or of ``build``)."""
+        path = build or self.binary_for(variant, mode)
+        try:
+            return f"{path} (sha256 {file_sha256(path)[:12]})"
+        except OSError:
+            return f"{path} (unreadable)"
+
     def _binary(self, request: RunRequest) -> Path:
-        """The executor_runner to run ``request`` with: its own build (a stored reference), else the variant's."""
-        if request.mode != MODE_TRACE:
-            raise ConfigError(
-                f"the host runner runs one traced executor_runner build per variant; a {request.mode!r} run needs "
-                "a separate build of that kind"
-            )
-        return request.build or self.runner_for(request.variant)
+        """The executor_runner to run ``request`` with: its own build (a stored reference), else the variant's
+        build of the request's mode (a missing timing or log build names its option)."""
+        return request.build or self.binary_for(request.variant, request.mode)
 
     # ------------------------------------------------------------------------------------ checks
 
@@ -348,6 +376,7 @@ def result_from_trace(
     iterations = parse_iteration_ms(log_text)
     per_operator = bool(len(timeline.operators()))
     meta: dict[str, Any] = {
+        "mode": MODE_TRACE,
         "command": cmd,
         "run_dir": str(run_dir),
         "wall_s": round(wall_s, 3),
@@ -373,6 +402,71 @@ def result_from_trace(
             "the trace holds no operator events, only Method::execute: this runner records end-to-end "
             "time only"
         ),
+        metadata=meta,
+        load=load,
+    )
+
+
+def result_from_log(
+    *,
+    runner_name: str,
+    runner_text: str,
+    request: RunRequest,
+    build: str,
+    cmd: list[str] | str,
+    run_dir: Path,
+    log_path: Path,
+    wall_s: float,
+    metadata: Mapping[str, Any] | None = None,
+    load: BlockLoad | None = None,
+    stray_trace: Path | None = None,
+) -> RunResult:
+    """A timing or log run (no trace): its E2E times from the log's ``Iteration`` lines.
+
+    Shared by the host and Android runners. A timing run must log one ``Iteration`` line per execution
+    (else the build cannot time: it says how to rebuild) and must not have written a trace (a build with
+    the event tracer would put the tracer's cost into the latency it reports as untraced).
+    """
+    log_text = log_path.read_text(encoding="utf-8", errors="replace")
+    log_tail = _read_tail(log_path)
+    iterations = parse_iteration_ms(log_text)
+    if request.mode == MODE_TIMING:
+        if stray_trace is not None:
+            raise RunnerError(
+                f"{runner_text}, given as a timing-only build ({build_option(MODE_TIMING, request.variant)}), wrote "
+                f"an ETDump ({stray_trace}): it was built with the event tracer, so its latency would include the "
+                f"tracer's cost. {TIMING_BUILD_HINT}",
+                command=cmd, returncode=0, stderr_tail=log_tail,
+            )
+        if len(iterations) != request.executions:
+            raise RunnerError(
+                f"{runner_text} ran as the timing-only build but logged {len(iterations)} 'Iteration i of N: x ms' "
+                f"lines for {request.executions} executions, so its end-to-end times cannot be read; "
+                f"{TIMING_BUILD_HINT}. The log is {log_path}",
+                command=cmd, returncode=0, stderr_tail=log_tail,
+            )
+    meta: dict[str, Any] = {
+        "mode": request.mode,
+        "command": cmd,
+        "run_dir": str(run_dir),
+        "wall_s": round(wall_s, 3),
+        "requested_executions": request.executions,
+        "log_success": SUCCESS_TEXT in log_text,
+    }
+    if request.mode == MODE_TIMING:
+        meta["timing_scope"] = ("executor_runner's 'Iteration' lines: Method::execute of each execution, the span "
+                                "the traced build's Method::execute events time")
+    meta.update(metadata or {})
+    return RunResult(
+        runner=runner_name,
+        e2e_ms=iterations,
+        warmup=min(request.warmup, len(iterations)),
+        threads=request.threads,
+        build=build,
+        variant=request.variant,
+        log_path=log_path,
+        per_operator=False,
+        per_operator_note=TIMING_NOTE if request.mode == MODE_TIMING else "XNNPACK log run: kernel selection only",
         metadata=meta,
         load=load,
     )

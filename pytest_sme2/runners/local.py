@@ -165,6 +165,10 @@ class LocalRunner:
         """One build only: the installed executorch wheel."""
         return (None,)
 
+    def has_build(self, variant: str | None, mode: str) -> bool:
+        """The one runtime runs traced and untraced blocks; it cannot record an XNNPACK log."""
+        return variant is None and mode != MODE_LOG
+
     @property
     def build(self) -> str:
         return f"executorch {_package_version('executorch')} pybindings (portable_lib)"

@@ -16,7 +16,7 @@ from .profiles import Profile
 
 SHELL_UID = 2000  # AID_SHELL: what `adb shell` runs as on a production phone
 SHIMS = Path(__file__).with_name("shims")
-SHIM_NAMES = ("getprop", "dumpsys", "taskset", "cmd")
+SHIM_NAMES = ("getprop", "dumpsys", "taskset", "cmd", "logcat")
 
 THERMAL_STATUS_NAMES = ("NONE", "LIGHT", "MODERATE", "SEVERE", "CRITICAL", "EMERGENCY", "SHUTDOWN")
 
@@ -115,6 +115,15 @@ class Rootfs:
         return [
             (mask, command) for mask, _, command in (line.partition("\t") for line in path.read_text().splitlines())
         ]
+
+    @property
+    def logcat_buffer(self) -> Path:
+        """Host path of the logcat main buffer (/emulated/logcat): threadtime lines, what `logcat -d` prints."""
+        return self.state / "logcat"
+
+    def logcat_lines(self) -> list[str]:
+        """The logcat buffer now (cleared by `logcat -c`, appended to by runner stand-ins)."""
+        return self.logcat_buffer.read_text().splitlines() if self.logcat_buffer.exists() else []
 
     def fixed_performance_mode_log(self) -> list[bool]:
         """Every `cmd power set-fixed-performance-mode-enabled` value, in order."""
@@ -238,4 +247,5 @@ def build_rootfs(root: Path, profile: Profile) -> Rootfs:
     rootfs = Rootfs(root, profile)
     rootfs.write_thermal_status(0)
     _write(rootfs.state / "thermal_override", "", 0o664, SHELL_UID)
+    _write(rootfs.logcat_buffer, "", 0o664, SHELL_UID)
     return rootfs

@@ -8,6 +8,13 @@ sandbox as long as those paths are bind-mounted at the same place.
 
 The stand-in never invents a measurement: replayed timings come from a real recording (and the log
 says so), measured ones from ``perf_counter_ns`` around real executions, with no per-operator events.
+
+Three kinds of build, as the plugin's run modes need them (docs/run-modes.md): the default is a traced
+build; ``tracer=False`` stands in for a timing-only build (no ``--etdump_path`` flag, no trace, only the
+``Iteration`` lines); ``xnnlog=`` for an XNNPACK-logging build, which replays a recorded XNNPACK log (to
+stderr on a host; on the emulated phone XNNPACK's lines go to its logcat buffer, as on Android).
+``sme2_kernels.xnnlog`` beside this file is not a recording: a few hand-written log lines naming real
+XNNPACK SME2 kernels (every recording in tests/data is x86), for the test whose SME2 kernel check passes.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ def make_standin(
     trace: str | Path | None = None,
     fault: str | None = None,
     name: str = "executor_runner",
+    tracer: bool = True,
+    xnnlog: str | Path | None = None,
 ) -> Path:
     """Write an executable stand-in named ``name`` into ``directory`` and return its path.
 
@@ -63,13 +72,20 @@ def make_standin(
     ``fault`` makes it misbehave instead: ``crash`` (abort, exit 134), ``hang`` (sleep forever),
     ``garbage`` (random bytes to stdout and as the trace, exit 0), ``no_trace`` (exit 0, no trace),
     ``exec_format`` (not a wrapper at all: an ELF file for a foreign architecture, with +x).
+    ``tracer=False``: a build without the event tracer (``--etdump_path`` is an unknown flag, no trace is
+    written). ``xnnlog``: a recorded XNNPACK debug log (``tests/data/*.xnnlog``) the run replays instead of
+    executing (a logging build; ``trace`` is then not needed).
     """
     if mode not in MODES:
         raise ValueError(f"unknown stand-in mode {mode!r}; choose one of {', '.join(MODES)}")
     if fault is not None and fault not in FAULTS:
         raise ValueError(f"unknown stand-in fault {fault!r}; choose one of {', '.join(FAULTS)}")
     trace_path = Path(trace).resolve() if trace is not None else None
-    if mode == "replay" and fault is None and (trace_path is None or not trace_path.is_file()):
+    log_path = Path(xnnlog).resolve() if xnnlog is not None else None
+    if log_path is not None and not log_path.is_file():
+        raise ValueError(f"xnnlog must be an existing recorded XNNPACK log; got {xnnlog!r}")
+    if (mode == "replay" and fault is None and log_path is None
+            and (trace_path is None or not trace_path.is_file())):
         raise ValueError(f"replay mode needs an existing recorded trace; got {trace!r}")
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
@@ -81,10 +97,13 @@ def make_standin(
             "SME2_STANDIN_MODE": mode,
             "SME2_STANDIN_TRACE": str(trace_path) if trace_path else "",
             "SME2_STANDIN_FAULT": fault or "",
+            "SME2_STANDIN_TRACER": "1" if tracer else "0",
+            "SME2_STANDIN_XNNLOG": str(log_path) if log_path else "",
         }
         lines = [
             "#!/bin/sh",
-            f"# executor_runner stand-in for pytest-sme2 tests (mode={mode}, fault={fault}); see {SCRIPT}",
+            f"# executor_runner stand-in for pytest-sme2 tests (mode={mode}, fault={fault}, tracer={tracer}, "
+            f"xnnlog={log_path}); see {SCRIPT}",
             *(f"{key}={shlex.quote(value)}" for key, value in settings.items()),
             "export " + " ".join(settings),
             f'exec {shlex.quote(sys.executable)} {shlex.quote(str(SCRIPT))} "$@"',

@@ -10,6 +10,13 @@ environment (``SME2_STANDIN_MODE``, ``SME2_STANDIN_TRACE``, ``SME2_STANDIN_FAULT
   with ``perf_counter_ns`` and writes an ETDump holding exactly what it measured: the method load
   and one ``Method::execute`` per execution. It never invents per-operator events.
 
+``SME2_STANDIN_TRACER=0`` makes it a build without the event tracer: ``--etdump_path`` is an unknown flag
+and no trace is written (a timing-only build; replay then logs only the recording's ``Iteration`` times).
+``SME2_STANDIN_XNNLOG`` makes it an XNNPACK-logging build: the run replays that recorded log (one real
+execution's debug log) instead. On a host the log goes to stderr, where such a build writes it; on the
+emulated phone (which has a logcat buffer at :data:`LOGCAT_BUFFER`) XNNPACK's own lines go to logcat
+with tag ``XNNPACK``, as ``__android_log_print`` puts them there, and the runtime's lines to stderr.
+
 A fault (``crash``, ``hang``, ``garbage``, ``no_trace``) replaces the run with that misbehaviour.
 Flags follow gflags: ``--flag value`` or ``--flag=value``; an unknown flag exits 1 with gflags'
 message. Log lines go to stderr in the runtime's format
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import struct
 import sys
@@ -44,6 +52,12 @@ FLAGS = {
 }
 BOOL_FLAGS = {"server_mode"}
 
+#: The emulated phone's logcat main buffer (tests/emulated_device/shims/logcat); absent on a host.
+LOGCAT_BUFFER = Path("/emulated/logcat")
+#: ``Note (XNNPACK): <message>`` as XNNPACK logs to stderr -> level and message (logcat has no prefix).
+XNNPACK_LINE = re.compile(r"^(Debug|Note|Info|Warning|Error|Fatal) \(XNNPACK\): (.*)$")
+LOGCAT_LEVELS = {"Debug": "D", "Note": "I", "Info": "I", "Warning": "W", "Error": "E", "Fatal": "F"}
+
 MODES = ("replay", "measure")
 FAULTS = ("crash", "hang", "garbage", "no_trace")
 
@@ -67,9 +81,14 @@ def abort(message: str, line: int = 0) -> None:
     os._exit(134)
 
 
-def parse_flags(argv: list[str]) -> dict[str, str]:
-    """gflags-style parsing: ``--name=value``, ``--name value``, ``-name``; bools alone or ``--noname``."""
+def parse_flags(argv: list[str], *, tracer: bool = True) -> dict[str, str]:
+    """gflags-style parsing: ``--name=value``, ``--name value``, ``-name``; bools alone or ``--noname``.
+
+    Without the tracer the runner has no ``etdump_path`` flag at all, as a real build without it.
+    """
     values = dict(FLAGS)
+    if not tracer:
+        del values["etdump_path"]
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -133,7 +152,7 @@ def run_fault(fault: str, flags: dict[str, str]) -> None:
         rng = random.Random(0xBAD)
         sys.stdout.buffer.write(rng.randbytes(512))
         sys.stdout.flush()
-        Path(flags["etdump_path"]).write_bytes(rng.randbytes(2048))
+        Path(flags.get("etdump_path", "model.etdump")).write_bytes(rng.randbytes(2048))
         sys.exit(0)
     elif fault == "no_trace":
         log(f"Model file {flags['model_path']} is loaded.", 476)
@@ -180,9 +199,38 @@ def run_replay(trace: Path, flags: dict[str, str]) -> None:
     for i, ms in enumerate(e2e, start=1):
         log(f"Iteration {i} of {runs}: {ms:f} ms", 779)
     log(f"Model executed successfully {runs} time(s) in {float(e2e.sum()):f} ms.", 789)
+    if "etdump_path" not in flags:
+        return  # a build without the tracer writes no trace
     # copyfile, not copy2: the copy must carry this run's mtime, as a freshly written trace does.
     shutil.copyfile(trace, flags["etdump_path"])
     log(f"ETDump written to file '{flags['etdump_path']}'.", 261)
+
+
+# -------------------------------------------------------------------------------------- XNNPACK log
+
+
+def run_log_replay(xnnlog: Path, flags: dict[str, str]) -> None:
+    """Replay one real execution's XNNPACK debug log: stderr on a host, XNNPACK's lines to logcat on the phone."""
+    model = Path(flags["model_path"])
+    if not model.is_file():
+        abort(f"FileDataLoader::from() failed: 0x22 (model file {model} not found)", 470)
+    log(f"stand-in executor_runner: replaying recorded XNNPACK log {xnnlog.name}; its kernel names and operator "
+        "lines are from that recording, not from running this model now", 100)
+    lines = xnnlog.read_text(encoding="utf-8", errors="replace").splitlines()
+    on_phone = LOGCAT_BUFFER.exists()
+    logcat: list[str] = []
+    for line in lines:
+        m = XNNPACK_LINE.match(line)
+        if on_phone and m:
+            stamp = time.strftime("%m-%d %H:%M:%S") + f".{int(time.time() * 1000) % 1000:03d}"
+            pid = os.getpid()
+            logcat.append(f"{stamp} {pid:5d} {pid:5d} {LOGCAT_LEVELS[m.group(1)]} XNNPACK : {m.group(2)}\n")
+        else:
+            sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    if logcat:
+        with LOGCAT_BUFFER.open("a", encoding="utf-8") as fh:
+            fh.write("".join(logcat))
 
 
 # ---------------------------------------------------------------------------------------- measure
@@ -288,17 +336,22 @@ def run_measure(flags: dict[str, str]) -> None:
         log(f"{len(outputs)} outputs: ", 798)
         for i, out in enumerate(outputs):
             sys.stderr.write(_format_output(i, out, flags["print_output"]) + "\n")
+    if "etdump_path" not in flags:
+        return  # a build without the tracer writes no trace
     write_measured_etdump(Path(flags["etdump_path"]), (load_start - START_NS, load_end - START_NS), spans)
     log(f"ETDump written to file '{flags['etdump_path']}'.", 261)
 
 
 def main(argv: list[str]) -> None:
     warnings.simplefilter("ignore")  # third-party import noise would clutter the runner log
-    flags = parse_flags(argv)
+    flags = parse_flags(argv, tracer=os.environ.get("SME2_STANDIN_TRACER", "1") != "0")
     mode = os.environ.get("SME2_STANDIN_MODE", "replay")
     fault = os.environ.get("SME2_STANDIN_FAULT", "")
+    xnnlog = os.environ.get("SME2_STANDIN_XNNLOG", "")
     if fault:
         run_fault(fault, flags)
+    elif xnnlog:
+        run_log_replay(Path(xnnlog), flags)
     elif mode == "replay":
         trace = os.environ.get("SME2_STANDIN_TRACE", "")
         if not trace or not Path(trace).is_file():

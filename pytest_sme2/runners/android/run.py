@@ -28,21 +28,18 @@ TIMEOUT_EXIT = 124
 
 
 def device_command(request: RunRequest, deployed: Mapping[Path, Deployed], runner: Path, libcxx: Path | None, *,
-                   remote_run: str, remote_trace: str, mask: str | None, timeout: float) -> str:
-    """The device shell command for one run; every argument shlex-quoted."""
+                   remote_run: str, remote_trace: str | None, mask: str | None, timeout: float) -> str:
+    """The device shell command for one run (``remote_trace`` None: no ``--etdump_path``); arguments shlex-quoted."""
     lib_dirs = [str(PurePosixPath(deployed[runner].remote).parent)]
     if libcxx is not None:
         lib_dirs.append(str(PurePosixPath(deployed[libcxx].remote).parent))
     argv: list[str] = ["timeout", "-k", "5", f"{timeout:g}"]
     if mask is not None:
         argv += ["taskset", mask]
-    argv += [
-        deployed[runner].remote,
-        "--model_path", deployed[request.pte].remote,
-        "--etdump_path", remote_trace,
-        f"--num_executions={request.executions}",
-        f"--cpu_threads={request.threads}",
-    ]
+    argv += [deployed[runner].remote, "--model_path", deployed[request.pte].remote]
+    if remote_trace is not None:
+        argv += ["--etdump_path", remote_trace]
+    argv += [f"--num_executions={request.executions}", f"--cpu_threads={request.threads}"]
     argv += inputs_argv([deployed[Path(p)].remote for p in request.inputs or ()], fix="rename the file")
     # stdin from /dev/null: adbutils' shell v2 never closes stdin, so a runner reading it would hang.
     return (f"cd {quote(remote_run)} && export LD_LIBRARY_PATH={quote(':'.join(dict.fromkeys(lib_dirs)))} && "

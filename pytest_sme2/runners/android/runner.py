@@ -5,6 +5,12 @@ thermal status before -> ``timeout ... taskset <mask> executor_runner ... </dev/
 status after -> the trace checked and pulled -> fixed performance mode restored, run directory
 deleted. The trace is read exactly like a host trace
 (:func:`~pytest_sme2.runners.host.result_from_trace`). A failed run never returns a result.
+
+``RunRequest.mode`` picks the build, as on the host: a ``timing`` run uses the timing-only build and
+reads its E2E times from the ``Iteration`` lines of its output; a ``log`` run uses the XNNPACK-logging
+build, whose log goes to logcat (tag ``XNNPACK``): logcat is cleared (``logcat -c``) before the run and
+its XNNPACK lines are dumped after it (``logcat -d -s XNNPACK:*``, at most :data:`LOGCAT_MAX_LINES`
+lines, within :data:`LOGCAT_TIMEOUT` s), then kept with the runner's own output in the run's log.
 """
 
 from __future__ import annotations
@@ -22,24 +28,42 @@ from ...artifacts import file_sha256
 from ...device import ANDROID_FACTS_SCRIPT, DeviceInfo, device_info_from_facts
 from ...errors import ConfigError, DeviceError, Sme2Error
 from ...export import load_pte_check
-from ..base import MODE_TRACE, SME2_OFF, SME2_ON, BinaryBuilds, RunRequest, RunResult, check_threads
-from ..host import BUILD_HINT, new_run_dir, result_from_trace
+from ..base import (
+    MODE_LOG,
+    MODE_TIMING,
+    MODE_TRACE,
+    SME2_OFF,
+    SME2_ON,
+    BinaryBuilds,
+    RunRequest,
+    RunResult,
+    check_threads,
+)
+from ..host import BUILD_HINT, DEFAULT_TRACE_NAME, new_run_dir, result_from_log, result_from_trace
 from .adb import AdbLink, join_args, quote
 from .conditions import HOT_STATUS, parse_mask, pin_mask, read_thermal, set_fixed_performance, thermal_invalid_reason
 from .deploy import REMOTE_ROOT, Deployed, deploy, remote_path
 from .run import device_command, exit_error, pull_trace, run_on_device
 from .selection import parse_serials
 
+#: The logcat tag XNNPACK logs under on Android.
+LOGCAT_TAG = "XNNPACK"
+#: At most this many logcat lines are read back after a log run (MobileNetV3's debug log: ~600 lines).
+LOGCAT_MAX_LINES = 200_000
+#: Seconds allowed for clearing or dumping logcat.
+LOGCAT_TIMEOUT = 60.0
+
 
 class AndroidRunner(BinaryBuilds):
     """Run ``.pte`` files with one or two ``executor_runner`` builds on an Android device over adb.
 
-    ``runner_path`` is the SME2-on (default) build, ``runner_off`` the SME2-off build. ``libcxx`` is
-    pushed beside them when given. ``big_cores`` is a taskset hex mask, ``"none"`` (unpinned) or None
-    (the fastest cluster, widened to cover ``threads``). ``cooldown_s`` is slept before every run
-    but the first; ``fixed_performance`` turns Android's fixed performance mode on around each run.
-    ``client`` lets tests pass an ``adbutils.AdbClient``; by default one is made from the
-    environment (``ANDROID_ADB_SERVER_PORT``).
+    ``runner_path`` is the SME2-on (default) build, ``runner_off`` the SME2-off build; ``runner_timing`` /
+    ``runner_off_timing`` and ``runner_log`` / ``runner_off_log`` are their optional timing-only and
+    XNNPACK-logging builds (see ``docs/run-modes.md``). ``libcxx`` is pushed beside them when given.
+    ``big_cores`` is a taskset hex mask, ``"none"`` (unpinned) or None (the fastest cluster, widened to
+    cover ``threads``). ``cooldown_s`` is slept before every run but the first; ``fixed_performance``
+    turns Android's fixed performance mode on around each run. ``client`` lets tests pass an
+    ``adbutils.AdbClient``; by default one is made from the environment (``ANDROID_ADB_SERVER_PORT``).
     """
 
     name = "android"
@@ -59,6 +83,10 @@ class AndroidRunner(BinaryBuilds):
         client: adbutils.AdbClient | None = None,
         remote_root: str = REMOTE_ROOT,
         hot_status: int = HOT_STATUS,
+        runner_timing: str | Path | None = None,
+        runner_off_timing: str | Path | None = None,
+        runner_log: str | Path | None = None,
+        runner_off_log: str | Path | None = None,
     ) -> None:
         if runner_path is None:
             raise ConfigError(
@@ -69,7 +97,17 @@ class AndroidRunner(BinaryBuilds):
         builds: dict[str | None, Path] = {None: Path(runner_path), SME2_ON: Path(runner_path)}
         if runner_off is not None:
             builds[SME2_OFF] = Path(runner_off)
-        for path in {*builds.values(), *([Path(libcxx)] if libcxx else [])}:
+        mode_builds: dict[str, dict[str | None, Path]] = {}
+        for mode, on, off in ((MODE_TIMING, runner_timing, runner_off_timing), (MODE_LOG, runner_log, runner_off_log)):
+            arm: dict[str | None, Path] = {}
+            if on is not None:
+                arm[None] = arm[SME2_ON] = Path(on)
+            if off is not None:
+                arm[SME2_OFF] = Path(off)
+            if arm:
+                mode_builds[mode] = arm
+        extra = [p for arm in mode_builds.values() for p in arm.values()]
+        for path in {*builds.values(), *extra, *([Path(libcxx)] if libcxx else [])}:
             if not path.is_file():
                 raise ConfigError(f"{path} does not exist or is not a file; {BUILD_HINT} for arm64-v8a "
                                   "(see docs/android.md) and pass its path")
@@ -78,6 +116,7 @@ class AndroidRunner(BinaryBuilds):
         if cooldown_s < 0:
             raise ConfigError(f"cooldown must be 0 or more seconds (got {cooldown_s}); set --sme2-cooldown")
         self.builds = builds
+        self.mode_builds = mode_builds
         self.libcxx = Path(libcxx) if libcxx else None
         self.requested = parse_serials(serial) or parse_serials(os.environ.get("ANDROID_SERIAL"))
         self.worker = worker
@@ -128,8 +167,9 @@ class AndroidRunner(BinaryBuilds):
         return self.device_info().identity().to_dict()
 
     def build_identity(self, variant: str | None) -> Mapping[str, Any]:
-        """What is under test besides the ``.pte``: the sha256 of ``variant``'s runner (and ``libc++_shared.so``)."""
-        ident: dict[str, Any] = {"runner": "executor_runner", "runner_sha256": file_sha256(self.runner_for(variant))}
+        """What is under test besides the ``.pte``: the sha256 of ``variant``'s runner builds that give numbers
+        (traced, timing) and of ``libc++_shared.so``."""
+        ident: dict[str, Any] = {"runner": "executor_runner", **self.builds_identity(variant)}
         if self.libcxx is not None:
             ident["libcxx_sha256"] = file_sha256(self.libcxx)
         return ident
@@ -141,15 +181,15 @@ class AndroidRunner(BinaryBuilds):
 
     def fingerprint(self) -> Mapping[str, Any]:
         """Device facts that do not drift, the sha256 of every pushed binary, pinning and clock mode."""
-        hashes = {variant or "default": file_sha256(path)[:16] for variant, path in self.builds.items()}
-        fp: dict[str, Any] = {**self.device_info().fingerprint(), "runner": self.name, "runner_sha256": hashes,
+        fp: dict[str, Any] = {**self.device_info().fingerprint(), "runner": self.name,
+                              "runner_sha256": self.build_hashes(),
                               **self.run_settings()}
         if self.libcxx is not None:
             fp["libcxx_sha256"] = file_sha256(self.libcxx)[:16]
         return fp
 
-    def build_of(self, variant: str | None, build: Path | None = None) -> str:
-        path = build or self.runner_for(variant)
+    def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
+        path = build or self.binary_for(variant, mode)
         return f"{path} (sha256 {file_sha256(path)[:12]})"
 
     # ------------------------------------------------------------------------------ deploy
@@ -170,19 +210,16 @@ class AndroidRunner(BinaryBuilds):
         return pin_mask(self.pin, self.device_info(), threads, self.serial)
 
     def command(self, request: RunRequest, deployed: Mapping[Path, Deployed], runner: Path, *,
-                remote_run: str, remote_trace: str, mask: str | None, timeout: float) -> str:
+                remote_run: str, remote_trace: str | None, mask: str | None, timeout: float) -> str:
         """The device shell command for one run; every argument shlex-quoted."""
         return device_command(request, deployed, runner, self.libcxx, remote_run=remote_run,
                               remote_trace=remote_trace, mask=mask, timeout=timeout)
 
     def run(self, request: RunRequest) -> RunResult:
-        """Deploy, run once on the device, pull and read the trace; any failure raises, nothing stale is kept."""
-        if request.mode != MODE_TRACE:
-            raise ConfigError(
-                f"the Android runner runs one traced executor_runner build per variant; a {request.mode!r} run "
-                "needs a separate build of that kind"
-            )
-        runner = request.build or self.runner_for(request.variant)
+        """Deploy, run once on the device, pull and read the trace (or the log); any failure raises, nothing
+        stale is kept."""
+        runner = request.build or self.binary_for(request.variant, request.mode)
+        traced = request.mode == MODE_TRACE
         load_pte_check(request.pte)  # a foreign or cut .pte: say so here, before anything is pushed
         info = self.device_info()
         check_threads(request.threads, info.cores, f"Android device {self.serial}")
@@ -192,18 +229,24 @@ class AndroidRunner(BinaryBuilds):
         deployed = self.deploy(files, run_id)
         mask = self.cpu_mask_for(request.threads)
         remote_run = f"{self.remote_root}/runs/{run_id}"
-        remote_trace = f"{remote_run}/trace.etdump"
-        command = self.command(request, deployed, runner, remote_run=remote_run, remote_trace=remote_trace,
-                               mask=mask, timeout=timeout)
+        # A timing or log build is given no --etdump_path (without the tracer it refuses the flag); a build
+        # with the tracer then writes model.etdump into the run directory, which is how one is caught.
+        remote_trace = f"{remote_run}/{'trace.etdump' if traced else DEFAULT_TRACE_NAME}"
+        command = self.command(request, deployed, runner, remote_run=remote_run,
+                               remote_trace=remote_trace if traced else None, mask=mask, timeout=timeout)
         local_dir = new_run_dir(request)
         trace_path = local_dir / f"{request.stem}.etdump"
         log_path = local_dir / f"{request.stem}.log"
         slept = 0.0
-        if self._runs and self.cooldown_s > 0:
-            time.sleep(self.cooldown_s)  # let the phone shed the previous block's heat
-            slept = self.cooldown_s
-        self._runs += 1
+        logged = request.mode == MODE_LOG
+        if not logged:  # a log run gives no numbers: no cool-down before it, none counted after it
+            if self._runs and self.cooldown_s > 0:
+                time.sleep(self.cooldown_s)  # let the phone shed the previous block's heat
+                slept = self.cooldown_s
+            self._runs += 1
         cleanup_note = ""
+        logcat = ""
+        stray_trace = False
         failed = True
         if self.fixed_performance:
             set_fixed_performance(self._link, True, self._info)
@@ -212,17 +255,25 @@ class AndroidRunner(BinaryBuilds):
             self._link.shell(f"mkdir -p {quote(remote_run)} && rm -f {quote(remote_trace)}",
                              what="preparing the run directory")
             before = read_thermal(self._link)
+            if logged:
+                self._link.shell("logcat -c", what="clearing logcat before the XNNPACK log run", timeout=LOGCAT_TIMEOUT)
             started = time.perf_counter()
             result = run_on_device(self._link, command, timeout=timeout, grace_s=self.timeout_grace_s,
                                    runner=runner, request=request)
             wall_s = time.perf_counter() - started
             after = read_thermal(self._link)
-            log_path.write_bytes(result.stdout + result.stderr)
+            if logged:
+                logcat = read_logcat(self._link)
+            log_path.write_bytes(result.stdout + result.stderr + logcat.encode("utf-8"))
             output = (result.stdout + result.stderr).decode("utf-8", errors="replace")
             if result.returncode != 0:
                 raise exit_error(result.returncode, runner, request, serial=self.serial, command=command, output=output,
                                  log_path=log_path, timeout=timeout)
-            pull_trace(self._link, remote_trace, trace_path, runner=runner, command=command, output=output)
+            if traced:
+                pull_trace(self._link, remote_trace, trace_path, runner=runner, command=command, output=output)
+            else:
+                device = self._link.device()
+                stray_trace = self._link.call("checking for a trace", lambda: device.sync.stat(remote_trace)).mode != 0
             failed = False
         finally:
             if self.fixed_performance:
@@ -256,8 +307,30 @@ class AndroidRunner(BinaryBuilds):
         if before is None or after is None:
             metadata["thermal_note"] = ("the thermal status could not be read (no 'Thermal Status' from dumpsys "
                                         "thermalservice): thermal validity is unchecked for this run")
+        if not traced:
+            if logged:
+                metadata["logcat_lines"] = logcat.count("\n")
+                metadata.pop("invalid_reason", None)  # a log run's numbers are not used: heat cannot spoil them
+            return result_from_log(
+                runner_name=self.name, runner_text=f"executor_runner {runner} on Android device {self.serial}",
+                request=request, build=self.build_of(request.variant, request.build, request.mode), cmd=command,
+                run_dir=local_dir, log_path=log_path, wall_s=wall_s, metadata=metadata,
+                stray_trace=Path(remote_trace) if stray_trace else None,
+            )
         return result_from_trace(
             runner_name=self.name, runner_text=f"executor_runner {runner} on Android device {self.serial}",
-            request=request, build=self.build_of(request.variant, request.build), cmd=command, run_dir=local_dir,
+            request=request, build=self.build_of(request.variant, request.build, request.mode), cmd=command,
+            run_dir=local_dir,
             trace_path=trace_path, log_path=log_path, wall_s=wall_s, metadata=metadata,
         )
+
+
+def read_logcat(link: AdbLink) -> str:
+    """The XNNPACK lines logcat holds now (it was cleared before the run), bounded in lines and time.
+
+    A header line names what was read, so the run's log says where its XNNPACK part came from.
+    """
+    command = join_args(["logcat", "-d", "-v", "threadtime", "-m", str(LOGCAT_MAX_LINES), "-s", f"{LOGCAT_TAG}:*"])
+    out = link.shell(command, what="reading the XNNPACK log from logcat", timeout=LOGCAT_TIMEOUT)
+    text = str(out.stdout)
+    return f"--- logcat -s {LOGCAT_TAG}:* (cleared before the run; at most {LOGCAT_MAX_LINES} lines) ---\n{text}"
