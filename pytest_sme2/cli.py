@@ -25,6 +25,7 @@ from .options import (
     existing_file,
     nonnegative_float,
     nonnegative_int,
+    nonnegative_percent,
     percent,
     positive_int,
     rules_file,
@@ -70,6 +71,9 @@ def _add_profile(sub: Any) -> None:
     p.add_argument("--warmup", type=nonnegative_int, default=1, help="warm-up executions per block (default 1)")
     p.add_argument("--blocks", type=positive_int, default=15,
                    help="blocks (program loads / runner processes) to pool; the gate needs >= 4 (default 15)")
+    p.add_argument("--busy-limit", type=nonnegative_percent, default=5.0, metavar="PCT",
+                   help="percent of a block the runtime may be preempted by other load before the block is measured "
+                   "again; a machine that stays busy marks the profile invalid (default 5; 100 = off)")
     p.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1)")
     p.add_argument("--runner", type=executable_file,
                    help="a tracer-enabled executor_runner; without it, the local executorch Python runtime "
@@ -215,6 +219,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
             profile = profile_exported(
                 exported, runner, runs=args.runs, warmup=args.warmup, threads=args.threads, out_dir=out_dir,
                 blocks=args.blocks, timeout_s=args.timeout, label=label, rules=rules, progress=stderr_progress,
+                busy_limit=args.busy_limit / 100,
             )
         analysis = profile.analysis
         where = f"{runner.name} {profile.device.get('serial', '')}".rstrip()

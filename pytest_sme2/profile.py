@@ -612,10 +612,13 @@ def profile_exported(
     latency: str = LATENCY_TRACED,
     rules: CategoryRules | None = None,
     progress: Progress | None = None,
+    busy_limit: float = PREEMPTED_LIMIT,
 ) -> Profile:
-    """Run ``exported`` on ``runner`` in ``blocks`` blocks of ``warmup + runs`` executions, then analyze."""
+    """Run ``exported`` on ``runner`` in ``blocks`` blocks of ``warmup + runs`` executions, then analyze.
+
+    ``busy_limit``: percent of a block the runtime may be preempted before the block is measured again."""
     m = Measurement.of(exported, runs=runs, warmup=warmup, threads=threads, out_dir=out_dir, variant=variant,
-                       blocks=blocks, timeout_s=timeout_s, label=label, latency=latency)
+                       blocks=blocks, timeout_s=timeout_s, label=label, latency=latency, busy_limit=busy_limit)
     return measure(runner, m, kernel_log=kernel_log, rules=rules, progress=progress)
 
 
