@@ -6,15 +6,21 @@ DOCSTRING_PLACEHOLDER
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from emulated_device.fixtures import MakePhone
+from standin import make_standin
 
 from pytest_sme2.analysis import analyze
 from pytest_sme2.baseline import Baseline, BaselineStore
-from pytest_sme2.errors import BaselineError
+from pytest_sme2.errors import BaselineError, RunnerError
+from pytest_sme2.runners.android import AndroidRunner
+from pytest_sme2.runners.base import RunRequest
+from pytest_sme2.runners.host import HostRunner, check_what_ran
 from pytest_sme2.trace import KIND_LEAF, Timeline, read_etdump
 
 DATA = Path(__file__).parent / "data"
@@ -116,3 +122,59 @@ def test_a_baseline_with_a_negative_other_is_not_written(tmp_path: Path) -> None
     with pytest.raises(BaselineError, match=r"it would not read back .*'block_sizes' must be positive whole numbers"):
         BaselineStore(tmp_path).save(cut)
     assert not list(tmp_path.iterdir())
+
+
+# --------------------------------------------------------- defect 5: the runner's count and log are checked
+
+TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"
+TOY_INPUT = DATA / "toy_cnn_input_fp32.bin"
+TOY_TRACE = DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"
+#: a real executor_runner log (30 executions, its success line 'Model executed successfully 30 time(s)')
+RECORDED_LOG = DATA / "toy_cnn_fp16_xnnpack_simd-on_t1.log"
+
+
+def _five(tmp_path: Path) -> RunRequest:
+    return RunRequest(pte=TOY_PTE, runs=4, warmup=1, out_dir=tmp_path / "out", inputs=(TOY_INPUT,), timeout_s=120.0)
+
+
+def test_host_runner_refuses_a_runner_that_ignores_num_executions(tmp_path: Path) -> None:
+    """Defect 5: asked for 5 executions, a runner that replays all 30 recorded runs is an error, not 30 samples."""
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE, fault="ignore_count"))
+    with pytest.raises(RunnerError, match=r"asked for 5 executions \(--num_executions=5\), the trace holds 30") as info:
+        runner.run(_five(tmp_path))
+    assert "honours --num_executions" in str(info.value) and ".log" in str(info.value)
+    # The honest stand-in, asked the same, gives exactly 5.
+    assert len(HostRunner(make_standin(tmp_path / "ok", trace=TOY_TRACE)).run(_five(tmp_path)).e2e_ms) == 5
+
+
+def test_android_runner_refuses_a_runner_that_ignores_num_executions(make_emulated_phone: MakePhone,
+                                                                     tmp_path: Path) -> None:
+    """Defect 5 on Android: the same check (the Android runner reads its result with the host's code)."""
+    phone = make_emulated_phone()
+    runner = AndroidRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE, fault="ignore_count"),
+                           serial=phone.serial, timeout_s=60.0)
+    with pytest.raises(RunnerError, match=r"asked for 5 executions \(--num_executions=5\), the trace holds 30") as info:
+        runner.run(_five(tmp_path))
+    assert f"on Android device {phone.serial}" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda log: log.replace("Model executed successfully 30 time(s)", "Model executed"),
+         r"its log has no 'Model executed successfully 30 time\(s\)' line"),
+        (lambda log: log.replace("Model executed successfully 30 time(s)", "Model executed successfully 29 time(s)"),
+         r"asked for 30 executions \(--num_executions=30\), its log says 'Model executed successfully 29 time\(s\)'"),
+    ],
+    ids=["no-success-line", "other-count"],
+)
+def test_a_runner_log_without_its_success_line_is_an_error(tmp_path: Path, edit: Callable[[str], str],
+                                                           match: str) -> None:
+    """Defect 5: a log in executor_runner's format must end with the success line for the executions asked."""
+    request = RunRequest(pte=TOY_PTE, runs=29, warmup=1)
+    log = RECORDED_LOG.read_text()
+    check_what_ran("executor_runner x", request, 30, log, cmd=["x"], log_path=RECORDED_LOG, log_tail="")  # as recorded
+    with pytest.raises(RunnerError, match=match):
+        check_what_ran("executor_runner x", request, 30, edit(log), cmd=["x"], log_path=RECORDED_LOG, log_tail="")
+    # A build with logging off prints nothing: then the trace's count is all there is to check.
+    check_what_ran("executor_runner x", request, 30, "", cmd=["x"], log_path=RECORDED_LOG, log_tail="")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().with_name("executor_runner.py")
 MODES = ("replay", "measure")
-FAULTS = ("crash", "hang", "garbage", "no_trace", "exec_format")
+FAULTS = ("crash", "hang", "garbage", "no_trace", "exec_format", "ignore_count")
 
 __all__ = ["FAULTS", "MODES", "SCRIPT", "make_standin"]
 
@@ -62,14 +62,15 @@ def make_standin(
     ``mode="replay"`` needs ``trace``, a real recorded ETDump (e.g. from ``tests/data``).
     ``fault`` makes it misbehave instead: ``crash`` (abort, exit 134), ``hang`` (sleep forever),
     ``garbage`` (random bytes to stdout and as the trace, exit 0), ``no_trace`` (exit 0, no trace),
-    ``exec_format`` (not a wrapper at all: an ELF file for a foreign architecture, with +x).
+    ``exec_format`` (not a wrapper at all: an ELF file for a foreign architecture, with +x),
+    ``ignore_count`` (replays all of ``trace``'s runs whatever ``--num_executions`` asks).
     """
     if mode not in MODES:
         raise ValueError(f"unknown stand-in mode {mode!r}; choose one of {', '.join(MODES)}")
     if fault is not None and fault not in FAULTS:
         raise ValueError(f"unknown stand-in fault {fault!r}; choose one of {', '.join(FAULTS)}")
     trace_path = Path(trace).resolve() if trace is not None else None
-    if mode == "replay" and fault is None and (trace_path is None or not trace_path.is_file()):
+    if mode == "replay" and fault in (None, "ignore_count") and (trace_path is None or not trace_path.is_file()):
         raise ValueError(f"replay mode needs an existing recorded trace; got {trace!r}")
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
