@@ -8,6 +8,8 @@ sandbox as long as those paths are bind-mounted at the same place.
 
 The stand-in never invents a measurement: replayed timings come from a real recording (and the log
 says so), measured ones from ``perf_counter_ns`` around real executions, with no per-operator events.
+A replay honours ``--num_executions``: it replays the recording's first N runs, and refuses (exit 2)
+more runs than the recording holds (30 for every trace in ``tests/data``).
 """
 
 from __future__ import annotations
