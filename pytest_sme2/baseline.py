@@ -28,6 +28,7 @@ from typing import Any
 
 from .artifacts import Artifact
 from .atomic import write_atomic
+from .categories import OTHER
 from .errors import BaselineError
 from .gate import Samples
 
@@ -273,6 +274,7 @@ class BaselineStore:
         up) is refused here, with the reason, instead of being written.
         """
         path = self.path_for(baseline.test_id, baseline.identity)
+        _check_categories_fit(baseline)
         data = baseline.to_dict()
         try:
             Baseline.from_dict(json.loads(json.dumps(data)), source=str(path))
@@ -281,6 +283,25 @@ class BaselineStore:
                 from None
         write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n", what="baseline")
         return path
+
+
+def _check_categories_fit(baseline: Baseline) -> None:
+    """Refuse named categories that add up to more than the end-to-end time (a negative ``Other``).
+
+    ``Other`` is E2E minus the named categories, so a negative one means operator time was counted
+    beyond the execution that holds it: a trace whose events the analysis could not place.
+    """
+    other = [x for x in baseline.category_per_run_ms.get(OTHER, ()) if x < 0]
+    total = baseline.category_totals_ms.get(OTHER, 0.0)
+    if not other and total >= 0:
+        return
+    worst = min([*other, total])
+    raise BaselineError(
+        f"not writing the baseline for {baseline.test_id}: its named categories add up to more than the "
+        f"end-to-end time ({OTHER} {worst:.4g} ms{f' in {len(other)} run(s)' if other else ' on average'}), "
+        "so some operator time was counted twice or lies outside Method::execute. Check the trace's operator "
+        "events (pytest-sme2 analyze on the run's .etdump) and record the baseline again"
+    )
 
 
 def identity_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:

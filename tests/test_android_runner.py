@@ -295,15 +295,15 @@ def test_plugin_skips_sme2_on_without_sme2(
             print("SAMPLES", len(profile.samples_ms), profile.device["serial"])
         """
     )
-    result = pytester.runpytest("--sme2-device=android", f"--sme2-runner={on}", "--sme2-blocks=1", "-s", "-rs",
-                                "-p", "no:cacheprovider")
+    result = pytester.runpytest("--sme2-device=android", f"--sme2-runner={on}", "--sme2-blocks=1", "--sme2-runs=20",
+                                "--sme2-warmup=3", "-s", "-rs", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines([f"*FACTS {phone.serial} {profile == 'sme2_phone'} 80*"])
     if profile == "nosme_phone":
         result.assert_outcomes(passed=1, skipped=1)
         result.stdout.fnmatch_lines(["*has no SME2 (no 'sme2' in its CPU features)*"])
     else:
         result.assert_outcomes(passed=2)  # measured on the phone, not skipped
-        result.stdout.fnmatch_lines([f"*SAMPLES {len(_e2e(TOY_TRACE)) - 3} {phone.serial}*"])  # warm-up 3
+        result.stdout.fnmatch_lines([f"*SAMPLES 20 {phone.serial}*"])  # 23 executions, 3 of them warm-up
 
 
 def test_example_suite_runs_unchanged_on_the_emulated_phone(
@@ -666,15 +666,17 @@ def test_cli_profile_on_the_phone(make_emulated_phone: MakePhone, tmp_path: Path
 
     phone = make_emulated_phone()
     on = make_standin(tmp_path / "on", trace=TOY_TRACE)
-    code = main(["profile", "--model", "toy_cnn", "--device", "android", "--runner", str(on), "--serial",
-                 phone.serial, "--blocks", "1", "--cache-dir", str(REPO / ".sme2_cache"), "--out", str(tmp_path)])
-    out = capsys.readouterr().out
-    assert code == 0, out
+    # 1 warm-up + 10 runs (the CLI's defaults): the stand-in replays the recording's first 11 runs.
+    code = main(["profile", "--model", "toy_cnn", "--models-from", str(REPO / "example_models" / "models.py"),
+                 "--device", "android", "--runner", str(on), "--serial", phone.serial, "--blocks", "1",
+                 "--cache-dir", str(REPO / ".sme2_cache"), "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
     assert f"== toy_cnn_fp32_xnnpack on android {phone.serial}" in out
     summary = json.loads((tmp_path / "toy_cnn_fp32_xnnpack" / "analysis_summary.json").read_text())
-    assert summary["e2e_ms"]["per_run"] == pytest.approx(_e2e(TOY_TRACE))
+    assert summary["e2e_ms"]["per_run"] == pytest.approx(_e2e(TOY_TRACE)[:11])
     # Statistics leave out the CLI's default single warm-up run.
-    assert summary["e2e_ms"]["median"] == pytest.approx(statistics.median(_e2e(TOY_TRACE)[1:]))
+    assert summary["e2e_ms"]["median"] == pytest.approx(statistics.median(_e2e(TOY_TRACE)[1:11]))
     assert summary["profile"]["device"]["serial"] == phone.serial
     assert main(["profile", "--model", "toy_cnn", "--serial", phone.serial]) == 2  # android-only option
     assert "apply to --device android only" in capsys.readouterr().err

@@ -326,6 +326,39 @@ def test_changed_model_without_its_reference_uses_stored_samples(run, pytester: 
     assert json.loads((pytester.path / "results.json").read_text())["tests"][0]["verdict"]["comparison"] == "stored"
 
 
+def test_checking_one_profile_never_remeasures_another(run, pytester: pytest.Pytester,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12 defect 1: profile xnnpack, then portable, then check the xnnpack profile.
+
+    The model changed since its baseline, so the check re-measures in this session: the program it
+    re-measures is the checked profile's own (xnnpack), never the last one profiled (portable, ~100x
+    slower here, which once gave REGRESSION +14950 %).
+    """
+    pytester.makepyfile(test_perf=textwrap.dedent("""
+        import os
+        import pytest, torch
+
+        SIZE = int(os.environ["SME2_TEST_SIZE"])
+
+        @pytest.mark.sme2_model("toy_cnn", dtype="fp32", inputs=(torch.ones(1, 3, SIZE, SIZE),))
+        @pytest.mark.sme2_threshold(latency_pct=25)
+        def test_toy(exported_model, sme2_runner, sme2_baseline):
+            fast = sme2_runner.profile(exported_model)
+            slow = sme2_runner.profile(exported_model, variant="portable", runs=3)
+            assert slow.analysis.e2e.median > 5 * fast.analysis.e2e.median
+            sme2_baseline.check(fast)
+    """))
+    monkeypatch.setenv("SME2_TEST_SIZE", "32")
+    run("--sme2-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("SME2_TEST_SIZE", "34")  # +13 % pixels: a changed xnnpack model, within the 25 % margin
+    result = run("--sme2-json", "results.json")
+    result.assert_outcomes(passed=1)
+    assert "REGRESSION" not in result.stdout.str()
+    verdict = json.loads((pytester.path / "results.json").read_text())["tests"][0]["verdict"]
+    assert verdict["comparison"] == "session"
+    assert verdict["median_ms"] < 2 * verdict["reference_median_ms"]
+
+
 def test_improvement_and_update(run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _write_size_test(pytester)
     monkeypatch.setenv("SME2_TEST_SIZE", "96")

@@ -14,8 +14,10 @@ import signal
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
 from standin import make_standin
@@ -230,11 +232,28 @@ def test_replay_gives_exactly_the_recorded_e2e(replay_runner: Path, tmp_path: Pa
     assert result.metadata["log_vs_trace_max_abs_diff_ms"] < 1e-6
 
 
-def test_replay_with_other_execution_count_says_so(replay_runner: Path, tmp_path: Path) -> None:
+def test_replay_of_fewer_runs_is_the_recordings_first_runs(replay_runner: Path, tmp_path: Path,
+                                                          reference_etdump: Callable[[Path], Any]) -> None:
+    """Asked for 5 executions, the stand-in replays the recording's first 5: trace, log and result agree."""
     result = HostRunner(replay_runner).run(_request(tmp_path, runs=4, warmup=1))
-    assert len(result.e2e_ms) == 30 and result.metadata["requested_executions"] == 5
-    assert result.log_path is not None
-    assert "--num_executions=5 differs from the recording's 30 runs" in result.log_path.read_text()
+    expected = _inspector_e2e_ms(TOY_TRACE)[:5]
+    assert result.e2e_ms == pytest.approx(expected, rel=0, abs=1e-9) and result.metadata["trace_runs"] == 5
+    assert result.log_path is not None and result.trace_path is not None
+    log = result.log_path.read_text()
+    assert "replaying the first 5 of the recording's 30 runs" in log
+    assert parse_iteration_ms(log) == pytest.approx(expected, abs=1e-6)
+    assert "Model executed successfully 5 time(s)" in log
+    # executorch's own decoder sees the recording's load block and first 5 execute blocks, exactly.
+    trimmed, recorded = reference_etdump(result.trace_path), reference_etdump(TOY_TRACE)
+    assert trimmed.version == recorded.version and trimmed.run_data == recorded.run_data[:6]
+
+
+def test_replay_of_more_runs_than_recorded_fails(replay_runner: Path, tmp_path: Path) -> None:
+    """The stand-in never invents a run: 31 executions of a 30-run recording is its error, exit 2."""
+    with pytest.raises(RunnerError, match="exited with code 2") as info:
+        HostRunner(replay_runner).run(_request(tmp_path, runs=30, warmup=1))
+    assert "--num_executions=31, but the recording toy_cnn_fp32_xnnpack_simd-on_t1.etdump holds 30 runs" in (
+        info.value.stderr_tail)
 
 
 def test_runs_never_overwrite_each_other(replay_runner: Path, tmp_path: Path) -> None:

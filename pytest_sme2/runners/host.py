@@ -17,9 +17,10 @@ anyway has the tracer, and is refused.
 
 Guards against the failures that make results silently wrong: a timeout kills the runner's whole
 process group; a trace left over at the path is deleted before the run, and afterwards the trace
-must exist and be newer than the run's start; a non-zero exit, a missing binary, a binary for
-another architecture each become a :class:`~pytest_sme2.errors.RunnerError` carrying the command,
-the exit code and the tail of the log.
+must exist and be newer than the run's start, hold as many runs as ``--num_executions`` asked for,
+and a log in executor_runner's format must end with its success line; a non-zero exit, a missing
+binary, a binary for another architecture each become a :class:`~pytest_sme2.errors.RunnerError`
+carrying the command, the exit code and the tail of the log.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ from .base import (
 #: ``Iteration 3 of 30: 0.079408 ms`` as executor_runner logs it (the file:line prefix varies by version).
 ITERATION_LINE = re.compile(r"Iteration (\d+) of (\d+): ([0-9.eE+-]+) ms")
 SUCCESS_TEXT = "Model executed successfully"
+#: ``Model executed successfully 30 time(s) in 2.4 ms.``, executor_runner's last line before the trace.
+SUCCESS_LINE = re.compile(r"Model executed successfully (\d+) time\(s\)")
+#: A log in executor_runner's format (a build with logging on): then the success line must be in it.
+RUNNER_LOG_LINE = re.compile(r"executorch:executor_runner\.cpp:\d+\]|Iteration \d+ of \d+: ")
 
 BUILD_HINT = (
     "build examples/portable/executor_runner from the ExecuTorch sources with -DEXECUTORCH_BUILD_DEVTOOLS=ON "
@@ -373,6 +378,7 @@ def result_from_trace(
         ) from exc
     e2e = tuple(float(x) for x in timeline.e2e_ms_per_run())
     log_text = log_path.read_text(encoding="utf-8", errors="replace")
+    check_what_ran(runner_text, request, len(e2e), log_text, cmd=cmd, log_path=log_path, log_tail=log_tail)
     iterations = parse_iteration_ms(log_text)
     per_operator = bool(len(timeline.operators()))
     meta: dict[str, Any] = {
@@ -470,6 +476,42 @@ def result_from_log(
         metadata=meta,
         load=load,
     )
+
+
+def check_what_ran(
+    runner_text: str, request: RunRequest, trace_runs: int, log_text: str, *, cmd: list[str] | str,
+    log_path: Path, log_tail: str,
+) -> None:
+    """The run did what it was asked: the trace holds ``request.executions`` runs, the log says they succeeded.
+
+    A runner that ignores ``--num_executions`` (or a trace of another run) would otherwise give
+    samples of the wrong size with nothing said. The success line is required only of a log in
+    executor_runner's format: a build with logging off prints nothing at all.
+    """
+    asked = request.executions
+    fix = f"check that it is an executor_runner that honours --num_executions; the log is {log_path}"
+    if trace_runs != asked:
+        raise RunnerError(
+            f"{runner_text} was asked for {asked} executions (--num_executions={asked}), the trace holds "
+            f"{trace_runs}: the trace is not a record of this request, so its samples are not used; {fix}",
+            command=cmd, returncode=0, stderr_tail=log_tail,
+        )
+    if not RUNNER_LOG_LINE.search(log_text):
+        return
+    success = SUCCESS_LINE.search(log_text)
+    if success is None:
+        raise RunnerError(
+            f"{runner_text} exited 0 and wrote a trace of {asked} executions, but its log has no "
+            f"'{SUCCESS_TEXT} {asked} time(s)' line: the run did not finish as executor_runner does, so "
+            f"its trace is not trusted; the log is {log_path}",
+            command=cmd, returncode=0, stderr_tail=log_tail,
+        )
+    if int(success.group(1)) != asked:
+        raise RunnerError(
+            f"{runner_text} was asked for {asked} executions (--num_executions={asked}), its log says "
+            f"'{success.group(0)}': {fix}",
+            command=cmd, returncode=0, stderr_tail=log_tail,
+        )
 
 
 def wait_with_rusage(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, resource.struct_rusage, float]:

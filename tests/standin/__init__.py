@@ -15,6 +15,8 @@ build; ``tracer=False`` stands in for a timing-only build (no ``--etdump_path`` 
 stderr on a host; on the emulated phone XNNPACK's lines go to its logcat buffer, as on Android).
 ``sme2_kernels.xnnlog`` beside this file is not a recording: a few hand-written log lines naming real
 XNNPACK SME2 kernels (every recording in tests/data is x86), for the test whose SME2 kernel check passes.
+A replay honours ``--num_executions``: it replays the recording's first N runs, and refuses (exit 2)
+more runs than the recording holds (30 for every trace in ``tests/data``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().with_name("executor_runner.py")
 MODES = ("replay", "measure")
-FAULTS = ("crash", "hang", "garbage", "no_trace", "exec_format")
+FAULTS = ("crash", "hang", "garbage", "no_trace", "exec_format", "ignore_count")
 
 __all__ = ["FAULTS", "MODES", "SCRIPT", "make_standin"]
 
@@ -71,7 +73,8 @@ def make_standin(
     ``mode="replay"`` needs ``trace``, a real recorded ETDump (e.g. from ``tests/data``).
     ``fault`` makes it misbehave instead: ``crash`` (abort, exit 134), ``hang`` (sleep forever),
     ``garbage`` (random bytes to stdout and as the trace, exit 0), ``no_trace`` (exit 0, no trace),
-    ``exec_format`` (not a wrapper at all: an ELF file for a foreign architecture, with +x).
+    ``exec_format`` (not a wrapper at all: an ELF file for a foreign architecture, with +x),
+    ``ignore_count`` (replays all of ``trace``'s runs whatever ``--num_executions`` asks).
     ``tracer=False``: a build without the event tracer (``--etdump_path`` is an unknown flag, no trace is
     written). ``xnnlog``: a recorded XNNPACK debug log (``tests/data/*.xnnlog``) the run replays instead of
     executing (a logging build; ``trace`` is then not needed).
@@ -84,7 +87,7 @@ def make_standin(
     log_path = Path(xnnlog).resolve() if xnnlog is not None else None
     if log_path is not None and not log_path.is_file():
         raise ValueError(f"xnnlog must be an existing recorded XNNPACK log; got {xnnlog!r}")
-    if (mode == "replay" and fault is None and log_path is None
+    if (mode == "replay" and fault in (None, "ignore_count") and log_path is None
             and (trace_path is None or not trace_path.is_file())):
         raise ValueError(f"replay mode needs an existing recorded trace; got {trace!r}")
     out = Path(directory)

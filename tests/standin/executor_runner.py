@@ -3,9 +3,11 @@
 Run through a wrapper written by :func:`standin.make_standin`, which bakes the mode into the
 environment (``SME2_STANDIN_MODE``, ``SME2_STANDIN_TRACE``, ``SME2_STANDIN_FAULT``):
 
-- ``replay``: copies a real recorded ETDump to ``--etdump_path`` and logs that recording's own
-  ``Method::execute`` times as the ``Iteration`` lines. The first log line says that the timings
-  are from the recording, not measured now.
+- ``replay``: replays the first ``--num_executions`` runs of a real recorded ETDump: writes the
+  recording to ``--etdump_path`` cut to its load block and those runs (:func:`trimmed_etdump`) and
+  logs their own ``Method::execute`` times as the ``Iteration`` lines. The first log line says that
+  the timings are from the recording, not measured now. Asked for more runs than the recording
+  holds, it exits 2 with a stand-in error: it never invents a run.
 - ``measure``: really runs the ``.pte`` with the executorch Python runtime, times each execution
   with ``perf_counter_ns`` and writes an ETDump holding exactly what it measured: the method load
   and one ``Method::execute`` per execution. It never invents per-operator events.
@@ -17,7 +19,9 @@ execution's debug log) instead. On a host the log goes to stderr, where such a b
 emulated phone (which has a logcat buffer at :data:`LOGCAT_BUFFER`) XNNPACK's own lines go to logcat
 with tag ``XNNPACK``, as ``__android_log_print`` puts them there, and the runtime's lines to stderr.
 
-A fault (``crash``, ``hang``, ``garbage``, ``no_trace``) replaces the run with that misbehaviour.
+A fault (``crash``, ``hang``, ``garbage``, ``no_trace``) replaces the run with that misbehaviour;
+``ignore_count`` replays every recorded run whatever ``--num_executions`` asks (a runner that
+ignores the flag).
 Flags follow gflags: ``--flag value`` or ``--flag=value``; an unknown flag exits 1 with gflags'
 message. Log lines go to stderr in the runtime's format
 (``I 00:00:00.001783 executorch:executor_runner.cpp:476] ...``).
@@ -59,7 +63,7 @@ XNNPACK_LINE = re.compile(r"^(Debug|Note|Info|Warning|Error|Fatal) \(XNNPACK\): 
 LOGCAT_LEVELS = {"Debug": "D", "Note": "I", "Info": "I", "Warning": "W", "Error": "E", "Fatal": "F"}
 
 MODES = ("replay", "measure")
-FAULTS = ("crash", "hang", "garbage", "no_trace")
+FAULTS = ("crash", "hang", "garbage", "no_trace", "ignore_count")
 
 
 def log(message: str, line: int = 0, level: str = "I") -> None:
@@ -165,25 +169,60 @@ def run_fault(fault: str, flags: dict[str, str]) -> None:
 # ----------------------------------------------------------------------------------------- replay
 
 
-def run_replay(trace: Path, flags: dict[str, str]) -> None:
+def trimmed_etdump(data: bytes, keep_blocks: int) -> bytes:
+    """The recorded ETDump with only its first ``keep_blocks`` run-data blocks, every kept byte as recorded.
+
+    The root table's ``run_data`` vector is cut by rewriting its length: the kept blocks, their
+    events and strings stay byte for byte where the runtime wrote them, and the dropped blocks'
+    bytes remain in the buffer unreferenced, so every flatbuffer reader (this package's, executorch's
+    ``deserialize_from_etdump_flatcc``) sees exactly the kept blocks. Re-serializing with
+    ``executorch.devtools.etdump.serialize`` would do the same at ~6 s of CPU per run for the import
+    alone, paid by every replayed block in the test suite.
+    """
+    base = 4  # the runtime's files are size-prefixed
+    root = base + struct.unpack_from("<I", data, base)[0]
+    vtable = root - struct.unpack_from("<i", data, root)[0]
+    vtable_size = struct.unpack_from("<H", data, vtable)[0]
+    field = struct.unpack_from("<H", data, vtable + 6)[0] if vtable_size > 6 else 0  # field 1: run_data
+    if field == 0:
+        raise ValueError("the recorded ETDump has no run_data vector")
+    at = root + field
+    vector = at + struct.unpack_from("<I", data, at)[0]
+    length = struct.unpack_from("<I", data, vector)[0]
+    if not 0 < keep_blocks <= length:
+        raise ValueError(f"cannot keep {keep_blocks} of the recording's {length} run-data blocks")
+    out = bytearray(data)
+    struct.pack_into("<I", out, vector, keep_blocks)
+    return bytes(out)
+
+
+def run_replay(trace: Path, flags: dict[str, str], *, ignore_count: bool = False) -> None:
+    """Replay the first ``--num_executions`` runs of the recording (all of them with ``ignore_count``)."""
     _import_repo()
-    from pytest_sme2.trace import KIND_LOAD, read_etdump
+    from pytest_sme2.trace import KIND_E2E, KIND_LOAD, read_etdump
 
     timeline = read_etdump(trace)
     e2e = timeline.e2e_ms_per_run()
-    runs = len(e2e)
+    recorded = len(e2e)
+    asked = int_flag(flags, "num_executions")
+    runs = recorded if ignore_count else asked
     log(
-        f"stand-in executor_runner: replaying recorded trace {trace.name} ({runs} runs); "
+        f"stand-in executor_runner: replaying recorded trace {trace.name} ({recorded} runs); "
         "timings are from that recording, not measured now",
         100,
     )
-    asked = int_flag(flags, "num_executions")
-    if asked != runs:
-        log(
-            f"stand-in executor_runner: --num_executions={asked} differs from the recording's {runs} runs; "
-            f"replaying the {runs} recorded runs",
-            101,
+    if ignore_count:
+        log(f"stand-in executor_runner: fault 'ignore_count': ignoring --num_executions={asked}, replaying all "
+            f"{recorded} recorded runs", 101)
+    elif not 0 < asked <= recorded:
+        sys.stderr.write(
+            f"stand-in executor_runner: --num_executions={asked}, but the recording {trace.name} holds "
+            f"{recorded} runs; the stand-in replays recorded runs only and never invents one, so ask for "
+            f"1 to {recorded} executions (or replay a longer recording)\n"
         )
+        sys.exit(2)
+    elif asked < recorded:
+        log(f"stand-in executor_runner: replaying the first {asked} of the recording's {recorded} runs", 101)
     model = Path(flags["model_path"])
     if not model.is_file():
         abort(f"FileDataLoader::from() failed: 0x22 (model file {model} not found)", 470)
@@ -196,13 +235,19 @@ def run_replay(trace: Path, flags: dict[str, str]) -> None:
     load = table[(table["kind"] == KIND_LOAD) & (table["event_name"] == "Program::load_method")]
     if len(load):
         log(f"Model loaded in {float(load['duration_ms'].iloc[0]):f} ms.", 624)
-    for i, ms in enumerate(e2e, start=1):
+    for i, ms in enumerate(e2e[:runs], start=1):
         log(f"Iteration {i} of {runs}: {ms:f} ms", 779)
-    log(f"Model executed successfully {runs} time(s) in {float(e2e.sum()):f} ms.", 789)
+    log(f"Model executed successfully {runs} time(s) in {float(e2e[:runs].sum()):f} ms.", 789)
     if "etdump_path" not in flags:
         return  # a build without the tracer writes no trace
-    # copyfile, not copy2: the copy must carry this run's mtime, as a freshly written trace does.
-    shutil.copyfile(trace, flags["etdump_path"])
+    if runs == recorded:
+        # copyfile, not copy2: the copy must carry this run's mtime, as a freshly written trace does.
+        shutil.copyfile(trace, flags["etdump_path"])
+    else:
+        # Keep the load block(s) and the blocks of the first ``runs`` executions, in file order.
+        execute_blocks = sorted(set(table.loc[table["kind"] == KIND_E2E, "block_index"].tolist()))
+        keep = execute_blocks[runs - 1] + 1
+        Path(flags["etdump_path"]).write_bytes(trimmed_etdump(trace.read_bytes(), keep))
     log(f"ETDump written to file '{flags['etdump_path']}'.", 261)
 
 
@@ -342,22 +387,28 @@ def run_measure(flags: dict[str, str]) -> None:
     log(f"ETDump written to file '{flags['etdump_path']}'.", 261)
 
 
+def _replay_trace() -> Path:
+    trace = os.environ.get("SME2_STANDIN_TRACE", "")
+    if not trace or not Path(trace).is_file():
+        sys.stderr.write(f"stand-in executor_runner: replay mode needs a recorded trace; {trace!r} is not a file\n")
+        sys.exit(2)
+    return Path(trace)
+
+
 def main(argv: list[str]) -> None:
     warnings.simplefilter("ignore")  # third-party import noise would clutter the runner log
     flags = parse_flags(argv, tracer=os.environ.get("SME2_STANDIN_TRACER", "1") != "0")
     mode = os.environ.get("SME2_STANDIN_MODE", "replay")
     fault = os.environ.get("SME2_STANDIN_FAULT", "")
     xnnlog = os.environ.get("SME2_STANDIN_XNNLOG", "")
-    if fault:
+    if fault == "ignore_count":
+        run_replay(_replay_trace(), flags, ignore_count=True)
+    elif fault:
         run_fault(fault, flags)
     elif xnnlog:
         run_log_replay(Path(xnnlog), flags)
     elif mode == "replay":
-        trace = os.environ.get("SME2_STANDIN_TRACE", "")
-        if not trace or not Path(trace).is_file():
-            sys.stderr.write(f"stand-in executor_runner: replay mode needs a recorded trace; {trace!r} is not a file\n")
-            sys.exit(2)
-        run_replay(Path(trace), flags)
+        run_replay(_replay_trace(), flags)
     elif mode == "measure":
         run_measure(flags)
     else:

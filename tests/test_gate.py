@@ -1,0 +1,342 @@
+"""The gate's defect tests (issue 12), in one place.
+
+Each defect of issue 12 has a test that fails when the defect is back. The tests live here unless
+they need another file's fixtures or helpers (pytester sessions with the plugin's shared export cache,
+the CLI's summaries, the interval simulations); those stay where they are and are listed here.
+
+defect 1 (re-measuring the wrong profile):
+    tests/test_plugin.py::test_checking_one_profile_never_remeasures_another
+defect 2 (invalid measurements leak):
+    test_an_invalid_measurement_never_becomes_a_baseline_and_strict_fails_it;
+    tests/test_plugin.py::test_too_few_samples_is_inconclusive_and_strict_fails (strict fails inconclusive);
+    tests/test_cli.py::test_compare_keeps_an_analysis_summarys_invalid_reason;
+    tests/test_cli.py::test_compare_reports_tests_missing_from_the_new_results_and_fails
+defect 3 (category thresholds that stop gating):
+    test_a_category_at_zero_ms_with_its_own_threshold_gates_in_ms;
+    test_a_category_threshold_without_per_operator_data_says_so;
+    tests/test_intervals.py::test_difference_scale_for_categories_at_zero_ms (the interval in ms)
+defect 4 (Other can go negative):
+    test_inner_events_inside_a_recorded_operator_add_nothing;
+    test_overlapping_leaf_events_count_their_union;
+    test_a_baseline_with_a_negative_other_is_not_written
+defect 5 (the runner's result is checked):
+    test_host_runner_refuses_a_runner_that_ignores_num_executions;
+    test_android_runner_refuses_a_runner_that_ignores_num_executions;
+    test_a_runner_log_without_its_success_line_is_an_error;
+    tests/test_runners.py::test_replay_of_fewer_runs_is_the_recordings_first_runs and
+    ::test_replay_of_more_runs_than_recorded_fails (the stand-in honours --num_executions)
+defect 6 (status after the check):
+    test_a_test_failing_after_check_is_failed_not_pass
+defect 7 (several numbers for one thing):
+    test_one_current_median_per_result_and_which_samples_it_is_from;
+    test_the_sme2_speedup_is_computed_once_and_confirmed_like_latency;
+    tests/test_plugin.py::test_real_slowdown_fails_with_interval (one median in the results JSON)
+defect 8 (intervals that under-cover), all in tests/test_intervals.py (its simulation helpers and real A/A data):
+    ::test_block_interval_covers_at_least_94_percent_under_drift;
+    ::test_the_old_two_stage_bootstrap_fails_the_same_coverage_check;
+    ::test_block_rank_test_false_positives_stay_at_or_below_alpha_under_drift;
+    ::test_block_interval_covers_real_interleaved_aa_blocks
+defect 9 (margin asymmetry):
+    tests/test_intervals.py::test_margin_rule_is_non_inferiority_and_the_words_say_so
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from emulated_device.fixtures import MakePhone
+from standin import make_standin
+
+from pytest_sme2.analysis import analyze
+from pytest_sme2.artifacts import ArtifactStore
+from pytest_sme2.baseline import Baseline, BaselineStore
+from pytest_sme2.errors import BaselineError, RunnerError
+from pytest_sme2.gate import GateConfig, Samples, Status, decide, gate
+from pytest_sme2.judge import NOT_WRITTEN, Policy, judge
+from pytest_sme2.profile import Profile
+from pytest_sme2.report.results import TestResult
+from pytest_sme2.runners.android import AndroidRunner
+from pytest_sme2.runners.base import RunRequest
+from pytest_sme2.runners.host import HostRunner, check_what_ran
+from pytest_sme2.trace import KIND_LEAF, Timeline, read_etdump
+
+DATA = Path(__file__).parent / "data"
+NAMED = ("Convolution", "GEMM", "Data Movement", "Elementwise")
+
+# ------------------------------------------------------------------- defect 4: nested leaf events
+
+#: A real recording with portable ops between delegate calls; no recorded trace nests leaf events
+#: (checked for every trace in tests/data and the shared recordings), so the nested timelines below
+#: are constructed from this one's own events.
+NESTING_SOURCE = DATA / "tiny_transformer_fp32_xnnpack_simd-on_t1.etdump"
+
+
+def _with_rows(timeline: Timeline, extra: pd.DataFrame, label: str) -> Timeline:
+    table = pd.concat([timeline.table, extra], ignore_index=True)
+    return Timeline(source=f"{timeline.source} ({label})", table=table, etdump_version=timeline.etdump_version)
+
+
+def _union_ms(intervals: list[tuple[int, int]]) -> float:
+    """Length of the union of [start, end) intervals in ns, as ms: sort and merge, plain Python."""
+    total, cur_start, cur_end = 0, None, None
+    for start, end in sorted(intervals):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None and cur_start is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_end is not None and cur_start is not None:
+        total += cur_end - cur_start
+    return total / 1e6
+
+
+def test_inner_events_inside_a_recorded_operator_add_nothing() -> None:
+    """Defect 4: each leaf event also recorded as an inner event of itself (a kernel that emits its own event).
+
+    Constructed from the real tiny_transformer recording: every leaf event is duplicated with its
+    recorded span, so it lies fully inside the original. Counted once, every category and Other is
+    exactly what the untouched recording gives; summed twice, the named categories exceed E2E and
+    Other goes negative (as in the issue: Convolution 20.9 ms on a 10.8 ms E2E).
+    """
+    original = read_etdump(NESTING_SOURCE)
+    leaves = original.table[original.table["kind"] == KIND_LEAF]
+    nested = _with_rows(original, leaves.copy(), "every leaf event nested in a copy of itself")
+    want, got = analyze(original, warmup=1), analyze(nested, warmup=1)
+    for cat, per_run in want.category_per_run_ms.items():
+        assert got.category_per_run_ms[cat] == pytest.approx(per_run, rel=1e-12, abs=1e-12), cat
+    assert min(got.category_per_run_ms["Other"]) >= 0
+    named_sum = np.sum([got.category_per_run_ms[c] for c in NAMED], axis=0)
+    assert (named_sum <= np.asarray(got.measured_ms)).all()
+    assert sum(o.total_ms for o in got.operator_details) == pytest.approx(
+        sum(o.total_ms for o in want.operator_details), rel=1e-12)
+
+
+def test_overlapping_leaf_events_count_their_union() -> None:
+    """Defect 4: partly overlapping leaf events count the union of their spans, computed here independently.
+
+    Constructed from the real tiny_transformer recording: in every run, a copy of each leaf event
+    (its recorded duration) is moved to start in the middle of the event before it, so it overlaps
+    that event partly and often the next one too.
+    """
+    original = read_etdump(NESTING_SOURCE)
+    leaves = original.table[(original.table["kind"] == KIND_LEAF)].sort_values(["run_index", "start_ns"])
+    leaves = leaves[leaves["end_ns"] > leaves["start_ns"]]
+    moved = []
+    for _, run in leaves.groupby("run_index"):
+        rows = run.to_dict("records")
+        for before, row in itertools.pairwise(rows):
+            copy = dict(row)
+            copy["start_ns"] = (before["start_ns"] + before["end_ns"]) // 2
+            copy["end_ns"] = copy["start_ns"] + (row["end_ns"] - row["start_ns"])
+            moved.append(copy)
+    timeline = _with_rows(original, pd.DataFrame(moved, columns=original.table.columns), "overlapping copies")
+    got = analyze(timeline, warmup=1)
+
+    table = timeline.table
+    union = []
+    for run in range(1, timeline.num_runs):
+        events = table[(table["run_index"] == run) & (table["kind"] == KIND_LEAF)]
+        union.append(_union_ms(list(zip(events["start_ns"].tolist(), events["end_ns"].tolist(), strict=True))))
+    assert sum(o.total_ms for o in got.operator_details) == pytest.approx(float(np.mean(union)), rel=1e-9)
+    named_sum = np.sum([got.category_per_run_ms[c] for c in NAMED], axis=0)
+    assert (named_sum <= np.asarray(union) + 1e-9).all()
+    assert min(got.category_per_run_ms["Other"]) >= 0
+    assert got.category_totals_ms["Other"] >= 0
+
+
+def test_a_baseline_with_a_negative_other_is_not_written(tmp_path: Path) -> None:
+    """Defect 4: named categories adding up to more than E2E (a negative Other) are refused before writing."""
+    bad = Baseline(test_id="t.py::test_a", identity={"arch": "x"}, samples_ms=(1.0, 1.1), block_sizes=(2,),
+                   category_per_run_ms={"Convolution": (1.5, 0.9), "Other": (-0.5, 0.2)}, category_block_sizes=(2,),
+                   per_operator=True)
+    with pytest.raises(BaselineError, match=r"not writing the baseline for t\.py::test_a") as info:
+        BaselineStore(tmp_path).save(bad)
+    assert "more than the end-to-end time" in str(info.value) and "Other -0.5 ms in 1 run(s)" in str(info.value)
+    assert not list(tmp_path.iterdir())
+    # Anything else the next run would refuse is refused too, with the reader's own reason.
+    cut = Baseline(test_id="t.py::test_a", identity={"arch": "x"}, samples_ms=(1.0, 1.1), block_sizes=(3,))
+    with pytest.raises(BaselineError, match=r"it would not read back .*'block_sizes' must be positive whole numbers"):
+        BaselineStore(tmp_path).save(cut)
+    assert not list(tmp_path.iterdir())
+
+
+# --------------------------------------------------------- defect 5: the runner's count and log are checked
+
+TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"
+TOY_INPUT = DATA / "toy_cnn_input_fp32.bin"
+TOY_TRACE = DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"
+#: a real executor_runner log (30 executions, its success line 'Model executed successfully 30 time(s)')
+RECORDED_LOG = DATA / "toy_cnn_fp16_xnnpack_simd-on_t1.log"
+
+
+def _five(tmp_path: Path) -> RunRequest:
+    return RunRequest(pte=TOY_PTE, runs=4, warmup=1, out_dir=tmp_path / "out", inputs=(TOY_INPUT,), timeout_s=120.0)
+
+
+def test_host_runner_refuses_a_runner_that_ignores_num_executions(tmp_path: Path) -> None:
+    """Defect 5: asked for 5 executions, a runner that replays all 30 recorded runs is an error, not 30 samples."""
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE, fault="ignore_count"))
+    with pytest.raises(RunnerError, match=r"asked for 5 executions \(--num_executions=5\), the trace holds 30") as info:
+        runner.run(_five(tmp_path))
+    assert "honours --num_executions" in str(info.value) and ".log" in str(info.value)
+    # The honest stand-in, asked the same, gives exactly 5.
+    assert len(HostRunner(make_standin(tmp_path / "ok", trace=TOY_TRACE)).run(_five(tmp_path)).e2e_ms) == 5
+
+
+def test_android_runner_refuses_a_runner_that_ignores_num_executions(make_emulated_phone: MakePhone,
+                                                                     tmp_path: Path) -> None:
+    """Defect 5 on Android: the same check (the Android runner reads its result with the host's code)."""
+    phone = make_emulated_phone()
+    runner = AndroidRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE, fault="ignore_count"),
+                           serial=phone.serial, timeout_s=60.0)
+    with pytest.raises(RunnerError, match=r"asked for 5 executions \(--num_executions=5\), the trace holds 30") as info:
+        runner.run(_five(tmp_path))
+    assert f"on Android device {phone.serial}" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda log: log.replace("Model executed successfully 30 time(s)", "Model executed"),
+         r"its log has no 'Model executed successfully 30 time\(s\)' line"),
+        (lambda log: log.replace("Model executed successfully 30 time(s)", "Model executed successfully 29 time(s)"),
+         r"asked for 30 executions \(--num_executions=30\), its log says 'Model executed successfully 29 time\(s\)'"),
+    ],
+    ids=["no-success-line", "other-count"],
+)
+def test_a_runner_log_without_its_success_line_is_an_error(tmp_path: Path, edit: Callable[[str], str],
+                                                           match: str) -> None:
+    """Defect 5: a log in executor_runner's format must end with the success line for the executions asked."""
+    request = RunRequest(pte=TOY_PTE, runs=29, warmup=1)
+    log = RECORDED_LOG.read_text()
+    check_what_ran("executor_runner x", request, 30, log, cmd=["x"], log_path=RECORDED_LOG, log_tail="")  # as recorded
+    with pytest.raises(RunnerError, match=match):
+        check_what_ran("executor_runner x", request, 30, edit(log), cmd=["x"], log_path=RECORDED_LOG, log_tail="")
+    # A build with logging off prints nothing: then the trace's count is all there is to check.
+    check_what_ran("executor_runner x", request, 30, "", cmd=["x"], log_path=RECORDED_LOG, log_tail="")
+
+
+# --------------------------------------------------- real samples for the gate-level tests (defects 2, 3, 6, 7)
+
+
+def _toy_samples(first: int, last: int, blocks: tuple[int, ...], *, data_movement_plus_ms: float = 0.0,
+                 label: str = "first measurement") -> Samples:
+    """Runs ``first..last-1`` of the recorded toy_cnn trace (E2E and categories), in ``blocks``.
+
+    ``data_movement_plus_ms`` adds a known change to every run's Data Movement (and E2E): the
+    issue's demo of a category that is 0.0 ms in the recording (XNNPACK lays toy_cnn's transposes
+    out at 0 us) growing.
+    """
+    analysis = analyze(read_etdump(TOY_TRACE), warmup=0)
+    e2e = [x + data_movement_plus_ms for x in analysis.e2e_per_run_ms[first:last]]
+    cats = {c: tuple(v[first:last]) for c, v in analysis.category_per_run_ms.items()}
+    cats["Data Movement"] = tuple(x + data_movement_plus_ms for x in cats["Data Movement"])
+    assert sum(blocks) == last - first
+    return Samples(tuple(e2e), blocks, cats, blocks, label=label)
+
+
+def test_a_category_at_zero_ms_with_its_own_threshold_gates_in_ms() -> None:
+    """Defect 3: Data Movement 0.0 -> 0.03 ms with its own 15 % threshold is a regression, judged in ms.
+
+    (Before: a 0 ms baseline had no ratio, so the check became advisory-inconclusive and passed,
+    even with --sme2-strict.) The interval itself is tested in
+    tests/test_intervals.py::test_difference_scale_for_categories_at_zero_ms.
+    """
+    blocks = (4, 4, 3, 3)
+    ref = _toy_samples(1, 15, blocks)
+    assert max(ref.category_per_run_ms["Data Movement"]) == 0.0  # really 0.0 ms in the recording
+    cand = _toy_samples(15, 29, blocks, data_movement_plus_ms=0.03)
+    config = GateConfig(margin=5.0, category_margins={"Data Movement": 0.15}, strict=True)  # E2E can't decide
+    verdict = gate(ref, cand, config)
+    check = next(c for c in verdict.checks if c.name == "category:Data Movement")
+    assert check.status is Status.REGRESSION and not check.advisory
+    assert "judged in ms" in check.message and "change +0.0300 ms" in check.message
+    assert verdict.status is Status.REGRESSION and verdict.failed
+
+
+def test_a_category_threshold_without_per_operator_data_says_so() -> None:
+    """Defect 3: a category threshold on E2E-only samples is not dropped without a word."""
+    blocks = (4, 4, 3, 3)
+    ref, cand = _toy_samples(1, 15, blocks), _toy_samples(15, 29, blocks)
+    e2e_only = Samples(cand.e2e_ms, cand.block_sizes)
+    verdict = gate(ref, e2e_only, GateConfig(category_margins={"GEMM": 0.1}, strict=True))
+    check = next(c for c in verdict.checks if c.name == "category:GEMM")
+    assert check.status is Status.INCONCLUSIVE and not check.advisory
+    assert "cannot check the GEMM threshold: this measurement has no per-operator trace" in check.message
+    assert verdict.failed  # strict: what cannot be checked fails
+
+
+def _toy_profile(invalid_reason: str = "") -> Profile:
+    return Profile(model={"name": "toy_cnn", "dtype": "fp32", "backend": "xnnpack"}, variant=None, runner="host",
+                   build="", threads=1, fingerprint={"arch": "test"},
+                   analysis=analyze(read_etdump(TOY_TRACE), warmup=1), invalid_reason=invalid_reason)
+
+
+def test_an_invalid_measurement_never_becomes_a_baseline_and_strict_fails_it(tmp_path: Path) -> None:
+    """Defect 2: --sme2-update-baseline refuses an invalid profile; strict fails invalid like inconclusive."""
+    hot = _toy_profile("thermal throttling: status went from none to severe while measuring")
+    baselines = BaselineStore(tmp_path / "baselines")
+    common = {"test_id": "t.py::test_a", "runner": None, "baselines": baselines,
+              "artifacts": ArtifactStore(tmp_path / "artifacts"), "config": GateConfig(strict=True)}
+    judgement = judge(hot, policy=Policy(update_baseline=True), **common)  # type: ignore[arg-type]
+    assert judgement.outcome == NOT_WRITTEN
+    assert "baseline not written: this measurement is invalid (thermal throttling" in judgement.message
+    # Without a baseline, an invalid first run is not recorded either, and strict fails it.
+    judgement = judge(hot, policy=Policy(), **common)  # type: ignore[arg-type]
+    assert judgement.outcome == NOT_WRITTEN and judgement.verdict.status is Status.INVALID
+    assert judgement.verdict.failed
+    assert not (tmp_path / "baselines").exists() or not list((tmp_path / "baselines").iterdir())
+    blocks = (4, 4, 3, 3)
+    invalid = replace(_toy_samples(15, 29, blocks), invalid_reason="busy machine")
+    for strict in (False, True):
+        verdict = gate(_toy_samples(1, 15, blocks), invalid, GateConfig(strict=strict))
+        assert verdict.status is Status.INVALID and verdict.failed is strict
+
+
+def test_a_test_failing_after_check_is_failed_not_pass() -> None:
+    """Defect 6: a functional assert after a passing check() makes the result 'failed' in JSON and HTML."""
+    blocks = (4, 4, 3, 3)
+    verdict = gate(_toy_samples(1, 15, blocks), _toy_samples(15, 29, blocks), GateConfig(margin=5.0))
+    assert verdict.status is Status.PASS
+    result = TestResult("t.py::test_a", outcome="failed", verdict=verdict)
+    assert result.status == "failed" and result.to_dict()["status"] == "failed"
+    assert TestResult("t.py::test_a", outcome="passed", verdict=verdict).status == "pass"
+
+
+def test_one_current_median_per_result_and_which_samples_it_is_from() -> None:
+    """Defect 7: the verdict, the result and the summary line show one median: that of the judged samples."""
+    blocks = (4, 4, 3, 3)
+    ref, first = _toy_samples(1, 15, blocks), _toy_samples(15, 29, blocks, data_movement_plus_ms=0.005)
+    config = GateConfig(margin=0.02)
+    again = _toy_samples(1, 15, blocks, label="confirming measurement")  # A/A: does not confirm
+    verdict = decide((ref, first, None), lambda: (ref, again, None), config)
+    assert verdict.attempts == 2 and verdict.samples == "confirming measurement"
+    assert verdict.median_ms == pytest.approx(float(np.median(again.e2e_ms)))
+    result = TestResult("t.py::test_a", outcome="passed", verdict=verdict)
+    assert result.median_ms == verdict.median_ms
+    assert verdict.e2e is not None and verdict.e2e.candidate == pytest.approx(verdict.median_ms)
+    assert "numbers above are from the confirming measurement" in verdict.summary()
+
+
+def test_the_sme2_speedup_is_computed_once_and_confirmed_like_latency() -> None:
+    """Defect 7: min_speedup is one check (not recomputed elsewhere) and a failing one is re-measured."""
+    blocks = (4, 4, 3, 3)
+    on, off = _toy_samples(1, 15, blocks), _toy_samples(15, 29, blocks)  # A/A: speedup ~1.0x
+    config = GateConfig(min_speedup=2.0)
+    verdict = decide((None, on, off), lambda: (None, on, _toy_samples(15, 29, blocks, data_movement_plus_ms=1.0)),
+                     config)
+    speedups = [c for c in verdict.checks if c.name in ("speedup", "min_speedup")]
+    assert len(speedups) == 1 and verdict.speedup is speedups[0]
+    # The first measurement said 1.0x < 2.0x; the confirming one (off arm 1 ms slower per run) does not agree.
+    assert verdict.attempts == 2 and verdict.status is Status.INCONCLUSIVE
+    assert "the first measurement said regression, the confirming one said pass: not confirmed" in verdict.summary()
+    first = gate(None, on, config, off=off)
+    assert first.status is Status.REGRESSION and first.speedup is not None and first.speedup.interval is not None
+    assert first.speedup.interval.high < 2.0
