@@ -229,3 +229,40 @@ def test_run_delay_counts_time_waiting_for_a_cpu() -> None:
     waited = (after - before) / 1e9
     print(f"\nrun delay over 0.5 s of spinning against two burners: {waited:.3f} s")
     assert waited > 0.05
+
+
+@linux_only
+def test_a_busy_machine_gives_an_invalid_verdict_never_a_regression(tmp_path: Path) -> None:
+    """Issue 10: a changed program (same toy_cnn, one extra byte after the program: another artifact, the same
+    speed) is judged against stored samples recorded before; while two CPU burners compete for the two cores
+    it runs slower, and the gate must say it could not measure (INVALID, with the evidence), not REGRESSION."""
+    from pytest_sme2.artifacts import ArtifactStore
+    from pytest_sme2.baseline import BaselineStore
+    from pytest_sme2.gate import GateConfig, Status
+    from pytest_sme2.judge import GATED, RECORDED, Policy, judge
+    from pytest_sme2.profile import Measurement, ProgramFile, measure
+
+    runner = LocalRunner()
+    baselines, artifacts = BaselineStore(tmp_path / "baselines"), ArtifactStore(tmp_path / "artifacts")
+    kw = {"config": GateConfig(margin=5.0), "policy": Policy(confirm=False), "runner": runner,
+          "baselines": baselines, "artifacts": ArtifactStore(tmp_path / "empty")}
+
+    def measurement(pte: Path, busy_limit: float) -> Measurement:
+        return Measurement.of(ProgramFile(pte, (TOY_INPUT,), "fp32", "xnnpack"), runs=10, warmup=3, blocks=8,
+                              out_dir=tmp_path / "runs", busy_limit=busy_limit)
+
+    # The baseline: recorded with the busy check off (this test shares the cores with the rest of the suite;
+    # the recording is not what is tested).
+    recorded = judge(measure(runner, measurement(TOY_PTE, 1.0)), test_id="t::toy", **{**kw, "artifacts": artifacts})
+    assert recorded.outcome == RECORDED
+    changed = tmp_path / "changed" / TOY_PTE.name
+    changed.parent.mkdir()
+    changed.write_bytes(TOY_PTE.read_bytes() + b"\0")
+    with burners(2):
+        busy = measure(runner, measurement(changed, 0.05))
+        judged = judge(busy, test_id="t::toy", **kw)
+    assert judged.outcome == GATED and judged.verdict is not None
+    print(f"\nverdict under two burners: {judged.verdict.status.value}: {busy.invalid_reason}")
+    assert judged.verdict.comparison.value == "stored"  # the changed artifact, its reference not kept
+    assert judged.verdict.status == Status.INVALID, judged.message
+    assert "stayed busy" in busy.invalid_reason and "preempted" in busy.invalid_reason
