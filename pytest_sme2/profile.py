@@ -616,7 +616,7 @@ def profile_exported(
 ) -> Profile:
     """Run ``exported`` on ``runner`` in ``blocks`` blocks of ``warmup + runs`` executions, then analyze.
 
-    ``busy_limit``: percent of a block the runtime may be preempted before the block is measured again."""
+    ``busy_limit``: share of a block (0.05 = 5 %) the runtime may be preempted before it is measured again."""
     m = Measurement.of(exported, runs=runs, warmup=warmup, threads=threads, out_dir=out_dir, variant=variant,
                        blocks=blocks, timeout_s=timeout_s, label=label, latency=latency, busy_limit=busy_limit)
     return measure(runner, m, kernel_log=kernel_log, rules=rules, progress=progress)
