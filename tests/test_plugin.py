@@ -468,6 +468,35 @@ def test_local_variants_compare_real_configurations_and_skip_sme2(run, pytester:
     assert ">measured<" in verdict_cells["test_v.py::test_backends"]
 
 
+def test_compare_backends_gates_the_speedup_and_reports_it_per_category(run, pytester: pytest.Pytester) -> None:
+    """Issue 11: XNNPACK vs the portable kernels of one model, interleaved on the local runtime, traced: the speedup
+    is gated (min_speedup), labelled as a backend pair, and the reports carry the per-category speedups."""
+    pytester.makepyfile(test_b="""
+        import pytest
+
+        @pytest.mark.sme2_model("toy_cnn")
+        @pytest.mark.sme2_threshold(min_speedup=2.0)
+        def test_backends(exported_model, sme2_runner, sme2_baseline):
+            pair = sme2_runner.compare_backends(exported_model, "portable", "xnnpack")
+            assert pair.off.model["backend"] == "portable" and pair.on.model["backend"] == "xnnpack"
+            sme2_baseline.check(pair)
+    """)
+    result = run("--sme2-json", "r.json", "--sme2-markdown", "r.md")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "speedup portable → xnnpack" in out and "SME2 speedup" not in out
+    test = json.loads((pytester.path / "r.json").read_text())["tests"][0]
+    cmp = test["comparison"]
+    assert (cmp["off_label"], cmp["on_label"]) == ("portable", "xnnpack")
+    check = cmp["speedup_check"]
+    assert check["status"] == "pass" and check["interval"]["low"] >= 2.0  # XNNPACK: tens of times faster here
+    assert cmp["per_operator"] is True
+    rows = {c["category"]: c for c in cmp["categories"]}
+    assert rows["Convolution"]["off_ms"] > rows["Convolution"]["on_ms"] > 0  # the convolutions moved to XNNPACK
+    md = (pytester.path / "r.md").read_text()
+    assert "speedup portable → xnnpack" in md and "Convolution" in md
+
+
 # ------------------------------------------------------------------------------------------ xdist
 
 
