@@ -673,12 +673,13 @@ def orchestrate(args: argparse.Namespace, work: Path) -> int:
     o = Sme2Options()
     busy_limit = o.busy_limit if args.busy_limit is None else args.busy_limit
     allowance = project_drift_allowance() if args.drift_allowance is None else args.drift_allowance
-    settings: dict[str, Any] = {"runs": o.runs, "warmup": o.warmup, "blocks": o.blocks, "latency": o.latency,
+    settings: dict[str, Any] = {"runs": o.runs, "warmup": o.warmup, "blocks": o.blocks, "latency": o.latency_mode,
                 "busy_limit": busy_limit / 100, "drift_allowance": allowance / 100,
                 "time_budget_s": getattr(o, "time_budget", 0.0)}
     source = "--drift-allowance" if args.drift_allowance is not None else "sme2_drift_allowance in pyproject.toml"
     say(f"design: {MODEL} fp32/XNNPACK on the local runtime, 1 thread; the options' defaults: runs {o.runs}, warm-up "
-        f"{o.warmup}, blocks {o.blocks}, latency {o.latency}, time budget {settings['time_budget_s']:g} s, busy limit "
+        f"{o.warmup}, blocks {o.blocks}, latency {o.latency_mode}, time budget {settings['time_budget_s']:g} s, "
+        "busy limit "
         f"{busy_limit:g} %{'' if args.busy_limit is None else ' (--busy-limit)'}, confirmation on; margins "
         f"{', '.join(f'{m:.0%}' for m in MARGINS)}, and for stored comparisons also with the drift allowance "
         f"{allowance:g} % ({source}), "
