@@ -79,6 +79,11 @@ def _sources(t: Any) -> list[str]:
     from ..report.tables import arms, kernel_evidence_lines, source_summary
 
     measured = arms(t)
+    # One build per arm, traced (the local runtime, or a traced runner alone): the same line on every test, which
+    # the reports carry; the terminal names the sources only when extra builds (timing, log) took part.
+    extra = any(arm.profile.kernel_source.startswith("log build")
+                or arm.profile.latency_source.startswith(("timing build", "local runtime, untraced"))
+                for arm in measured)
     lines = [f"{arm.label + ': ' if len(measured) > 1 else ''}{source_summary(arm.profile)}" for arm in measured
-             if source_summary(arm.profile)]
+             if extra and source_summary(arm.profile)]
     return lines + [line for line in kernel_evidence_lines(t) if "no XNNPACK log" not in line]
