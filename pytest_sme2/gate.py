@@ -44,6 +44,7 @@ import numpy as np
 
 from .categories import CATEGORIES, OTHER
 from .kernels import KernelLog, isa_suffix
+from .numerics import NumericsComparison
 from .stats import Interval, block_difference_ci, block_medians, block_ratio_ci, median_interval
 
 SCHEMA_VERSION = 2
@@ -102,13 +103,16 @@ class GateConfig:
     drift_allowance: float = 0.0
     #: the measured arm must run SME2 kernels (its XNNPACK log must name one); unverifiable = inconclusive
     require_sme2_kernels: bool = False
+    #: the device is emulated (QEMU): its time is not device time, so a speedup measured there is reported,
+    #: never judged against ``min_speedup``
+    emulated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "margin": self.margin, "confidence": self.confidence, "strict": self.strict,
             "category_margins": dict(self.category_margins), "p50_ms": self.p50_ms, "p90_ms": self.p90_ms,
             "min_speedup": self.min_speedup, "drift_allowance": self.drift_allowance,
-            "require_sme2_kernels": self.require_sme2_kernels,
+            "require_sme2_kernels": self.require_sme2_kernels, "emulated": self.emulated,
         }
 
 
@@ -427,6 +431,11 @@ def speedup_check(off: Samples, on: Samples, config: GateConfig) -> Check:
                      advisory=config.min_speedup is None, baseline=off.median_ms, candidate=on.median_ms)
     iv = effect.interval
     where = f"speedup {iv.estimate:.2f}x (95% CI {iv.low:.2f}x .. {iv.high:.2f}x)"
+    if config.emulated:
+        required = f"; min_speedup {config.min_speedup:.2f}x applies on a device" if config.min_speedup else ""
+        return Check(name, Status.INCONCLUSIVE, f"not a device: not gated. Emulated {where} is emulated time, not "
+                     f"device time (QEMU emulates SME more slowly than NEON){required}", interval=iv,
+                     advisory=True, baseline=off.median_ms, candidate=on.median_ms)
     if config.min_speedup is None:
         return Check(name, Status.PASS, where, interval=iv, advisory=True, p_value=effect.p_value,
                      baseline=off.median_ms, candidate=on.median_ms)
@@ -467,7 +476,9 @@ def explain(reference: Samples, candidate: Samples) -> tuple[str, ...]:
 #: The check that the SME2-on (or required) arm ran SME2 kernels, and that the SME2-off arm ran none.
 SME2_KERNELS = "sme2_kernels"
 SME2_OFF_KERNELS = "sme2_off_kernels"
-EVIDENCE_CHECKS = (SME2_KERNELS, SME2_OFF_KERNELS)
+#: The check that the two arms of a pair compute the same outputs (within the dtype's tolerance).
+NUMERICS = "numerics"
+EVIDENCE_CHECKS = (SME2_KERNELS, SME2_OFF_KERNELS, NUMERICS)
 #: ``Sme2Evidence.required_by`` of an on/off test and of ``sme2_threshold(require_sme2_kernels=True)``.
 REQUIRED_BY_ON_OFF = "the SME2-on arm of an on/off comparison"
 REQUIRED_BY_MARKER = "sme2_threshold(require_sme2_kernels=True)"
@@ -489,6 +500,8 @@ class Sme2Evidence:
     log: KernelLog | None = None
     off_log: KernelLog | None = None
     missing_log: str = "no XNNPACK-logging build for this arm (--sme2-runner-log)"
+    #: the two arms' outputs compared (:mod:`pytest_sme2.numerics`); None when a runner wrote none
+    numerics: NumericsComparison | None = None
 
 
 def _isas(log: KernelLog) -> str:
@@ -529,6 +542,12 @@ def sme2_kernel_checks(evidence: Sme2Evidence | None) -> list[Check]:
     if evidence is None:
         return []
     checks = [_on_check(evidence)] if evidence.required_by else []
+    num = evidence.numerics
+    if num is not None:
+        checks.append(Check(NUMERICS, Status.PASS if num.agree else Status.REGRESSION, (
+            f"SME2 off and on agree: {num.describe()}" if num.agree else
+            f"SME2 off and on compute different outputs: {num.describe()}. One arm's kernels compute something "
+            "else (a wrong packing or fallback); the latency of a wrong result means nothing")))
     off = evidence.off_log
     if off is not None and off.sme2_kernels:
         checks.append(Check(SME2_OFF_KERNELS, Status.INVALID, (

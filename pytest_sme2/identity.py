@@ -141,19 +141,33 @@ class DeviceIdentity:
     product: str = ""
     sdk: str = ""
     abi: str = ""
+    #: what emulates this device (``qemu-aarch64 11.1.3, -cpu max, SVL 256 bit``); "" for real hardware. Its
+    #: timings are emulated time, never device time; its baselines never match a real device's.
+    emulator: str = ""
     version: int = IDENTITY_VERSION
+
+    @property
+    def emulated(self) -> bool:
+        return bool(self.emulator)
 
     # ------------------------------------------------------------------------------ serialization
 
     def to_dict(self) -> dict[str, Any]:
-        """A plain dict with sorted keys (clusters as dicts, ISA as a list)."""
-        return {
+        """A plain dict with sorted keys (clusters as dicts, ISA as a list).
+
+        ``emulator`` is present only for an emulated device, so the ids of real devices recorded before it
+        existed stay what they were.
+        """
+        out = {
             "abi": self.abi, "arch": self.arch, "clusters": [c.to_dict() for c in self.clusters],
             "cpu_name": self.cpu_name, "family": self.family, "isa": list(self.isa),
             "logical_cpus": self.logical_cpus, "model": self.model, "os": self.os, "product": self.product,
             "sdk": self.sdk, "soc": self.soc, "stepping": self.stepping, "vendor": self.vendor,
             "version": self.version,
         }
+        if self.emulator:
+            out["emulator"] = self.emulator
+        return dict(sorted(out.items()))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DeviceIdentity:
@@ -177,7 +191,7 @@ class DeviceIdentity:
             clusters=tuple(CoreGroup.from_dict(c) for c in data.get("clusters", [])),
             isa=tuple(str(x) for x in data["isa"]), soc=str(data.get("soc", "")),
             product=str(data.get("product", "")), sdk=str(data.get("sdk", "")), abi=str(data.get("abi", "")),
-            version=int(data["version"]),
+            emulator=str(data.get("emulator", "")), version=int(data["version"]),
         )
 
     @property
@@ -204,6 +218,8 @@ class DeviceIdentity:
             details = [x for x in (self.soc, f"Android SDK {self.sdk}" if self.sdk else "") if x]
             return f"{head} ({', '.join(details) + '; ' if details else ''}{cores}; {isa})"
         head = self.cpu_name or self.vendor or "unknown CPU"
+        if self.emulator:
+            return f"EMULATED {self.arch} CPU ({self.emulator}; {cores}; {isa})"
         if self.os == "darwin":
             if self.family is not None:
                 head += f" cpufamily {self.family:#x}"
@@ -227,6 +243,9 @@ def identity_differences(
     out: list[str] = []
     if a.version != b.version:
         out.append(f"identity format {a.version} != {b.version}: recorded by another pytest-sme2 version")
+    if a.emulator != b.emulator:
+        out.append(f"emulator {a.emulator or '(real hardware)'} != {b.emulator or '(real hardware)'}: emulated time "
+                   "is not device time")
     if a.os != b.os:
         out.append(f"OS {a.os} != {b.os}")
     if a.arch != b.arch:

@@ -48,6 +48,7 @@ from .gate import (
 )
 from .identity import reports_sme2
 from .kernels import KernelLog
+from .numerics import NumericsComparison
 from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair, source_head
 from .runners.base import MODE_TIMING, Runner
 
@@ -179,7 +180,8 @@ def sme2_evidence(profile: Profile, off: Profile | None, config: GateConfig) -> 
     reasons = [r for r, yes in ((REQUIRED_BY_ON_OFF, off is not None), (REQUIRED_BY_MARKER,
                                                                          config.require_sme2_kernels)) if yes]
     off_log = _log_of(off) if off is not None else None
-    if not reasons and off_log is None:
+    numerics = pair_numerics(off, profile) if off is not None else None
+    if not reasons and off_log is None and numerics is None:
         return None
     device_sme2 = reports_sme2(profile.device)
     if device_sme2 is None:
@@ -191,8 +193,26 @@ def sme2_evidence(profile: Profile, off: Profile | None, config: GateConfig) -> 
     return Sme2Evidence(
         required_by=" and ".join(reasons), enforced=config.require_sme2_kernels, device_sme2=device_sme2,
         device=str(name), log=_log_of(profile), off_log=off_log,
-        missing_log=why or "no XNNPACK-logging build for this arm (--sme2-runner-log)",
+        missing_log=why or "no XNNPACK-logging build for this arm (--sme2-runner-log)", numerics=numerics,
     )
+
+
+def pair_numerics(off: Profile, on: Profile) -> NumericsComparison | None:
+    """The two arms' outputs of their last traced runs (same program and inputs) compared; None without outputs.
+
+    Only runners that write outputs (pytest-sme2's own: ``--output_file``) give them; a backend pair (two
+    programs) is compared too, since both compute the same model.
+    """
+    from .numerics import compare_outputs, read_outputs
+
+    def last(profile: Profile) -> str | None:
+        paths = [r.metadata.get("outputs_path") for r in profile.runs if r.metadata.get("outputs_path")]
+        return str(paths[-1]) if paths else None
+
+    a, b = last(off), last(on)
+    if a is None or b is None:
+        return None
+    return compare_outputs(read_outputs(a), read_outputs(b), str(on.model.get("dtype", "fp32")))
 
 
 def _log_of(profile: Profile) -> KernelLog | None:

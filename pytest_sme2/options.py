@@ -119,7 +119,7 @@ def rules_file(text: str) -> Path:
 
 from dataclasses import dataclass  # noqa: E402 - the table below is the second half of this module
 
-DEVICES = ("local", "host", "android")
+DEVICES = ("local", "host", "android", "qemu")
 
 
 @dataclass(frozen=True)
@@ -146,10 +146,14 @@ class OptionSpec:
 OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("device", "where models run: local = the executorch Python runtime in this process (E2E and a "
                "per-operator ETDump per block), "
-               "host = a tracer-enabled executor_runner on this machine (--sme2-runner), android = a phone "
-               "over adb (default: local)", "local", choices=DEVICES),
+               "host = a runner on this machine (pytest-sme2's own, built from the executorch wheel, or "
+               "--sme2-runner), "
+               "android = a phone over adb, qemu = an emulated Armv9 CPU with SME2 on (-cpu max) and off "
+               "(sme=off) running the aarch64 runner under qemu-aarch64: real Arm code, emulated time "
+               "(default: local)", "local", choices=DEVICES),
     OptionSpec("runner", "executor_runner build with SME2 ON (and the event tracer, for per-operator "
-               "timing); used by --sme2-device=host/android", type=executable_file),
+               "timing); needed by --sme2-device=android; host and qemu build pytest-sme2's own runner without it",
+               type=executable_file),
     OptionSpec("runner-off", "executor_runner build with SME2 OFF (XNNPACK_ENABLE_ARM_SME2=OFF), for on/off "
                "comparisons", type=executable_file),
     OptionSpec("runner-timing", "timing-only executor_runner (the --sme2-runner build without the event tracer, "
@@ -162,6 +166,11 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "kernel check", type=executable_file),
     OptionSpec("runner-off-log", "XNNPACK-logging build of the SME2-off arm (for the on/off kernel diff)",
                type=executable_file),
+    OptionSpec("qemu", "qemu-aarch64 (user mode, QEMU 11.1 or newer: it emulates SME2) for --sme2-device=qemu "
+               "(default: qemu-aarch64 on PATH)", type=executable_file),
+    OptionSpec("aarch64-wheel", "the manylinux_2_28_aarch64 executorch wheel (same version as the installed one) to "
+               "cross-build the qemu device's runner against, for machines without access to PyPI (default: "
+               "fetched with pip once, then cached)", type=existing_file),
     OptionSpec("libcxx", "libc++_shared.so to push beside the runner (Android runners built with the shared "
                "C++ STL)", type=existing_file),
     OptionSpec("serial", "adb serial of the Android device (default: $ANDROID_SERIAL, else the only device)"),
@@ -235,6 +244,8 @@ class Sme2Options:
     runner_log: Path | None = None
     runner_off_log: Path | None = None
     libcxx: Path | None = None
+    qemu: Path | None = None
+    aarch64_wheel: Path | None = None
     serial: str | None = None
     #: None = decided by the builds: untraced with timing builds, else traced (see :attr:`latency_mode`)
     latency: str | None = None
@@ -268,4 +279,11 @@ class Sme2Options:
         """Where the gate's latency comes from: ``--sme2-latency``, else untraced when timing builds are given."""
         if self.latency is not None:
             return self.latency
+        if self.device == "host" and self.runner is None:
+            return "untraced"  # pytest-sme2's own runner is its own timing build
         return "untraced" if self.runner_timing is not None else "traced"
+
+    @property
+    def own_runner(self) -> bool:
+        """Whether the device runs pytest-sme2's own runner (built from the wheel), not a user's build."""
+        return self.device in ("host", "qemu") and self.runner is None

@@ -36,6 +36,7 @@ class Sme2Baseline:
             category_margins={k: v / 100 for k, v in t.categories.items()},
             p50_ms=t.p50_ms, p90_ms=t.p90_ms, min_speedup=t.min_speedup,
             drift_allowance=o.drift_allowance / 100, require_sme2_kernels=t.require_sme2_kernels,
+            emulated=o.device == "qemu",
         )
 
     def check(self, result: Any) -> Any:

@@ -75,7 +75,7 @@ def build_options(config: pytest.Config) -> Sme2Options:
     values["cache_dir"] = root / str(values["cache_dir"])
     values["artifact_dir"] = root / str(values["artifact_dir"])
     for key in ("runner", "runner_off", "runner_timing", "runner_off_timing", "runner_log", "runner_off_log",
-                "libcxx", "json", "markdown", "out_dir", "rules"):
+                "libcxx", "qemu", "aarch64_wheel", "json", "markdown", "out_dir", "rules"):
         if values[key] is not None:
             values[key] = Path(values[key])
     values["models"] = tuple(values["models"] or ())
@@ -140,11 +140,21 @@ def _check_conflicts(opts: Sme2Options) -> None:
             f"{given} are executor_runner builds for --sme2-device=host or android; "
             "the local device uses the executorch Python runtime. Add --sme2-device=host (or android)."
         )
-    if opts.device in ("host", "android") and opts.runner is None:
+    if opts.device == "android" and opts.runner is None:
         raise pytest.UsageError(
-            f"--sme2-device={opts.device} needs --sme2-runner PATH: an executor_runner built with "
-            "-DEXECUTORCH_BUILD_DEVTOOLS=ON -DEXECUTORCH_ENABLE_EVENT_TRACER=ON (see the README)"
+            "--sme2-device=android needs --sme2-runner PATH: an Android arm64 executor_runner built with "
+            "-DEXECUTORCH_BUILD_DEVTOOLS=ON -DEXECUTORCH_ENABLE_EVENT_TRACER=ON (see docs/android.md)"
         )
+    if opts.device == "qemu":
+        extra = [flag for flag, path in builds.items() if path is not None and flag != "--sme2-runner"]
+        if extra:
+            raise pytest.UsageError(
+                f"{', '.join(extra)}: --sme2-device=qemu runs one runner on two emulated CPUs (SME2 on: -cpu max; "
+                "off: -cpu max,sme=off), so it takes no second build; give only --sme2-runner (an aarch64 Linux "
+                "runner) or nothing (pytest-sme2's own, cross-built from the executorch wheel)")
+    for flag, value in (("--sme2-qemu", opts.qemu), ("--sme2-aarch64-wheel", opts.aarch64_wheel)):
+        if value is not None and opts.device != "qemu":
+            raise pytest.UsageError(f"{flag} only applies to --sme2-device=qemu (device is {opts.device!r})")
     if opts.runner_off is not None and opts.runner is None:
         raise pytest.UsageError("--sme2-runner-off needs --sme2-runner (the SME2-on build) as well")
     for kind in ("timing", "log"):
@@ -160,7 +170,7 @@ def _check_conflicts(opts: Sme2Options) -> None:
         raise pytest.UsageError(
             "--sme2-runner-timing with --sme2-runner-off needs --sme2-runner-off-timing (the SME2-off timing build): "
             "both arms of an on/off comparison must take their latency from the same kind of runs")
-    if opts.device != "local":
+    if opts.device != "local" and not opts.own_runner:
         if opts.latency == "untraced" and opts.runner_timing is None:
             raise pytest.UsageError(
                 f"--sme2-latency=untraced on --sme2-device={opts.device} needs timing-only executor_runner builds "

@@ -90,6 +90,10 @@ class Sme2Session:
             if o.device == "android":
                 extra = {"libcxx": o.libcxx, "big_cores": o.big_cores, "cooldown_s": o.cooldown,
                          "fixed_performance": o.fixed_performance, "worker": worker_id(self.config)}
+            if o.device in ("host", "qemu"):
+                # pytest-sme2's own runner is built once per content and kept beside the export cache.
+                extra = {"qemu": o.qemu, "runner_cache": o.cache_dir / "runners", "aarch64_wheel": o.aarch64_wheel,
+                         "progress": self.progress}
             try:
                 runner = make_runner(
                     o.device, runner_path=o.runner, runner_off=o.runner_off, serial=o.serial, timeout_s=o.timeout,

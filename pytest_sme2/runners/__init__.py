@@ -1,16 +1,17 @@
-"""Runners: local ExecuTorch runtime, host ``executor_runner``, Android device (see ``base``).
+"""Runners: local ExecuTorch runtime, host ``executor_runner``, Android device, emulated Armv9 (see ``base``).
 
 :func:`make_runner` is the one place that turns a device name and runner paths into a runner.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import ConfigError
 from .base import SME2_OFF, SME2_ON, Runner, RunRequest, RunResult
 
-DEVICES = ("local", "host", "android")
+DEVICES = ("local", "host", "android", "qemu")
 
 __all__ = ["DEVICES", "SME2_OFF", "SME2_ON", "RunRequest", "RunResult", "Runner", "make_runner"]
 
@@ -26,12 +27,19 @@ def make_runner(
     runner_off_timing: Path | None = None,
     runner_log: Path | None = None,
     runner_off_log: Path | None = None,
+    qemu: Path | None = None,
+    runner_cache: Path | None = None,
+    aarch64_wheel: Path | None = None,
+    progress: Callable[[str], None] | None = None,
     **android_options: object,
 ) -> Runner:
-    """The runner for ``device`` ("local", "host" or "android").
+    """The runner for ``device`` ("local", "host", "android" or "qemu").
 
     ``runner_timing``/``runner_off_timing`` and ``runner_log``/``runner_off_log`` are the optional timing-only
     and XNNPACK-logging builds of the SME2-on (default) and SME2-off arms (see ``docs/run-modes.md``).
+    Without ``runner_path``, "host" and "qemu" build pytest-sme2's own runner against the installed executorch
+    wheel (:mod:`pytest_sme2.runner_build`, cached in ``runner_cache``), for this host or for linux-aarch64; it is
+    its own timing build (no tracer unless asked for a trace).
     """
     if device == "local":
         given = [flag for flag, path in (("--sme2-runner-timing", runner_timing), ("--sme2-runner-off-timing",
@@ -43,13 +51,28 @@ def make_runner(
         from .local import LocalRunner
 
         return LocalRunner()
+    if device == "qemu":
+        from ..runner_build import TARGET_LINUX_AARCH64, build_runner
+        from .qemu import QemuRunner, find_qemu
+
+        emulator = find_qemu(qemu)  # before a build: a missing QEMU is the first thing to say
+        if runner_path is not None:
+            from ..runner_build import cross_compiler, cross_sysroot, host_is_aarch64
+
+            sysroot = "" if host_is_aarch64() else cross_sysroot(cross_compiler())
+            return QemuRunner(runner_path, qemu=emulator, sysroot=sysroot, timeout_s=timeout_s)
+        build = build_runner(TARGET_LINUX_AARCH64, cache_dir=runner_cache, wheel=aarch64_wheel, progress=progress)
+        return QemuRunner(build.path, qemu=emulator, sysroot=build.sysroot, timeout_s=timeout_s)
     if device == "host":
-        if runner_path is None:
-            raise ConfigError(
-                "--sme2-device=host needs --sme2-runner PATH: an executor_runner built with "
-                "-DEXECUTORCH_BUILD_DEVTOOLS=ON -DEXECUTORCH_ENABLE_EVENT_TRACER=ON"
-            )
         from .host import HostRunner
+
+        if runner_path is None:
+            from ..runner_build import TARGET_HOST, build_runner
+
+            own = build_runner(TARGET_HOST, cache_dir=runner_cache, progress=progress).path
+            # One binary, both run kinds: untraced without --etdump_path (the timing build), traced with it.
+            return HostRunner(own, variants={None: own, SME2_ON: own}, timeout_s=timeout_s, timing={None: own,
+                              SME2_ON: own}, write_outputs=True)
 
         def arms(on: Path | None, off: Path | None) -> dict[str | None, Path]:
             out: dict[str | None, Path] = {None: on, SME2_ON: on} if on is not None else {}

@@ -136,6 +136,7 @@ class HostRunner(BinaryBuilds):
         timeout_s: float | None = None,
         timing: Mapping[str | None, str | Path] | None = None,
         log: Mapping[str | None, str | Path] | None = None,
+        write_outputs: bool = False,
     ) -> None:
         builds: dict[str | None, Path] = {k: Path(v) for k, v in (variants or {}).items()}
         if runner_path is not None:
@@ -151,6 +152,9 @@ class HostRunner(BinaryBuilds):
         if timeout_s is not None and timeout_s <= 0:
             raise ConfigError(f"timeout_s must be positive (got {timeout_s})")
         self.timeout_s = timeout_s
+        #: traced runs also write the last execution's outputs (``--output_file``, a flag of pytest-sme2's own
+        #: runner) beside the trace, for numerics checks between the arms of a pair
+        self.write_outputs = write_outputs
 
     def fingerprint(self) -> Mapping[str, Any]:
         """Host facts plus the sha256 of every runner binary (a rebuilt runner is a different build)."""
@@ -176,6 +180,8 @@ class HostRunner(BinaryBuilds):
             cmd += ["--etdump_path", str(trace_path.absolute())]
         cmd += [f"--num_executions={request.executions}", f"--cpu_threads={request.threads}"]
         cmd += inputs_argv([str(Path(p).absolute()) for p in request.inputs or ()], fix="move or rename the file")
+        if self.write_outputs and trace_path is not None:
+            cmd += ["--output_file", str(outputs_path(trace_path).absolute())]
         return cmd
 
     def new_run_dir(self, request: RunRequest) -> Path:
@@ -252,9 +258,11 @@ class HostRunner(BinaryBuilds):
                 stray_trace=trace_path if trace_path.exists() else None,
             )
         self._check_trace(runner, cmd, trace_path, started_mtime_ns, log_tail)
+        outputs = outputs_path(trace_path)
         return result_from_trace(
             runner_name=self.name, runner_text=f"executor_runner {runner}", request=request, build=build, cmd=cmd,
             run_dir=run_dir, trace_path=trace_path, log_path=log_path, wall_s=wall_s, load=load,
+            metadata={"outputs_path": str(outputs)} if self.write_outputs and outputs.is_file() else None,
         )
 
     def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
@@ -322,6 +330,11 @@ class HostRunner(BinaryBuilds):
                 f"(modified {time.ctime(st.st_mtime)}): it is a stale file, not a trace of this run",
                 command=cmd, returncode=0, stderr_tail=log_tail,
             )
+
+
+def outputs_path(trace_path: Path) -> Path:
+    """Where a traced run's outputs go (``--output_file``): beside its trace."""
+    return trace_path.with_suffix(".outputs")
 
 
 def new_run_dir(request: RunRequest) -> Path:

@@ -1,0 +1,226 @@
+"""The emulated Armv9 device: an aarch64 runner under ``qemu-aarch64`` user mode, SME2 on and off.
+
+QEMU (11.1 and newer) emulates SME2 in user mode, and SME on/off is a property of the emulated CPU, not of the
+binary: SME2 on is ``-cpu max`` (SVE2, SME, SME2, SME2p1, I8MM, BF16, dotprod), SME2 off the same CPU with
+``sme=off`` (SME, SME2, SME2p1 cleared, the rest kept). So one runner binary — pytest-sme2's own, cross-built
+against the aarch64 executorch wheel, whose XNNPACK carries KleidiAI's SME2 kernels — runs both arms of an
+on/off comparison, and XNNPACK really dispatches SME2 kernels on the first (its operators turn into the packed
+``PF32``/``PQS8`` ones) and NEON ones on the second.
+
+What this device can tell: which kernels ran (the trace's operator names; with :mod:`pytest_sme2.qemu_log`,
+QEMU's own log of executed code mapped to the libraries' symbols), whether the two arms compute the same outputs,
+the per-operator breakdown *of emulated time*. What it cannot: device time. QEMU translates every instruction;
+it runs 150-500x slower than native and emulates SME more slowly than NEON, so an emulated SME2 "speedup" says
+nothing about a phone. Its identity carries the emulator (:attr:`~pytest_sme2.identity.DeviceIdentity.emulator`),
+every report labels its latencies as emulated, and the gate never judges a speedup measured here.
+
+SME2 support is probed, never assumed from a version: the runner's ``--probe`` prints ``AT_HWCAP2`` as the
+process under ``-cpu max`` sees it (SME is bit 23, SME2 bit 37) and the ``/proc/cpuinfo`` QEMU emulates.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import file_sha256
+from ..device import cpuinfo_features, linux_identity
+from ..errors import ConfigError, RunnerError
+from ..identity import DeviceIdentity
+from .base import MODE_TRACE, SME2_OFF, SME2_ON, RunRequest
+from .host import HostRunner
+
+#: The emulated CPU of each arm. One binary, two CPUs: the on/off comparison by CPU feature.
+CPU_SME2_ON = "max"
+CPU_SME2_OFF = "max,sme=off"
+CPUS: Mapping[str | None, str] = {None: CPU_SME2_ON, SME2_ON: CPU_SME2_ON, SME2_OFF: CPU_SME2_OFF}
+
+#: ``AT_HWCAP2`` bits (Linux arch/arm64/include/uapi/asm/hwcap.h).
+HWCAP2_SME = 1 << 23
+HWCAP2_SME2 = 1 << 37
+
+#: How to get a QEMU whose user mode emulates SME2 (Debian 12's 7.2 and trixie's 10.0 do not).
+QEMU_HINT = (
+    "install a QEMU 11.1 or newer user-mode emulator: Debian 12/13: add the trixie-backports suite and "
+    "`apt-get install -t trixie-backports qemu-user` (statically linked, nothing else changes); Ubuntu: the "
+    "qemu-user package of a release that ships QEMU >= 11.1; macOS: QEMU's user mode does not run on macOS — use "
+    "a Linux VM or container. Then pass its qemu-aarch64 with --sme2-qemu PATH if it is not on PATH"
+)
+
+_PROBE = re.compile(r"sme2_runner probe: arch=(\S+) hwcap=0x([0-9a-f]+) hwcap2=0x([0-9a-f]+) "
+                    r"sve_vl_bytes=(-?\d+) sme_vl_bytes=(-?\d+)")
+_VERSION = re.compile(r"version (\d+\.\d+(?:\.\d+)?)")
+
+
+@dataclass(frozen=True)
+class CpuProbe:
+    """What a process sees of the emulated CPU: hwcaps, vector lengths and the emulated ``/proc/cpuinfo``."""
+
+    cpu: str
+    hwcap: int
+    hwcap2: int
+    sve_vl_bytes: int
+    sme_vl_bytes: int
+    cpuinfo: str
+
+    @property
+    def sme(self) -> bool:
+        return bool(self.hwcap2 & HWCAP2_SME)
+
+    @property
+    def sme2(self) -> bool:
+        return bool(self.hwcap2 & HWCAP2_SME2)
+
+    @property
+    def features(self) -> frozenset[str]:
+        return cpuinfo_features(self.cpuinfo)
+
+    def describe(self) -> str:
+        vl = f", SVL {self.sme_vl_bytes * 8} bit" if self.sme_vl_bytes > 0 else ""
+        sve = f", SVE {self.sve_vl_bytes * 8} bit" if self.sve_vl_bytes > 0 else ""
+        return f"-cpu {self.cpu}{sve}{vl}; SME2 {'yes' if self.sme2 else 'no'}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cpu": self.cpu, "hwcap": hex(self.hwcap), "hwcap2": hex(self.hwcap2),
+                "sve_vl_bytes": self.sve_vl_bytes, "sme_vl_bytes": self.sme_vl_bytes, "sme": self.sme,
+                "sme2": self.sme2}
+
+
+def find_qemu(explicit: Path | None = None) -> Path:
+    """``explicit``, else ``qemu-aarch64`` on PATH; a missing one says how to install one that emulates SME2."""
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ConfigError(f"--sme2-qemu {explicit} does not exist; {QEMU_HINT}")
+        return explicit
+    found = shutil.which("qemu-aarch64") or shutil.which("qemu-aarch64-static")
+    if found is None:
+        raise ConfigError(f"no qemu-aarch64 on PATH for --sme2-device=qemu; {QEMU_HINT}")
+    return Path(found)
+
+
+def qemu_version(qemu: Path) -> str:
+    try:
+        out = subprocess.run([str(qemu), "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"{qemu} does not run ({exc}); {QEMU_HINT}") from None
+    m = _VERSION.search(out.stdout)
+    if m is None:
+        raise ConfigError(f"{qemu} --version printed no QEMU version ({out.stdout.strip()[:80]!r}); {QEMU_HINT}")
+    return m.group(1)
+
+
+def qemu_command(qemu: Path, cpu: str, sysroot: str) -> list[str]:
+    """The emulator's part of a command line: QEMU, the CPU, and the sysroot its dynamic loader comes from."""
+    return [str(qemu), "-cpu", cpu, *(["-L", sysroot] if sysroot else [])]
+
+
+def probe_cpu(qemu: Path, runner: Path, cpu: str, sysroot: str, *, timeout_s: float = 60.0) -> CpuProbe:
+    """Run ``runner --probe`` under ``-cpu cpu``: the hwcaps and ``/proc/cpuinfo`` its process sees."""
+    cmd = [*qemu_command(qemu, cpu, sysroot), str(runner), "--probe"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise RunnerError(f"probing the emulated CPU -cpu {cpu} took over {timeout_s:g} s", command=cmd) from None
+    except OSError as exc:
+        raise RunnerError(f"running {qemu} failed ({exc.strerror or exc}); {QEMU_HINT}", command=cmd) from None
+    m = _PROBE.search(proc.stdout)
+    if proc.returncode != 0 or m is None:
+        raise RunnerError(
+            f"the runner's CPU probe under {qemu} -cpu {cpu} failed: a QEMU that does not know this CPU or cannot "
+            f"start the runner (its loader and libc come from -L {sysroot or '(none)'}: install the arm64 cross "
+            "sysroot, Debian/Ubuntu libc6-dev-arm64-cross, or pass a statically usable runner)",
+            command=cmd, returncode=proc.returncode, stderr_tail=(proc.stderr or proc.stdout)[-2000:],
+        )
+    cpuinfo = proc.stdout.split("sme2_runner cpuinfo-begin\n", 1)[-1].split("sme2_runner cpuinfo-end", 1)[0]
+    return CpuProbe(cpu=cpu, hwcap=int(m.group(2), 16), hwcap2=int(m.group(3), 16), sve_vl_bytes=int(m.group(4)),
+                    sme_vl_bytes=int(m.group(5)), cpuinfo=cpuinfo)
+
+
+class QemuRunner(HostRunner):
+    """Run ``.pte`` files with one aarch64 runner under QEMU: SME2 on (``-cpu max``) and off (``sme=off``).
+
+    ``runner`` is an aarch64 Linux runner that speaks executor_runner's flags (pytest-sme2's own by default,
+    see :func:`pytest_sme2.runner_build.build_runner`); it is both arms' traced build and their timing build
+    (without ``--etdump_path`` it attaches no tracer). ``sysroot`` is where QEMU finds the aarch64 loader and
+    libc (``-L``; empty on an aarch64 host).
+    """
+
+    name = "qemu"
+
+    def __init__(self, runner: str | Path, *, qemu: Path, sysroot: str = "", timeout_s: float | None = None,
+                 write_outputs: bool = True) -> None:
+        binary = Path(runner)
+        arms = {None: binary, SME2_ON: binary, SME2_OFF: binary}
+        super().__init__(binary, variants=arms, timeout_s=timeout_s, timing=arms, write_outputs=write_outputs)
+        self.qemu = qemu
+        self.sysroot = sysroot
+        self.version = qemu_version(qemu)
+
+    # ------------------------------------------------------------------------------ the emulated CPU
+
+    @cached_property
+    def probes(self) -> dict[str, CpuProbe]:
+        """What the runner sees of each arm's CPU; refuses a QEMU whose ``-cpu max`` has no SME2."""
+        probes = {cpu: probe_cpu(self.qemu, self.runner_for(None), cpu, self.sysroot)
+                  for cpu in dict.fromkeys(CPUS.values())}
+        on = probes[CPU_SME2_ON]
+        if not on.sme2:
+            raise ConfigError(
+                f"{self.qemu} (QEMU {self.version}) does not emulate SME2: under -cpu max the runner sees "
+                f"AT_HWCAP2={on.hwcap2:#x} (SME {'yes' if on.sme else 'no'}, SME2 no). {QEMU_HINT}"
+            )
+        off = probes[CPU_SME2_OFF]
+        if off.sme or off.sme2:
+            raise ConfigError(f"QEMU {self.version} still reports SME under -cpu {CPU_SME2_OFF} (AT_HWCAP2="
+                              f"{off.hwcap2:#x}): it cannot give an SME2-off arm; use QEMU 11.1 or newer")
+        return probes
+
+    def cpu_for(self, variant: str | None) -> str:
+        return CPUS[variant]
+
+    def emulator(self, variant: str | None = None) -> str:
+        """``qemu-aarch64 11.1.3, -cpu max, SVE 512 bit, SVL 256 bit; SME2 yes`` for ``variant``'s CPU."""
+        return f"qemu-aarch64 {self.version}, {self.probes[self.cpu_for(variant)].describe()}"
+
+    def identity(self) -> Mapping[str, Any]:
+        """The SME2-on CPU as QEMU emulates it: its ``/proc/cpuinfo`` features, and the emulator that gives them."""
+        on = self.probes[CPU_SME2_ON]
+        cpus = len(re.findall(r"^processor\s*:", on.cpuinfo, re.M)) or 1
+        ident = linux_identity(on.cpuinfo, arch="aarch64", logical_cpus=cpus)
+        return replace(ident, emulator=self.emulator(None)).to_dict()
+
+    def device_info(self) -> Any:
+        """Facts for ``_skip_without_sme2_builds``: the SME2-on CPU reports SME2 (probed)."""
+        from ..device import DeviceInfo
+
+        on = self.probes[CPU_SME2_ON]
+        return DeviceInfo(kind="qemu", name=f"QEMU {self.version} -cpu {CPU_SME2_ON}", arch="aarch64",
+                          cpu_model=f"emulated ({self.emulator(None)})", cores=1, sme2=on.sme2,
+                          features=tuple(sorted(on.features)),
+                          device_identity=DeviceIdentity.from_dict(self.identity()))
+
+    def fingerprint(self) -> Mapping[str, Any]:
+        return {"system": "Linux", "runner": self.name, "emulated": True, "qemu": str(self.qemu),
+                "qemu_version": self.version, "cpus": {v or "default": c for v, c in CPUS.items()},
+                "runner_sha256": self.build_hashes()}
+
+    def build_identity(self, variant: str | None) -> Mapping[str, Any]:
+        """What runs the ``.pte`` for ``variant``: the runner binary, the emulator's version and the arm's CPU."""
+        self._check_executable(self.runner_for(variant))
+        return {"runner": "sme2_runner (aarch64, under QEMU)", "runner_sha256": file_sha256(self.runner_for(variant)),
+                "qemu_version": self.version, "cpu": self.cpu_for(variant)}
+
+    # ------------------------------------------------------------------------------ running
+
+    def command(self, request: RunRequest, runner: Path, trace_path: Path | None) -> list[str]:
+        return [*qemu_command(self.qemu, self.cpu_for(request.variant), self.sysroot),
+                *super().command(request, runner, trace_path)]
+
+    def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
+        return f"{super().build_of(variant, build, mode)} under QEMU {self.version} -cpu {self.cpu_for(variant)}"
