@@ -1,6 +1,7 @@
 """``pytest-sme2`` / ``python -m pytest_sme2``: the library's command-line front end.
 
-Commands: ``analyze`` (a trace), ``profile`` (export + run + analyze a registered model),
+Commands: ``analyze`` (a trace), ``profile`` (export + run + analyze a registered model), ``build-runner``
+(pytest-sme2's own runner from the executorch wheel, for the host or linux-aarch64),
 ``compare`` (the regression gate on two result files, exit 1 on a regression), ``report`` (markdown
 from a results JSON or run directory) and ``export-trace`` (Chrome/Perfetto JSON).
 
@@ -78,9 +79,12 @@ def _add_profile(sub: Any) -> None:
     p.add_argument("--runner", type=executable_file,
                    help="a tracer-enabled executor_runner; without it, the local executorch Python runtime "
                         "(which records an ETDump per block)")
-    p.add_argument("--device", choices=("local", "host", "android"),
-                   help="where to run (default: host with --runner, else local); android pushes --runner to a "
-                   "phone over adb (see docs/android.md)")
+    p.add_argument("--device", choices=("local", "host", "android", "qemu"),
+                   help="where to run (default: host with --runner, else local); host without --runner builds "
+                   "pytest-sme2's own runner from the executorch wheel; android pushes --runner to a phone over adb "
+                   "(see docs/android.md); qemu runs the aarch64 runner on an emulated Armv9 CPU with SME2 "
+                   "(emulated time: see docs/arm-emulation.md)")
+    p.add_argument("--qemu", type=executable_file, help="qemu: the qemu-aarch64 binary (default: on PATH)")
     p.add_argument("--serial", help="android: adb serial (default $ANDROID_SERIAL, else the only device)")
     p.add_argument("--libcxx", type=existing_file, help="android: libc++_shared.so to push beside the runner")
     p.add_argument("--big-cores", help="android: taskset hex mask, or 'none' (default: the fastest cluster)")
@@ -108,6 +112,23 @@ def _add_compare(sub: Any) -> None:
     p.add_argument("--json", type=Path, dest="json_out", help="write the verdicts as JSON")
 
 
+def _add_build_runner(sub: Any) -> None:
+    p = sub.add_parser(
+        "build-runner", help="build pytest-sme2's own runner against the installed executorch wheel",
+        description="Build pytest-sme2's runner (one C++ file, executor_runner's flags, traced or timing-only) "
+        "against the executorch wheel's C++ SDK: for this host, or cross-built for linux-aarch64 against the "
+        "aarch64 wheel of the same executorch version (fetched with pip). Cached by content; prints the path.")
+    p.add_argument("--target", choices=("host", "linux-aarch64", "all"), default="host",
+                   help="host (default), linux-aarch64 (runs under qemu-aarch64 and on aarch64 Linux), or all")
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="where builds are kept (default ~/.cache/pytest-sme2/runners; the plugin uses "
+                   "<--sme2-cache-dir>/runners)")
+    p.add_argument("--wheel", type=existing_file, help="linux-aarch64: the aarch64 executorch wheel file, for a "
+                   "machine that cannot reach PyPI")
+    p.add_argument("--force", action="store_true", help="build again even when the cache has this build")
+    p.add_argument("--json", type=Path, dest="json_out", help="write the build records (path, key, compiler) as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pytest-sme2",
@@ -119,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_profile(sub)
     _add_compare(sub)
     _add_report_commands(sub)
+    _add_build_runner(sub)
     return parser
 
 
@@ -202,7 +224,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise ConfigError("--inputs goes with --pte; a registered model (--model) brings its own example inputs")
     rules = CategoryRules.load(args.rules) if args.rules else None
     specs = [get_model(name) for name in args.models or ()]  # an unknown name fails here, before anything
-    runner = make_runner(device, runner_path=args.runner, serial=args.serial, timeout_s=args.timeout, **android)
+    if args.qemu is not None and device != "qemu":
+        raise ConfigError(f"--qemu applies to --device qemu only (device is {device!r})")
+    own = {"qemu": args.qemu, "runner_cache": args.cache_dir / "runners", "progress": stderr_progress} if device in (
+        "host", "qemu") else {}
+    runner = make_runner(device, runner_path=args.runner, serial=args.serial, timeout_s=args.timeout, **android,
+                         **own)
     check_writable_dir(args.out, what="--out directory")  # before minutes of export and measurement
     targets: list[Any] = []
     if args.pte is not None:
@@ -389,9 +416,29 @@ def cmd_export_trace(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_build_runner(args: argparse.Namespace) -> int:
+    from .atomic import write_atomic
+    from .profile import stderr_progress
+    from .runner_build import TARGETS, build_runner
+
+    targets = TARGETS if args.target == "all" else (args.target,)
+    records = []
+    for target in targets:
+        build = build_runner(target, cache_dir=args.cache_dir, wheel=args.wheel, force=args.force,
+                             progress=stderr_progress)
+        how = f"built in {build.seconds:.1f} s" if build.built else "from the cache"
+        print(f"{target}: {build.path} ({how}; executorch {build.executorch_version}, {build.compiler})")
+        if build.sysroot:
+            print(f"  runs under: qemu-aarch64 -cpu max -L {build.sysroot} {build.path} --model_path M.pte ...")
+        records.append(build.to_dict())
+    if args.json_out is not None:
+        write_atomic(args.json_out, json.dumps(records, indent=2) + "\n", what="build records")
+    return EXIT_OK
+
+
 COMMANDS = {
     "analyze": cmd_analyze, "profile": cmd_profile, "compare": cmd_compare, "report": cmd_report,
-    "export-trace": cmd_export_trace,
+    "export-trace": cmd_export_trace, "build-runner": cmd_build_runner,
 }
 
 

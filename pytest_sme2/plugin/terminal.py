@@ -16,7 +16,16 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if not records or worker_id(config) is not None:
         return
     from ..gate import Status
-    from ..report.results import BASELINE_WRITTEN, FAILED, RECORDED, SKIPPED, TestResult, delta_text, speedup_text
+    from ..report.results import (
+        BASELINE_WRITTEN,
+        FAILED,
+        RECORDED,
+        SKIPPED,
+        TestResult,
+        delta_text,
+        median_text,
+        speedup_text,
+    )
 
     tr = terminalreporter
     tr.write_sep("=", "sme2 performance")
@@ -25,13 +34,13 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
         h = t.headline
         line = f"{h.status.upper():<16} {t.test_id}"
         if h.median_ms is not None:
-            line += f"  median {h.median_ms:.4f} ms"
+            line += f"  median {median_text(h, 4)}"
             if t.samples_label != "first measurement":
                 line += f" ({t.samples_label})"
         if h.delta_pct is not None:
             line += f"  delta {delta_text(h)}"
         if h.speedup is not None:
-            line += f"  {h.speedup_label} {speedup_text(h.speedup)}"
+            line += f"  {h.speedup_label} {speedup_text(h.speedup, emulated=h.emulated)}"
         bad = (Status.REGRESSION.value, FAILED)
         markup = {"red": True} if h.status in bad else (
             {"yellow": True} if h.status in (Status.INCONCLUSIVE.value, Status.INVALID.value, Status.DRIFT.value,

@@ -79,6 +79,8 @@ _RULES: tuple[tuple[str, str], ...] = (
     (".sme2-head b", "color:#1F2328"),
     (".sme2-pill", "display:inline-block;border-radius:10px;padding:1px 8px;font-weight:700;font-size:11px;"
                    "letter-spacing:.04em;text-transform:uppercase;margin-right:6px"),
+    (".sme2-emulated", "display:inline-block;border-radius:8px;padding:0 6px;font-size:11px;font-weight:700;"
+                       "background:#FFF8C5;color:#7D4E00;border:1px solid #D4A72C"),
     (".sme2-findings", "margin:6px 0 6px 18px;padding:0"),
     (".sme2-charts", "display:flex;flex-wrap:wrap;gap:10px;align-items:flex-start"),
     (".sme2-card", "border:1px solid #D0D7DE;border-radius:6px;background:#FFFFFF;padding:2px;"
@@ -213,7 +215,9 @@ def _headline(test: TestResult) -> str:
     fg, bg = _STATUS_COLORS.get(h.status, ("#57606A", "#EAEEF2"))
     bits = [f"<b>{_e(test.label)}</b>"]
     if h.median_ms is not None:
-        bits.append(f"median <b>{fmt_ms(h.median_ms)} ms</b>")
+        bits.append(f"median <b>{fmt_ms(h.median_ms)} ms</b>" + (
+            ' <span class="sme2-emulated" title="measured under QEMU: emulated time is not device time">EMULATED'
+            "</span>" if h.emulated else ""))
     v = test.verdict
     e2e = v.e2e if v else None
     if e2e is not None and e2e.interval is not None:
@@ -224,7 +228,11 @@ def _headline(test: TestResult) -> str:
         bits.append(_e(v.checks[0].message))
     if test.comparison is not None:
         cmp = test.comparison
-        bits.append(f"{_e(cmp.on_label)} speedup <b>{_e(_check_text(cmp.speedup_check))}</b>")
+        if h.emulated:
+            bits.append(f"{_e(h.speedup_label)} {_e(_check_text(cmp.speedup_check))} — emulated time, not a "
+                        "speedup: not gated")
+        else:
+            bits.append(f"{_e(cmp.on_label)} speedup <b>{_e(_check_text(cmp.speedup_check))}</b>")
     return (f'<div class="sme2-head" style="border-color:{fg};background:{bg}">{_pill(h.status)}'
             + " · ".join(bits) + "</div>")
 
@@ -372,8 +380,10 @@ def row_cells(test_result: TestResult) -> dict[str, str]:
         margin = f" (±{h.margin * 100:.0f}%)" if h.margin is not None else ""
         interval = f"{h.delta_ci_pct[0]:+.1f}% .. {h.delta_ci_pct[1]:+.1f}%{margin}"
     speedup = "—" if h.speedup is None else f"{h.speedup.estimate:.2f}× ({h.speedup.low:.2f}–{h.speedup.high:.2f})"
+    if h.emulated and h.speedup is not None:
+        speedup += " emulated, not gated"
     values = {
-        "median": (fmt_ms(h.median_ms), num), "p90": (fmt_ms(h.p90_ms), num),
+        "median": (fmt_ms(h.median_ms) + (" emulated" if h.emulated else ""), num), "p90": (fmt_ms(h.p90_ms), num),
         "delta": (delta, num + (f";color:{fg};font-weight:600" if h.delta_pct is not None else "")),
         "interval": (interval, "white-space:nowrap"), "speedup": (speedup, "white-space:nowrap"),
         "verdict": (h.status, f"color:{fg};font-weight:700;text-transform:uppercase"),
@@ -395,7 +405,8 @@ def summary_block(results: SessionResults) -> str:
                                                           Status.INCONCLUSIVE.value)]
     items = "".join(
         f"<li>{_pill(t.status)}<code>{_e(t.test_id)}</code> — {_e(delta_text(t.headline))}"
-        + (f", SME2 {_e(speedup_text(t.headline.speedup))}" if t.headline.speedup else "") + "</li>"
+        + (f", {_e(t.headline.speedup_label)} {_e(speedup_text(t.headline.speedup, emulated=t.headline.emulated))}"
+           if t.headline.speedup else "") + "</li>"
         for t in attention
     )
     return (f'{_css()}<div class="sme2-summary"><b>pytest-sme2</b>: {len(results.tests)} performance '

@@ -32,6 +32,7 @@ from .results import (
     SessionResults,
     TestResult,
     delta_text,
+    median_text,
     speedup_text,
 )
 
@@ -308,11 +309,11 @@ def _findings_block(test: TestResult) -> list[str]:
     h = test.headline
     bits = [_status_badge(h.status)]
     if h.median_ms is not None:
-        bits.append(f"median {fmt_ms(h.median_ms)} ms")
+        bits.append(f"median {median_text(h)}")
     if h.delta_pct is not None:
         bits.append(f"{delta_text(h)} vs baseline")
     if h.speedup is not None:
-        bits.append(f"{h.speedup_label} {speedup_text(h.speedup)}")
+        bits.append(f"{h.speedup_label} {speedup_text(h.speedup, emulated=h.emulated)}")
     out = [" · ".join(bits), ""]
     if test.comparison is not None and test.comparison.findings:
         out += [f"- {f}" for f in test.comparison.findings] + [""]

@@ -30,6 +30,7 @@ from ..gate import Status, Verdict
 from ..kernels import KernelLog, operator_kernels
 from ..profile import Profile
 from ..stats import Interval
+from ..units import fmt_ms
 from .comparison import OnOffComparison
 from .kernel_view import side_by_side
 
@@ -73,6 +74,12 @@ class Headline:
     speedup: Interval | None = None
     #: what the speedup is of: "SME2 speedup", or "speedup portable → xnnpack" for other pairs
     speedup_label: str = "SME2 speedup"
+    #: measured on an emulated device: every latency is emulated time, and a speedup is not a device's
+    emulated: bool = False
+
+
+#: What every latency measured on an emulated device is labelled with, wherever it is shown.
+EMULATED = "emulated"
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,12 @@ class TestResult:
         info = self.model_info
         parts = [str(info[k]) for k in ("name", "dtype", "backend") if info.get(k)]
         return " ".join(parts) or self.test_id
+
+    @property
+    def emulated(self) -> bool:
+        """Measured on an emulated device (QEMU): its identity names the emulator."""
+        return any(p is not None and bool(p.fingerprint.get("emulator"))
+                   for p in (self.profile, self.profile_off, self.reference))
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -188,7 +201,7 @@ class TestResult:
             p90_ms=float(np.percentile(samples, 90)) if samples else None, delta_pct=delta,
             delta_ci_pct=ci, margin=e2e.margin if e2e else None,
             speedup=speedup.interval if speedup is not None else (self.comparison.speedup if self.comparison else None),
-            speedup_label=speedup_label(self.comparison),
+            speedup_label=speedup_label(self.comparison, emulated=self.emulated), emulated=self.emulated,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -212,6 +225,7 @@ class TestResult:
             "reference": self.reference.to_dict() if self.reference else None,
             "median_ms": self.median_ms,
             "median_from": self.samples_label,
+            "emulated": self.emulated,
             "sources": self.sources(),
             "kernel_evidence": self.kernel_evidence(),
         }
@@ -404,18 +418,29 @@ def delta_text(h: Headline) -> str:
     return f"{h.delta_pct:+.1f}%{ci}"
 
 
-def speedup_label(comparison: OnOffComparison | None) -> str:
-    """``SME2 speedup`` for SME2 off/on pairs, ``speedup <off> → <on>`` for any other pair (e.g. two backends)."""
+def speedup_label(comparison: OnOffComparison | None, *, emulated: bool = False) -> str:
+    """``SME2 speedup`` for SME2 off/on pairs, ``speedup <off> → <on>`` for any other pair (e.g. two backends);
+    on an emulated device ``emulated SME2 off/on ratio``: emulated time is not device time, so no speedup."""
     if comparison is None or (comparison.off_label, comparison.on_label) == ("SME2 off", "SME2 on"):
-        return "SME2 speedup"
-    return f"speedup {comparison.off_label} → {comparison.on_label}"
+        return "emulated SME2 off/on ratio" if emulated else "SME2 speedup"
+    pair = f"{comparison.off_label} → {comparison.on_label}"
+    return f"emulated ratio {pair}" if emulated else f"speedup {pair}"
 
 
-def speedup_text(iv: Interval | None) -> str:
-    """``2.59× (CI 2.56–2.60)`` or ``—``."""
+def speedup_text(iv: Interval | None, *, emulated: bool = False) -> str:
+    """``2.59× (CI 2.56–2.60)`` or ``—``; emulated: ``0.95× (CI ...; emulated, not device time: not gated)``."""
     if iv is None:
         return "—"
-    return f"{iv.estimate:.2f}× (CI {iv.low:.2f}–{iv.high:.2f})"
+    note = "; emulated, not device time: not gated" if emulated else ""
+    return f"{iv.estimate:.2f}× (CI {iv.low:.2f}–{iv.high:.2f}{note})"
+
+
+def median_text(h: Headline, digits: int | None = None) -> str:
+    """``0.0845 ms``, or ``32.14 ms (emulated)`` on an emulated device; ``—`` without a median."""
+    if h.median_ms is None:
+        return "—"
+    value = f"{h.median_ms:.{digits}f}" if digits is not None else fmt_ms(h.median_ms)
+    return f"{value} ms" + (f" ({EMULATED})" if h.emulated else "")
 
 
 def github_step_summary(results: SessionResults) -> str:
@@ -432,8 +457,9 @@ def github_step_summary(results: SessionResults) -> str:
         h = t.headline
         status = f"**{h.status}**" if h.status in (Status.REGRESSION.value, Status.INVALID.value) else h.status
         lines.append(
-            f"| {STATUS_ICONS.get(h.status, '')} | `{_cell(t.test_id)}` | {_cell(t.label)} | {_num(h.median_ms)} | "
-            f"{_num(h.p90_ms)} | {delta_text(h)} | {speedup_text(h.speedup)} | {status} |"
+            f"| {STATUS_ICONS.get(h.status, '')} | `{_cell(t.test_id)}` | {_cell(t.label)} | {_num(h.median_ms)}"
+            f"{' (emulated)' if h.emulated else ''} | {_num(h.p90_ms)} | {delta_text(h)} | "
+            f"{speedup_text(h.speedup, emulated=h.emulated)} | {status} |"
         )
     return "\n".join(lines) + "\n"
 

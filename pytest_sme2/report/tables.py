@@ -29,7 +29,7 @@ from . import cells as c
 from .cells import Cell, Column, Table, plain_value
 from .comparison import NOT_ACCELERATED, OnOffComparison
 from .kernel_view import isa_counts, kernel_table, side_by_side_table
-from .results import STATUS_ORDER, SessionResults, TestResult, delta_text, speedup_text
+from .results import EMULATED, STATUS_ORDER, SessionResults, TestResult, delta_text, median_text, speedup_text
 
 TOP_OPERATORS = 10
 
@@ -662,8 +662,10 @@ def summary_table(results: SessionResults) -> Table:
     rows = []
     for t in sorted(results.tests, key=lambda t: (order.get(t.status, len(order)), t.test_id)):
         h = t.headline
-        rows.append([c.code(t.test_id), c.text(t.label), c.ms(h.median_ms), c.ms(h.p90_ms), c.text(delta_text(h)),
-                     c.text(speedup_text(h.speedup)), c.Cell(c.Kind.STATUS, h.status, strong=True)])
+        median = c.Cell(c.Kind.MS, h.median_ms, note=EMULATED if h.emulated else "")
+        rows.append([c.code(t.test_id), c.text(t.label), median, c.ms(h.p90_ms), c.text(delta_text(h)),
+                     c.text(speedup_text(h.speedup, emulated=h.emulated)), c.Cell(c.Kind.STATUS, h.status,
+                                                                                  strong=True)])
     columns = [Column("test"), Column("model"), _num("median ms"), _num("p90 ms"), Column("vs baseline (95% CI)"),
                Column("speedup off → on (95% CI)"), Column("verdict")]
     return _table("Summary", columns, rows)
@@ -702,9 +704,9 @@ def results_matrix(sessions: Sequence[SessionResults], names: Sequence[str]) -> 
                 row.append(c.text("—"))
                 continue
             h = t.headline
-            parts = [f"{fmt_ms(h.median_ms)} ms"]
+            parts = [median_text(h)]
             if h.speedup is not None:
-                parts.append(f"{fmt_x(h.speedup.estimate)} SME2")
+                parts.append(f"{fmt_x(h.speedup.estimate)} {'emulated ratio' if h.emulated else 'SME2'}")
             if h.delta_pct is not None:
                 parts.append(f"{h.delta_pct:+.1f}%")
             parts.append(h.status)
