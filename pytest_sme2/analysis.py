@@ -27,6 +27,8 @@ import pandas as pd
 from .categories import CATEGORIES, NAMED_CATEGORIES, OTHER
 from .errors import ConfigError, TraceError
 from .kernels import KernelLog
+from .qemu_log import ExecutedKernels
+from .sme_evidence import TraceEvidence, merge_evidence
 from .stats import LatencyStats, summarize
 from .trace import Timeline
 
@@ -111,6 +113,11 @@ class Analysis:
     kernel_log: Mapping[str, Any] | None = None
     #: measured runs per block (runner process) when several were pooled, in order; () = one block
     block_sizes: tuple[int, ...] = ()
+    #: which operators the trace names on XNNPACK's SME path (:func:`.sme_evidence.trace_evidence`); None = not
+    #: computed (the runner decides: it knows whether the trace came from an Arm CPU)
+    trace_evidence: TraceEvidence | None = None
+    #: the exported functions that ran under QEMU (:func:`.qemu_log.executed_kernels`); None = not emulated
+    executed_kernels: ExecutedKernels | None = None
 
     @property
     def runs_measured(self) -> int:
@@ -148,6 +155,9 @@ class Analysis:
             "portable_ms": self.portable_ms,
             "delegated_ms": self.delegated_ms,
             "kernel_log": dict(self.kernel_log) if self.kernel_log else None,
+            # only when present, so analyses without them keep the keys they always had
+            **({"trace_evidence": self.trace_evidence.to_dict()} if self.trace_evidence else {}),
+            **({"executed_kernels": self.executed_kernels.to_dict()} if self.executed_kernels else {}),
         }
 
     @classmethod
@@ -178,6 +188,8 @@ class Analysis:
             delegated_ms=float(d.get("delegated_ms", 0.0)),
             kernel_log=d.get("kernel_log"),
             block_sizes=tuple(int(n) for n in d["runs"].get("blocks", ())),
+            trace_evidence=TraceEvidence.from_dict(d["trace_evidence"]) if d.get("trace_evidence") else None,
+            executed_kernels=ExecutedKernels.from_dict(d["executed_kernels"]) if d.get("executed_kernels") else None,
         )
 
 
@@ -210,8 +222,14 @@ def analyze(
     warmup: int = 1,
     kernel_log: KernelLog | None = None,
     bottleneck_share: float = BOTTLENECK_SHARE,
+    trace_evidence: TraceEvidence | None = None,
+    executed_kernels: ExecutedKernels | None = None,
 ) -> Analysis:
-    """Analyze a trace timeline: E2E statistics, categories, operators and bottlenecks."""
+    """Analyze a trace timeline: E2E statistics, categories, operators and bottlenecks.
+
+    ``trace_evidence`` and ``executed_kernels`` are attached as given (like ``kernel_log``): the caller
+    computes them, from ``timeline.operators()["op_type"]`` and from a QEMU log.
+    """
     total = timeline.num_runs
     if total == 0:
         raise TraceError(f"{timeline.source} holds no execute events; nothing to analyze")
@@ -259,6 +277,8 @@ def analyze(
         portable_ms=portable_ms,
         delegated_ms=delegated_ms,
         kernel_log=kernel_log.to_dict() if kernel_log else None,
+        trace_evidence=trace_evidence,
+        executed_kernels=executed_kernels,
     )
 
 
@@ -405,5 +425,7 @@ def merge(analyses: list[Analysis], *, source: str | None = None) -> Analysis:
         portable_ms=sum(a.portable_ms * w for a, w in zip(analyses, weights, strict=True)) / total_runs,
         delegated_ms=sum(a.delegated_ms * w for a, w in zip(analyses, weights, strict=True)) / total_runs,
         kernel_log=analyses[0].kernel_log,
+        trace_evidence=merge_evidence([a.trace_evidence for a in analyses if a.trace_evidence]),
+        executed_kernels=analyses[0].executed_kernels,
         block_sizes=tuple(n for a in analyses for n in (a.block_sizes or (a.runs_measured,))),
     )

@@ -45,6 +45,7 @@ import numpy as np
 from .categories import CATEGORIES, OTHER
 from .kernels import KernelLog, isa_suffix
 from .numerics import NumericsComparison
+from .sme_evidence import TraceEvidence
 from .stats import Interval, block_difference_ci, block_medians, block_ratio_ci, median_interval
 
 SCHEMA_VERSION = 2
@@ -489,8 +490,9 @@ class Sme2Evidence:
     """What the gate knows about SME2 kernel use: who requires it, what the device reports, what the logs say.
 
     ``log``/``off_log`` are the XNNPACK logs of the measured (SME2-on) arm and of the SME2-off arm, None
-    when that arm had no log build (``missing_log`` then says why). ``enforced``: the test itself asked
-    for SME2 kernels (the marker), so a requirement that cannot be checked is inconclusive, not advisory.
+    when that arm had no log build (``missing_log`` then says why). ``trace``/``off_trace`` are what the arms'
+    ETDump operator names say (:mod:`.sme_evidence`), None when not computed. ``enforced``: the test itself
+    asked for SME2 kernels (the marker), so a requirement that cannot be checked is inconclusive, not advisory.
     """
 
     required_by: str = ""
@@ -500,6 +502,8 @@ class Sme2Evidence:
     log: KernelLog | None = None
     off_log: KernelLog | None = None
     missing_log: str = "no XNNPACK-logging build for this arm (--sme2-runner-log)"
+    trace: TraceEvidence | None = None
+    off_trace: TraceEvidence | None = None
     #: the two arms' outputs compared (:mod:`pytest_sme2.numerics`); None when a runner wrote none
     numerics: NumericsComparison | None = None
 
@@ -511,11 +515,47 @@ def _isas(log: KernelLog) -> str:
 
 
 def _on_check(ev: Sme2Evidence) -> Check:
-    advisory = not ev.enforced
-    log = ev.log
     if ev.device_sme2 is False:
         return Check(SME2_KERNELS, Status.INCONCLUSIVE, f"not applicable: {ev.device} reports no SME2, so no SME2 "
                      "kernel can run there", advisory=True)
+    log_check = _log_check(ev)
+    if ev.trace is None:
+        return log_check
+    trace_check = _trace_check(ev, ev.trace)
+    if ev.log is None:
+        return trace_check
+    # Both sources: a source showing SME2 absent decides (a regression), else one showing it present passes;
+    # the message carries both findings so a disagreement is visible.
+    order = (Status.REGRESSION, Status.PASS, Status.INCONCLUSIVE)
+    first, second = sorted((log_check, trace_check), key=lambda c: order.index(c.status))
+    return replace(first, message=f"{first.message}. Also: {second.message}")
+
+
+def _trace_check(ev: Sme2Evidence, trace: TraceEvidence) -> Check:
+    advisory = not ev.enforced
+    where = f"the trace ({trace.source})" if trace.source else "the trace"
+    if trace.has_sme:
+        n = len(trace.sme)
+        return Check(SME2_KERNELS, Status.PASS, f"{where} names {n} operator{'s' if n != 1 else ''} on XNNPACK's "
+                     f"SME packed-LHS path, e.g. {trace.sme[0]}")
+    if not trace.not_sme:
+        what = (f"its {len(trace.undetermined)} GEMM-like operator(s) are QP8 ones, named alike with and without "
+                "SME2" if trace.undetermined else "it has no GEMM-like operator")
+        return Check(SME2_KERNELS, Status.INCONCLUSIVE, f"not checked by {where}: {what}", advisory=advisory)
+    if ev.device_sme2 is None:
+        return Check(SME2_KERNELS, Status.INCONCLUSIVE, f"{where} names no operator on the SME path, but "
+                     f"{ev.device} does not say whether it has SME2", advisory=advisory)
+    shown = ", ".join(trace.not_sme[:3]) + (f" and {len(trace.not_sme) - 3} more" if len(trace.not_sme) > 3 else "")
+    return Check(SME2_KERNELS, Status.REGRESSION, (
+        f"no SME operator: {ev.required_by} must run SME2 kernels on {ev.device}, which reports SME2, but {where} "
+        f"names no operator on XNNPACK's SME packed-LHS path (PF32, PF16, PQS8, Pack LH); its GEMMs ran off it: "
+        f"{shown}. The runner's XNNPACK was built without KleidiAI/SME (XNNPACK_ENABLE_KLEIDIAI and "
+        "XNNPACK_ENABLE_ARM_SME2 ON, arm64), or the device hides SME from the process"))
+
+
+def _log_check(ev: Sme2Evidence) -> Check:
+    advisory = not ev.enforced
+    log = ev.log
     if log is None:
         return Check(SME2_KERNELS, Status.INCONCLUSIVE, f"not checked: {ev.missing_log}; without an XNNPACK log "
                      f"nothing shows whether {ev.required_by} ran SME2 kernels", advisory=advisory)
@@ -538,7 +578,7 @@ def _on_check(ev: Sme2Evidence) -> Check:
 
 
 def sme2_kernel_checks(evidence: Sme2Evidence | None) -> list[Check]:
-    """The evidence checks: SME2 kernels in the required arm's log, none in the SME2-off arm's log."""
+    """The evidence checks: SME2 kernels in the required arm's log or trace, none in the SME2-off arm's."""
     if evidence is None:
         return []
     checks = [_on_check(evidence)] if evidence.required_by else []
@@ -549,11 +589,18 @@ def sme2_kernel_checks(evidence: Sme2Evidence | None) -> list[Check]:
             f"SME2 off and on compute different outputs: {num.describe()}. One arm's kernels compute something "
             "else (a wrong packing or fallback); the latency of a wrong result means nothing")))
     off = evidence.off_log
+    found = []
     if off is not None and off.sme2_kernels:
-        checks.append(Check(SME2_OFF_KERNELS, Status.INVALID, (
-            f"the SME2-off arm's XNNPACK log ({off.source}) names {len(off.sme2_kernels)} SME2 kernel(s), e.g. "
-            f"{off.sme2_kernels[0]}: that build has SME2 (build it with XNNPACK_ENABLE_ARM_SME2=OFF), so this is "
-            "not an SME2 on/off comparison")))
+        found.append(f"the SME2-off arm's XNNPACK log ({off.source}) names {len(off.sme2_kernels)} SME2 kernel(s), "
+                     f"e.g. {off.sme2_kernels[0]}: that build has SME2 (build it with XNNPACK_ENABLE_ARM_SME2=OFF)")
+    off_trace = evidence.off_trace
+    if off_trace is not None and off_trace.has_sme:
+        found.append(f"the SME2-off arm's trace{f' ({off_trace.source})' if off_trace.source else ''} names "
+                     f"{len(off_trace.sme)} operator(s) on the SME packed-LHS path, e.g. {off_trace.sme[0]}: that "
+                     "arm ran SME kernels (turn SME off in the CPU, e.g. -cpu max,sme=off, or in the build)")
+    if found:
+        checks.append(Check(SME2_OFF_KERNELS, Status.INVALID, "; ".join(found) + ", so this is not an SME2 on/off "
+                            "comparison"))
     return checks
 
 

@@ -172,16 +172,18 @@ def _describe(build: Mapping[str, Any]) -> str:
 
 
 def sme2_evidence(profile: Profile, off: Profile | None, config: GateConfig) -> Sme2Evidence | None:
-    """What the gate needs to judge SME2 kernel use: the arms' XNNPACK logs, the device, the requirement.
+    """What the gate needs to judge SME2 kernel use: the arms' XNNPACK logs and traces, the device, the requirement.
 
     The SME2-on arm of an on/off pair must run SME2 kernels; so must any profile whose test asks for it
-    (``GateConfig.require_sme2_kernels``). None when nothing is required and the SME2-off arm has no log.
+    (``GateConfig.require_sme2_kernels``). None when nothing is required and the SME2-off arm has neither a
+    log nor trace evidence.
     """
     reasons = [r for r, yes in ((REQUIRED_BY_ON_OFF, off is not None), (REQUIRED_BY_MARKER,
                                                                          config.require_sme2_kernels)) if yes]
     off_log = _log_of(off) if off is not None else None
+    off_trace = off.analysis.trace_evidence if off is not None else None
     numerics = pair_numerics(off, profile) if off is not None else None
-    if not reasons and off_log is None and numerics is None:
+    if not reasons and off_log is None and off_trace is None and numerics is None:
         return None
     device_sme2 = reports_sme2(profile.device)
     if device_sme2 is None:
@@ -193,7 +195,8 @@ def sme2_evidence(profile: Profile, off: Profile | None, config: GateConfig) -> 
     return Sme2Evidence(
         required_by=" and ".join(reasons), enforced=config.require_sme2_kernels, device_sme2=device_sme2,
         device=str(name), log=_log_of(profile), off_log=off_log,
-        missing_log=why or "no XNNPACK-logging build for this arm (--sme2-runner-log)", numerics=numerics,
+        missing_log=why or "no XNNPACK-logging build for this arm (--sme2-runner-log)",
+        trace=profile.analysis.trace_evidence, off_trace=off_trace, numerics=numerics,
     )
 
 

@@ -333,6 +333,9 @@ def _kernels(test: TestResult) -> str:
             "a debug-logging build?</p>")
         parts.append(f"<details><summary>All kernels selected by {_e(arm.label)} ({len(log.kernels)})</summary>"
                      f"{body}</details>")
+    for table in tables.arm_evidence_tables(test):
+        parts.append(f"<details><summary>{_e(table.title)} ({len(table.rows)})</summary>"
+                     f"{render_table(table, title=False)}</details>")
     return "".join(parts)
 
 

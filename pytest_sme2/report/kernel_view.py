@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..kernels import KernelLog, compare_kernels, is_sme2, isa_suffix
+from ..qemu_log import ExecutedKernels
+from ..sme_evidence import NOT_SME, SME, UNDETERMINED, TraceEvidence
 from . import cells
 from .cells import Cell, Column, Table
 
@@ -101,3 +103,47 @@ def side_by_side_table(off: KernelLog, on: KernelLog, *, off_label: str = "SME2 
         return None
     columns = (Column("kind"), Column(f"only {off_label}"), Column(f"only {on_label}"), Column("in both", numeric=True))
     return Table("Kernels side by side", columns, tuple(rows))
+
+
+#: How each trace-evidence group reads in a table.
+_EVIDENCE_WORDS = {SME: "SME path", NOT_SME: "off the SME path", UNDETERMINED: "name does not tell",
+                   "portable": "portable kernels"}
+_TRACE_NOTE = ("From the trace's operator names: XNNPACK names its SME/KleidiAI GEMMs by their packed-LHS data types "
+               "(PF32, PF16, PQS8; Pack LH), so a name proves the SME path ran (SME or SME2: the device says which). "
+               "QP8 GEMMs have one name on both paths. Rules: pytest_sme2/data/sme_operator_rules.json.")
+_EXECUTED_NOTE = ("From QEMU's -d in_asm log: an exported function is listed when any of its code ran at least once "
+                  "(ran, not how long). XNNPACK's own micro-kernels are not exported: the rows marked (not exported) "
+                  "count the instruction classes of the code that ran outside every export, per library "
+                  "(za: SME array, z: SVE/streaming, v: NEON).")
+
+
+def trace_evidence_table(ev: TraceEvidence, *, title: str = "Operators and the SME path (trace)") -> Table | None:
+    """GEMM-like and portable operators of a trace, each with its SME evidence (None when there is none)."""
+    groups = ((SME, ev.sme), (NOT_SME, ev.not_sme), (UNDETERMINED, ev.undetermined), ("portable", ev.portable))
+    rows = [(cells.code(name), cells.text(_EVIDENCE_WORDS[kind], strong=kind == SME))
+            for kind, names in groups for name in names]
+    if not rows:
+        return None
+    return Table(title, (Column("operator"), Column("evidence")), tuple(rows), (_TRACE_NOTE,))
+
+
+def _kernel_like(name: str) -> bool:
+    """KleidiAI routines and XNNPACK micro-kernels, not the C library or the runtime's own functions."""
+    return name.startswith("kai_") or "ukernel" in name or is_sme2(name)
+
+
+def executed_kernels_table(ek: ExecutedKernels, *, title: str = "Kernels that ran (QEMU)") -> Table | None:
+    """The exported kernels that ran (KleidiAI/XNNPACK names; SME2 marked), then per library the instruction
+    classes of the code outside the exports. None when neither has a row."""
+    rows = [(cells.text(f.library.rsplit("/", 1)[-1]), cells.code(f.name),
+             cells.text("yes" if f.sme2 else "no", strong=f.sme2), cells.count(f.blocks))
+            for f in ek.functions if _kernel_like(f.name)]
+    rows += [(cells.text(r.library.rsplit("/", 1)[-1]),
+              cells.text("(not exported) " + (", ".join(f"{k} {n}" for k, n in r.classes[:6]) or "no counted class")),
+              cells.text("—"), cells.count(r.blocks))
+             for r in ek.unmapped if r.classes]
+    if not rows:
+        return None
+    columns = (Column("library"), Column("function / instruction classes"), Column("SME2"),
+               Column("blocks", numeric=True))
+    return Table(title, columns, tuple(rows), (_EXECUTED_NOTE,))

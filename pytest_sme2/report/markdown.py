@@ -261,10 +261,12 @@ def _kernels(test: TestResult, level: int) -> list[str]:
         return []
     out = _h(level, "Kernel Insights")
     logs = tables.arm_kernel_logs(test)
+    evidence = [line for t in tables.arm_evidence_tables(test) for line in ("", f"**{_escape(t.title)}**", "",
+                                                                             *render_table(t))]
     if not logs:
         why = [f"- {_escape(line)}" for line in tables.kernel_evidence_lines(test)]
-        return [*out, "_No XNNPACK kernel log for this test: kernel selection and SME2 use are not known._",
-                "", *why, ""]
+        unknown = "kernel selection is not known" if evidence else "kernel selection and SME2 use are not known"
+        return [*out, f"_No XNNPACK kernel log for this test: {unknown}._", "", *why, *evidence, ""]
     out += [f"- {_escape(line)}" for line in tables.kernel_evidence_lines(test)]
     cmp = test.comparison
     if cmp is not None and cmp.kernels is not None and cmp.kernels.sme2_missing:
@@ -284,7 +286,7 @@ def _kernels(test: TestResult, level: int) -> list[str]:
         body = render_table(table) if table is not None else [
             f"_No `Using ... microkernel` lines in {_escape(log.source)}: was it written by a debug-logging build?_"]
         out += ["", f"<details><summary>{summary}</summary>", "", *body, "", "</details>"]
-    return [*out, ""]
+    return [*out, *evidence, ""]
 
 
 def _verdict(test: TestResult, level: int) -> list[str]:

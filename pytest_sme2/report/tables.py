@@ -28,7 +28,7 @@ from ..units import fmt_change, fmt_ms, fmt_x
 from . import cells as c
 from .cells import Cell, Column, Table, plain_value
 from .comparison import NOT_ACCELERATED, OnOffComparison
-from .kernel_view import isa_counts, kernel_table, side_by_side_table
+from .kernel_view import executed_kernels_table, isa_counts, kernel_table, side_by_side_table, trace_evidence_table
 from .results import EMULATED, STATUS_ORDER, SessionResults, TestResult, delta_text, median_text, speedup_text
 
 TOP_OPERATORS = 10
@@ -253,7 +253,36 @@ def kernel_evidence_lines(test: TestResult) -> list[str]:
         evidence = (f"{len(sme2)} SME2 kernel{'s' if len(sme2) != 1 else ''}, e.g. `{sme2[0]}`" if sme2
                     else "no SME2 kernel")
         lines.append(f"{arm.label}: {len(log.kernels)} kernels selected; {evidence}; ISAs: {isas}.")
+    return lines + evidence_lines(test)
+
+
+def evidence_lines(test: TestResult) -> list[str]:
+    """One line per arm and source beyond the XNNPACK log: the trace's operator names, the kernels QEMU saw run."""
+    lines = []
+    for arm in arms(test):
+        ev, ek = arm.analysis.trace_evidence, arm.analysis.executed_kernels
+        if ev is not None:
+            lines.append(f"{arm.label}: trace: {ev.summary()}.")
+        if ek is not None:
+            sme2 = ek.sme2_functions
+            ran = (f"{len(sme2)} SME2 function{'s' if len(sme2) != 1 else ''} ran, e.g. `{sme2[0].name}`" if sme2
+                   else "no exported SME2 function ran")
+            lines.append(f"{arm.label}: executed under QEMU: {ran} ({len(ek.functions)} exported functions in all).")
     return lines
+
+
+def arm_evidence_tables(test: TestResult) -> list[Table]:
+    """Per arm, its trace-evidence and executed-kernel tables (titled with the arm), those it has."""
+    out = []
+    for arm in arms(test):
+        ev, ek = arm.analysis.trace_evidence, arm.analysis.executed_kernels
+        table = trace_evidence_table(ev, title=f"Operators and the SME path, {arm.label} (trace)") if ev else None
+        if table is not None:
+            out.append(table)
+        table = executed_kernels_table(ek, title=f"Kernels that ran, {arm.label} (QEMU)") if ek else None
+        if table is not None:
+            out.append(table)
+    return out
 
 
 def arm_kernel_tables(test: TestResult) -> list[tuple[Arm, KernelLog, Table | None]]:
