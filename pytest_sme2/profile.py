@@ -42,6 +42,7 @@ from .categories import CategoryRules
 from .errors import ConfigError, Sme2Error
 from .gate import Samples
 from .kernels import KernelLog, parse_xnnpack_log
+from .qemu_log import ExecutedKernels
 from .runners.base import (
     MODE_LOG,
     MODE_TIMING,
@@ -53,6 +54,7 @@ from .runners.base import (
     RunResult,
     build_option,
 )
+from .sme_evidence import trace_evidence
 from .trace import read_etdump
 
 SCHEMA_VERSION = 2
@@ -372,15 +374,32 @@ def record_kernel_log(runner: Runner, measurement: Measurement) -> KernelLog:
     return parse_xnnpack_log(text, source=str(result.log_path), build=result.build)
 
 
+def record_executed_kernels(runner: Runner, measurement: Measurement) -> ExecutedKernels | None:
+    """On an emulated device, the kernels that executed in one execution of ``measurement`` (QEMU's own log of
+    the code it translated, mapped to the libraries' exported symbols); None on a runner that cannot tell."""
+    record = getattr(runner, "record_executed", None)
+    if not callable(record):
+        return None
+    result = record(replace(measurement.request(MODE_TRACE), runs=1, warmup=0, label=f"{measurement.label}_in_asm"))
+    return result if isinstance(result, ExecutedKernels) else None
+
+
 # ------------------------------------------------------------------------------------------ measuring
 
 
 def analyze_run(result: RunResult, *, warmup: int, kernel_log: KernelLog | None = None,
-                rules: CategoryRules | None = None) -> Analysis:
-    """Analyze one run: from its trace when it has one, else from its E2E samples alone."""
+                rules: CategoryRules | None = None, executed: ExecutedKernels | None = None) -> Analysis:
+    """Analyze one run: from its trace when it has one, else from its E2E samples alone.
+
+    A trace's operator names are also the SME evidence of the run (:func:`~pytest_sme2.sme_evidence.trace_evidence`:
+    XNNPACK's packed-LHS operators are its SME/KleidiAI path), on every device, at no cost.
+    """
     if result.trace_path is not None:
-        return analyze(read_etdump(result.trace_path, rules=rules) if rules else read_etdump(result.trace_path),
-                       warmup=warmup, kernel_log=kernel_log)
+        timeline = read_etdump(result.trace_path, rules=rules) if rules else read_etdump(result.trace_path)
+        ops = timeline.operators()
+        evidence = trace_evidence(ops["op_type"], source=str(result.trace_path)) if len(ops) else None
+        return analyze(timeline, warmup=warmup, kernel_log=kernel_log, trace_evidence=evidence,
+                       executed_kernels=executed)
     return analyze_e2e(result.e2e_ms, warmup=warmup, source=f"{result.runner} runtime ({result.build})")
 
 
@@ -520,8 +539,14 @@ def _sources(runner: Runner, measurement: Measurement, analysis: Analysis, *, tr
     else:
         note = next((r.per_operator_note for r in traced if r.per_operator_note), "")
         breakdown = f"none: no per-operator trace{f' ({note})' if note else ''}"
+    if getattr(runner, "emulated", False):
+        latency = f"emulated time (QEMU, not device time), {latency}"
+    executed = analysis.executed_kernels
     if kernel_log is not None:
         kernels = f"log build: {kernel_log.build or 'unknown build'}, log {kernel_log.source}"
+    elif executed is not None:
+        kernels = (f"emulator: the exported functions QEMU executed in one execution ({executed.source}); "
+                   "what ran, not how long")
     elif local:
         kernels = ("none: the local runtime cannot record an XNNPACK log (the executorch wheel's XNNPACK is built "
                    "without logging)")
@@ -534,10 +559,12 @@ def _sources(runner: Runner, measurement: Measurement, analysis: Analysis, *, tr
 
 
 def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, kernel_log: KernelLog | None,
-             rules: CategoryRules | None, disturbance: str, invalid: str) -> Profile:
+             rules: CategoryRules | None, disturbance: str, invalid: str,
+             executed: ExecutedKernels | None = None) -> Profile:
     traced = [r for block in blocks for r in block if r.metadata.get("mode", "trace") != "timing"]
     timing = [r for block in blocks for r in block if r.metadata.get("mode", "trace") == "timing"]
-    analyses = [analyze_run(r, warmup=measurement.warmup, kernel_log=kernel_log, rules=rules) for r in traced]
+    analyses = [analyze_run(r, warmup=measurement.warmup, kernel_log=kernel_log, rules=rules, executed=executed)
+                for r in traced]
     analysis = merge(analyses, source=measurement.pte.name) if len(analyses) > 1 else analyses[0]
     reasons = [str(r.metadata["invalid_reason"]) for block in blocks for r in block if r.metadata.get("invalid_reason")]
     if invalid:
@@ -563,17 +590,19 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
 
 
 def measure(runner: Runner, measurement: Measurement, *, kernel_log: KernelLog | None = None,
-            rules: CategoryRules | None = None, progress: Progress | None = None) -> Profile:
-    """Run ``measurement`` in its blocks on ``runner`` and analyze it."""
+            rules: CategoryRules | None = None, progress: Progress | None = None,
+            executed: ExecutedKernels | None = None) -> Profile:
+    """Run ``measurement`` in its blocks on ``runner`` and analyze it (``executed``: the kernels an emulator saw
+    run, :func:`record_executed_kernels`)."""
     (blocks,), note, invalid = _measure_blocks(runner, [measurement], blocks=measurement.blocks, progress=progress,
                                                what=measurement.label)
     return _profile(runner, measurement, blocks, kernel_log=kernel_log, rules=rules, disturbance=note,
-                    invalid=invalid)
+                    invalid=invalid, executed=executed)
 
 
 def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs: Sequence[KernelLog | None] = (),
                  rules: CategoryRules | None = None, progress: Progress | None = None,
-                 what: str = "") -> tuple[Profile, Profile]:
+                 what: str = "", executed: Sequence[ExecutedKernels | None] = ()) -> tuple[Profile, Profile]:
     """Measure ``a`` and ``b`` in interleaved blocks (A,B / B,A / ...); returns their profiles."""
     if a.blocks != b.blocks:
         raise ConfigError(f"an interleaved comparison needs the same number of blocks per arm ({a.blocks} != "
@@ -581,8 +610,11 @@ def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs:
     (blocks_a, blocks_b), note, invalid = _measure_blocks(runner, [a, b], blocks=a.blocks, progress=progress,
                                                           what=what or f"{a.label} vs {b.label}")
     logs = [*list(kernel_logs), None, None]
-    return (_profile(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid),
-            _profile(runner, b, blocks_b, kernel_log=logs[1], rules=rules, disturbance=note, invalid=invalid))
+    ran = [*list(executed), None, None]
+    return (_profile(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid,
+                     executed=ran[0]),
+            _profile(runner, b, blocks_b, kernel_log=logs[1], rules=rules, disturbance=note, invalid=invalid,
+                     executed=ran[1]))
 
 
 def remeasure(runner: Runner, profile: Profile, *, rules: CategoryRules | None = None,

@@ -119,11 +119,12 @@ def _from_comparison(cmp: OnOffComparison, analysis: Analysis | None) -> list[Re
             f"{on_label}'s XNNPACK log names no SME2 kernel (its kernels target {', '.join(isas_on[:5])}), so its "
             f"{fmt_x(cmp.speedup.estimate)} speedup is not SME2's{source}. On an SME2 device, build the runner with "
             "XNNPACK's SME2 kernels enabled and check that the CPU reports `sme2` (/proc/cpuinfo Features).")))
-    elif ev is None or ev.on is None:
+    elif (ev is None or ev.on is None) and not cmp.other_kernel_evidence:
         out.append(Recommendation(7, NO_KERNEL_LOG, on_label, (
             f"Record an XNNPACK debug log of {on_label} (a runner built with XNNPACK logging) to confirm which "
             "kernels ran; without it SME2 use is not proven.")))
-    for cat in (CONVOLUTION, GEMM):
+    # Emulated time says nothing of which category a device speeds up: no acceleration advice from it.
+    for cat in () if cmp.emulated else (CONVOLUTION, GEMM):
         c = cmp.category(cat)
         if c is not None and c.resolvable and c.off_share >= 0.10 and c.speedup < 1.5 and analysis is not None:
             out.append(Recommendation(2, MATRIX_NOT_ACCELERATED, cat, (

@@ -62,7 +62,8 @@ class Sme2Baseline:
             from ..report.comparison import compare_on_off
 
             rec.comparison = compare_on_off(off.analysis, profile.analysis, speedup=verdict.speedup,
-                                            off_label=result.off_label, on_label=result.on_label).to_dict()
+                                            off_label=result.off_label, on_label=result.on_label,
+                                            emulated=config.emulated).to_dict()
         rec.baseline_path = str(judgement.baseline_path)
         rec.baseline = judgement.baseline.to_dict() if judgement.baseline is not None else None
         rec.reference = judgement.reference.to_dict() if judgement.reference is not None else None

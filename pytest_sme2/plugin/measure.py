@@ -150,7 +150,8 @@ class Sme2Runner:
         m = self.measurement(target, variant=run_variant, runs=runs)
         with self._session.third_party(self._item.nodeid):
             log = call(lambda: self._session.kernel_log(m))
-            result = call(lambda: measure(self.runner, m, kernel_log=log, rules=self._session.rules))
+            ran = call(lambda: self._session.executed_kernels(m))
+            result = call(lambda: measure(self.runner, m, kernel_log=log, rules=self._session.rules, executed=ran))
         record(self._item).profile = result.to_dict()
         return result
 
@@ -166,8 +167,10 @@ class Sme2Runner:
         on_m = self.measurement(exported, variant=SME2_ON, runs=runs, blocks=blocks)
         with self._session.third_party(self._item.nodeid):
             logs = (call(lambda: self._session.kernel_log(off_m)), call(lambda: self._session.kernel_log(on_m)))
+            ran = (call(lambda: self._session.executed_kernels(off_m)),
+                   call(lambda: self._session.executed_kernels(on_m)))
             off, on = call(lambda: measure_pair(self.runner, off_m, on_m, kernel_logs=logs, rules=self._session.rules,
-                                                what=f"{exported.name} SME2 off/on"))
+                                                what=f"{exported.name} SME2 off/on", executed=ran))
         rec = record(self._item)
         rec.profile, rec.profile_off = on.to_dict(), off.to_dict()
         return OnOff(off, on)

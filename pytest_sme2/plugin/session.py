@@ -70,6 +70,21 @@ class Sme2Session:
             self._kernel_logs[key] = record_kernel_log(runner, measurement)
         return self._kernel_logs[key]
 
+    def executed_kernels(self, measurement: Any) -> Any:
+        """On an emulated device, the kernels that executed for ``measurement``'s arm and program (one execution
+        under QEMU's in_asm log), once per session; None elsewhere."""
+        from ..artifacts import file_sha256
+        from ..profile import record_executed_kernels
+
+        if not callable(getattr(self.runner, "record_executed", None)):
+            return None
+        key = ("executed", measurement.variant, file_sha256(measurement.pte),
+               tuple(file_sha256(p) for p in measurement.inputs), measurement.threads)
+        if key not in self._kernel_logs:
+            self.progress(f"{measurement.label}: the kernels that run, from QEMU's in_asm log")
+            self._kernel_logs[key] = record_executed_kernels(self.runner, measurement)
+        return self._kernel_logs[key]
+
     def policy(self, test_id: str) -> Any:
         """What this session asks of a baseline check (update, require, confirm, the command to create one)."""
         from .. import __version__

@@ -218,6 +218,10 @@ class OnOffComparison:
     findings: tuple[str, ...] = ()
     #: the bottleneck-shift sentences alone (a subset of ``findings``)
     shift: tuple[str, ...] = ()
+    #: measured on an emulated device: the ratio is of emulated time, never a device's speedup
+    emulated: bool = False
+    #: what the trace's operator names and an emulator's log say about SME2 kernels, without an XNNPACK log
+    other_kernel_evidence: str = ""
 
     @property
     def speedup(self) -> Interval:
@@ -263,6 +267,8 @@ class OnOffComparison:
             "kernels": self.kernels.to_dict() if self.kernels else None,
             "findings": list(self.findings),
             "shift": list(self.shift),
+            "emulated": self.emulated,
+            "other_kernel_evidence": self.other_kernel_evidence,
         }
 
     @classmethod
@@ -289,6 +295,8 @@ class OnOffComparison:
             kernels=KernelEvidence.from_dict(kernels) if kernels else None,
             findings=tuple(str(x) for x in d.get("findings", ())),
             shift=tuple(str(x) for x in d.get("shift", ())),
+            emulated=bool(d.get("emulated", False)),
+            other_kernel_evidence=str(d.get("other_kernel_evidence", "")),
         )
 
 
@@ -354,6 +362,11 @@ def _speedup_sentence(cmp: OnOffComparison) -> str:
     iv = cmp.speedup
     where = (f"median {cmp.off_e2e.median:.3f} → {cmp.on_e2e.median:.3f} ms, "
              f"95% CI {iv.low:.2f}×–{iv.high:.2f}×")
+    if cmp.emulated:
+        return (f"Emulated time, not device time: {cmp.on_label} took {1 / iv.estimate:.2f}× the emulated time of "
+                f"{cmp.off_label} ({where}). QEMU translates every instruction and emulates SME more slowly than "
+                "NEON, so this is no SME2 speedup; what this device shows is which kernels ran and whether the "
+                "outputs agree.")
     if iv.low > 1:
         return f"{cmp.on_label} is {iv.estimate:.2f}× faster end to end than {cmp.off_label} ({where})."
     if iv.high < 1:
@@ -393,6 +406,8 @@ def _shift_sentences(cmp: OnOffComparison) -> tuple[str, ...]:
 
 def _kernel_sentence(cmp: OnOffComparison) -> str:
     ev = cmp.kernels
+    if (ev is None or ev.on is None) and cmp.other_kernel_evidence:
+        return cmp.other_kernel_evidence
     if ev is None:
         return "No XNNPACK kernel log for either build: which kernels ran is not confirmed."
     if ev.on is None:
@@ -408,6 +423,22 @@ def _kernel_sentence(cmp: OnOffComparison) -> str:
 
 
 
+def _other_kernel_evidence(off: Analysis, on: Analysis, off_label: str, on_label: str) -> str:
+    """SME2 kernel use from the traces' operator names and an emulator's executed-kernel log ("" without either)."""
+    parts = []
+    for label, a in ((on_label, on), (off_label, off)):
+        ran = a.executed_kernels
+        if ran is not None:
+            n = len(ran.sme2_functions)
+            parts.append(f"{label} executed {n} SME2 kernel function{'s' if n != 1 else ''} under QEMU" + (
+                f" (e.g. `{ran.sme2_functions[0].name}`)" if n else ""))
+        elif a.trace_evidence is not None and a.trace_evidence.gemm_like:
+            ev = a.trace_evidence
+            parts.append(f"{label}'s trace has {len(ev.sme)} of {len(ev.gemm_like)} GEMM-like operators on the SME "
+                         "packed path")
+    return ("; ".join(parts) + ".") if parts else ""
+
+
 def compare_on_off(
     off: Analysis,
     on: Analysis,
@@ -419,6 +450,7 @@ def compare_on_off(
     off_label: str = "SME2 off",
     on_label: str = "SME2 on",
     speedup: Check | None = None,
+    emulated: bool = False,
 ) -> OnOffComparison:
     """Compare the SME2-off and SME2-on analyses of one model.
 
@@ -437,7 +469,8 @@ def compare_on_off(
         off_e2e=off.e2e, on_e2e=on.e2e, speedup_check=check, per_operator=per_op,
         categories=_category_shifts(off, on, cfg) if per_op else (),
         operators=operators, only_off=only_off, only_on=only_on,
-        kernels=_kernel_evidence(off, on, off_kernels, on_kernels),
+        kernels=_kernel_evidence(off, on, off_kernels, on_kernels), emulated=emulated,
+        other_kernel_evidence=_other_kernel_evidence(off, on, off_label, on_label),
     )
     shift = _shift_sentences(cmp)
     return replace(cmp, findings=(_speedup_sentence(cmp), *shift, _kernel_sentence(cmp)), shift=shift)

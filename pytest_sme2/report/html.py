@@ -263,16 +263,17 @@ def _findings(test: TestResult) -> str:
 def _charts(test: TestResult) -> str:
     cmp, a = test.comparison, test.analysis
     cards: list[str] = []
+    emulated = " (EMULATED time, not device time)" if test.emulated else ""
     if cmp is not None and test.profile_off is not None and a is not None:
         off = test.profile_off.analysis
         if cmp.per_operator:
             cards.append(category_stacked_bars(
                 [(cmp.off_label, off.category_totals_ms), (cmp.on_label, a.category_totals_ms)],
-                title=f"Where the time goes: {cmp.off_label} vs {cmp.on_label}"))
+                title=f"Where the time goes: {cmp.off_label} vs {cmp.on_label}{emulated}"))
         cards.append(latency_series_chart(
             [SampleSeries(cmp.off_label, off.measured_ms, off.e2e.cold, SERIES_COLORS[1]),
              SampleSeries(cmp.on_label, a.measured_ms, a.e2e.cold, SERIES_COLORS[0])],
-            title=f"E2E latency per run: {cmp.off_label} vs {cmp.on_label}"))
+            title=f"E2E latency per run: {cmp.off_label} vs {cmp.on_label}{emulated}"))
         bars = [SpeedupBar("E2E", cmp.speedup.estimate, cmp.speedup.low, cmp.speedup.high, SERIES_COLORS[0])]
         for c in cmp.categories:
             if c.off_ms <= 0 or not math.isfinite(c.speedup):
@@ -280,7 +281,9 @@ def _charts(test: TestResult) -> str:
             ci = c.speedup_ci
             bars.append(SpeedupBar(c.category, c.speedup, ci.low if ci else None, ci.high if ci else None,
                                    category_color(c.category), "" if c.resolvable else "< 2% of E2E"))
-        cards.append(speedup_bars(bars, title=f"Speedup {cmp.off_label} / {cmp.on_label} (95% CI)"))
+        cards.append(speedup_bars(bars, title=(
+            f"Emulated time ratio {cmp.off_label} / {cmp.on_label} (95% CI): not a speedup" if test.emulated
+            else f"Speedup {cmp.off_label} / {cmp.on_label} (95% CI)")))
     elif a is not None:
         b = test.baseline
         if a.per_operator:
@@ -288,7 +291,7 @@ def _charts(test: TestResult) -> str:
             if b is not None and b.per_operator and b.category_totals_ms:
                 bars_in.insert(0, ("baseline", b.category_totals_ms))
             cards.append(category_stacked_bars(bars_in, title="Where the time goes" + (
-                ": baseline vs current" if len(bars_in) > 1 else "")))
+                ": baseline vs current" if len(bars_in) > 1 else "") + emulated))
         series = [SampleSeries("current", a.measured_ms, a.e2e.cold, SERIES_COLORS[0])]
         base_median = None
         if b is not None and b.samples_ms:
@@ -296,7 +299,7 @@ def _charts(test: TestResult) -> str:
             # The baseline's own samples, muted, show whether the two distributions overlap at all.
             series.append(SampleSeries("baseline samples", b.samples_ms, None, BASELINE_SAMPLES_COLOR,
                                        show_median=False))
-        cards.append(latency_series_chart(series, baseline_ms=base_median, title="E2E latency per run"))
+        cards.append(latency_series_chart(series, baseline_ms=base_median, title="E2E latency per run" + emulated))
     if a is not None and a.operator_details:
         cards.append(operator_bars(a.operator_details, 10))
     if not cards:
