@@ -252,6 +252,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
         where = f"{runner.name} {profile.device.get('serial', '')}".rstrip()
         print(f"== {label} on {where} ({profile.build}), {args.threads} thread(s); {args.blocks} block(s) of "
               f"{args.warmup} warm-up + {args.runs} measured executions")
+        if getattr(runner, "emulated", False):
+            print("EMULATED: every time below is emulated time under QEMU, not device time (150-500x slower than "
+                  "native; SME emulates more slowly than NEON): use it for which operators and kernels ran, not speed")
         if profile.invalid_reason:
             print(f"INVALID: {profile.invalid_reason}")
         if profile.note:

@@ -112,20 +112,28 @@ class RunnerBuild:
     key: str
     #: the sysroot whose dynamic loader and libc run the binary under QEMU (linux-aarch64 built on x86), else ""
     sysroot: str = ""
+    #: sha256 of the SDK the binary loads its libraries from (:attr:`Sdk.digest`): part of a measurement's artifact
+    sdk_digest: str = ""
     #: True when this call compiled it, False when it came from the cache
     built: bool = False
     seconds: float = 0.0
 
+    def runtime(self) -> dict[str, str]:
+        """What the binary loads that decides its numbers besides itself, for a measurement's artifact."""
+        return {"executorch_version": self.executorch_version, "sdk_sha256": self.sdk_digest}
+
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "path": str(self.path), "target": self.target,
                 "executorch_version": self.executorch_version, "sdk": self.sdk, "compiler": self.compiler,
-                "key": self.key, "sysroot": self.sysroot, "built": self.built, "seconds": round(self.seconds, 3)}
+                "key": self.key, "sysroot": self.sysroot, "sdk_digest": self.sdk_digest, "built": self.built,
+                "seconds": round(self.seconds, 3)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunnerBuild:
         return cls(path=Path(data["path"]), target=str(data["target"]),
                    executorch_version=str(data["executorch_version"]), sdk=str(data["sdk"]),
                    compiler=str(data["compiler"]), key=str(data["key"]), sysroot=str(data.get("sysroot", "")),
+                   sdk_digest=str(data.get("sdk_digest", "")),
                    built=bool(data.get("built", False)), seconds=float(data.get("seconds", 0.0)))
 
 
@@ -299,8 +307,14 @@ def host_is_aarch64() -> bool:
 # ------------------------------------------------------------------------------------------ building
 
 
+#: The runner finds the SDK's libraries through ``lib/`` beside itself (a link to the SDK's lib directory), so the
+#: binary holds no absolute path: two checkouts, or two machines with the same compiler, build the same bytes, and
+#: the artifact a baseline records (the runner's sha256) does not change with where the cache is.
+RPATH = "@loader_path/lib" if sys.platform == "darwin" else "$ORIGIN/lib"
+
+
 def compile_command(compiler: str, sdk: Sdk, source: Path, output: Path) -> list[str]:
-    """The one compiler call that builds the runner (RUNPATH to the SDK's lib/, so it runs where it is)."""
+    """The one compiler call that builds the runner (RUNPATH ``$ORIGIN/lib``, see :data:`RPATH`)."""
     cmd = [compiler, *CXXFLAGS, *(f"-D{d}" for d in DEFINES), *(f"-I{d}" for d in sdk.include_dirs), str(source),
            "-o", str(output), f"-L{sdk.lib_dir}"]
     libs = [f"-l{name}" for name in LIBRARIES]
@@ -308,7 +322,7 @@ def compile_command(compiler: str, sdk: Sdk, source: Path, output: Path) -> list
         cmd += libs
     else:
         cmd += ["-Wl,--no-as-needed", *libs, "-Wl,--as-needed"]
-    cmd += [f"-Wl,-rpath,{sdk.lib_dir}"]
+    cmd += [f"-Wl,-rpath,{RPATH}"]
     return cmd
 
 
@@ -338,7 +352,7 @@ def build_runner(
     identity = compiler_identity(compiler)
     key = hashlib.sha256(json.dumps({
         "source": hashlib.sha256(source).hexdigest(), "sdk": sdk.digest, "version": sdk.version, "target": target,
-        "compiler": identity, "flags": [*CXXFLAGS, *DEFINES, *LIBRARIES], "schema": SCHEMA_VERSION,
+        "compiler": identity, "flags": [*CXXFLAGS, *DEFINES, *LIBRARIES, RPATH], "schema": SCHEMA_VERSION,
     }, sort_keys=True).encode()).hexdigest()[:16]
     out_dir = cache / target / key
     binary = out_dir / BINARY_NAME
@@ -366,9 +380,13 @@ def build_runner(
             tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
             raise BuildError(f"compiling pytest-sme2's runner for {target} failed (exit {proc.returncode}) with "
                              f"{identity}; the command was:\n  {' '.join(cmd)}\n{tail}")
+        lib = out_dir / "lib"
+        if lib.is_symlink() or lib.exists():
+            lib.unlink()
+        lib.symlink_to(sdk.lib_dir, target_is_directory=True)
         tmp.replace(binary)
         build = RunnerBuild(path=binary, target=target, executorch_version=sdk.version, sdk=sdk.origin,
-                            compiler=identity, key=key, sysroot=sysroot, built=True,
+                            compiler=identity, key=key, sysroot=sysroot, sdk_digest=sdk.digest, built=True,
                             seconds=time.perf_counter() - started)
         write_atomic(meta_path, json.dumps(build.to_dict(), indent=2, sort_keys=True), what="runner build record")
     return build

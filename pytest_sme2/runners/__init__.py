@@ -62,17 +62,19 @@ def make_runner(
             sysroot = "" if host_is_aarch64() else cross_sysroot(cross_compiler())
             return QemuRunner(runner_path, qemu=emulator, sysroot=sysroot, timeout_s=timeout_s)
         build = build_runner(TARGET_LINUX_AARCH64, cache_dir=runner_cache, wheel=aarch64_wheel, progress=progress)
-        return QemuRunner(build.path, qemu=emulator, sysroot=build.sysroot, timeout_s=timeout_s)
+        return QemuRunner(build.path, qemu=emulator, sysroot=build.sysroot, timeout_s=timeout_s,
+                          runtime=build.runtime())
     if device == "host":
         from .host import HostRunner
 
         if runner_path is None:
             from ..runner_build import TARGET_HOST, build_runner
 
-            own = build_runner(TARGET_HOST, cache_dir=runner_cache, progress=progress).path
+            build = build_runner(TARGET_HOST, cache_dir=runner_cache, progress=progress)
+            own = build.path
             # One binary, both run kinds: untraced without --etdump_path (the timing build), traced with it.
             return HostRunner(own, variants={None: own, SME2_ON: own}, timeout_s=timeout_s, timing={None: own,
-                              SME2_ON: own}, write_outputs=True)
+                              SME2_ON: own}, write_outputs=True, runtime=build.runtime())
 
         def arms(on: Path | None, off: Path | None) -> dict[str | None, Path]:
             out: dict[str | None, Path] = {None: on, SME2_ON: on} if on is not None else {}

@@ -137,6 +137,7 @@ class HostRunner(BinaryBuilds):
         timing: Mapping[str | None, str | Path] | None = None,
         log: Mapping[str | None, str | Path] | None = None,
         write_outputs: bool = False,
+        runtime: Mapping[str, str] | None = None,
     ) -> None:
         builds: dict[str | None, Path] = {k: Path(v) for k, v in (variants or {}).items()}
         if runner_path is not None:
@@ -155,6 +156,9 @@ class HostRunner(BinaryBuilds):
         #: traced runs also write the last execution's outputs (``--output_file``, a flag of pytest-sme2's own
         #: runner) beside the trace, for numerics checks between the arms of a pair
         self.write_outputs = write_outputs
+        #: what the binaries load at run time that decides the numbers besides themselves (pytest-sme2's own runner:
+        #: the executorch version and SDK digest its libraries come from); part of every artifact
+        self.runtime = dict(runtime or {})
 
     def fingerprint(self) -> Mapping[str, Any]:
         """Host facts plus the sha256 of every runner binary (a rebuilt runner is a different build)."""
@@ -169,7 +173,7 @@ class HostRunner(BinaryBuilds):
         self._check_executable(self.runner_for(variant))  # a missing binary: the error that says how to build one
         if self.has_build(variant, MODE_TIMING):
             self._check_executable(self.binary_for(variant, MODE_TIMING))
-        return {"runner": "executor_runner", **self.builds_identity(variant)}
+        return {"runner": "executor_runner", **self.builds_identity(variant), **self.runtime}
 
     # ---------------------------------------------------------------------------------------- run
 

@@ -157,10 +157,11 @@ class QemuRunner(HostRunner):
     emulated = True
 
     def __init__(self, runner: str | Path, *, qemu: Path, sysroot: str = "", timeout_s: float | None = None,
-                 write_outputs: bool = True) -> None:
+                 write_outputs: bool = True, runtime: Mapping[str, str] | None = None) -> None:
         binary = Path(runner)
         arms = {None: binary, SME2_ON: binary, SME2_OFF: binary}
-        super().__init__(binary, variants=arms, timeout_s=timeout_s, timing=arms, write_outputs=write_outputs)
+        super().__init__(binary, variants=arms, timeout_s=timeout_s, timing=arms, write_outputs=write_outputs,
+                         runtime=runtime)
         self.qemu = qemu
         self.sysroot = sysroot
         self.version = qemu_version(qemu)
@@ -217,7 +218,7 @@ class QemuRunner(HostRunner):
         """What runs the ``.pte`` for ``variant``: the runner binary, the emulator's version and the arm's CPU."""
         self._check_executable(self.runner_for(variant))
         return {"runner": "sme2_runner (aarch64, under QEMU)", "runner_sha256": file_sha256(self.runner_for(variant)),
-                "qemu_version": self.version, "cpu": self.cpu_for(variant)}
+                "qemu_version": self.version, "cpu": self.cpu_for(variant), **self.runtime}
 
     # ------------------------------------------------------------------------------ running
 
