@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import sys
 import textwrap
 from pathlib import Path
 
@@ -105,7 +106,10 @@ def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
     ("args", "expected"),
     [
         (["--sme2-serial", "abc"], "--sme2-serial abc only applies to --sme2-device=android"),
-        (["--sme2-device=host"], "--sme2-device=host needs --sme2-runner PATH"),
+        (["--sme2-device=android"], "--sme2-device=android needs --sme2-runner PATH"),
+        (["--sme2-device=qemu", f"--sme2-runner-off={sys.executable}"],
+         "runs one runner on two emulated CPUs"),
+        ([f"--sme2-qemu={sys.executable}"], "--sme2-qemu only applies to --sme2-device=qemu"),
         (["--sme2-runs", "0"], "must be 1 or more"),
         (["--sme2-margin", "abc"], "is not a percentage"),
         (["--sme2-margin", "150"], "between 0 and 100 percent"),
