@@ -60,10 +60,15 @@ def make_runner(
             from ..runner_build import cross_compiler, cross_sysroot, host_is_aarch64
 
             sysroot = "" if host_is_aarch64() else cross_sysroot(cross_compiler())
-            return QemuRunner(runner_path, qemu=emulator, sysroot=sysroot, timeout_s=timeout_s)
-        build = build_runner(TARGET_LINUX_AARCH64, cache_dir=runner_cache, wheel=aarch64_wheel, progress=progress)
-        return QemuRunner(build.path, qemu=emulator, sysroot=build.sysroot, timeout_s=timeout_s,
-                          runtime=build.runtime())
+            emulated = QemuRunner(runner_path, qemu=emulator, sysroot=sysroot, timeout_s=timeout_s)
+        else:
+            build = build_runner(TARGET_LINUX_AARCH64, cache_dir=runner_cache, wheel=aarch64_wheel,
+                                 progress=progress)
+            emulated = QemuRunner(build.path, qemu=emulator, sysroot=build.sysroot, timeout_s=timeout_s,
+                                  runtime=build.runtime())
+        # Probe the emulated CPUs now: a QEMU without SME2 is one usage error for the session, not a failure per test.
+        _ = emulated.probes
+        return emulated
     if device == "host":
         from .host import HostRunner
 

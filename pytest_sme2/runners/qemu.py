@@ -177,7 +177,7 @@ class QemuRunner(HostRunner):
         if not on.sme2:
             raise ConfigError(
                 f"{self.qemu} (QEMU {self.version}) does not emulate SME2: under -cpu max the runner sees "
-                f"AT_HWCAP2={on.hwcap2:#x} (SME {'yes' if on.sme else 'no'}, SME2 no). {QEMU_HINT}"
+                f"AT_HWCAP2={on.hwcap2:#x} (SME {'yes' if on.sme else 'no'}, SME2 no). To fix it, {QEMU_HINT}"
             )
         off = probes[CPU_SME2_OFF]
         if off.sme or off.sme2:
