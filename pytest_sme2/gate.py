@@ -94,6 +94,8 @@ class GateConfig:
     confidence: float = 0.95
     #: invalid and inconclusive verdicts fail the test in strict mode
     strict: bool = False
+    #: verdict statuses that fail the test besides a regression (``invalid``, ``inconclusive``, ``drift``)
+    fail_on: tuple[str, ...] = ()
     #: per-category margins (relative); a category listed here is gated, not advisory
     category_margins: Mapping[str, float] = field(default_factory=dict)
     p50_ms: float | None = None
@@ -110,7 +112,7 @@ class GateConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "margin": self.margin, "confidence": self.confidence, "strict": self.strict,
+            "margin": self.margin, "confidence": self.confidence, "strict": self.strict, "fail_on": list(self.fail_on),
             "category_margins": dict(self.category_margins), "p50_ms": self.p50_ms, "p90_ms": self.p90_ms,
             "min_speedup": self.min_speedup, "drift_allowance": self.drift_allowance,
             "require_sme2_kernels": self.require_sme2_kernels, "emulated": self.emulated,
@@ -218,6 +220,8 @@ class Verdict:
     attempts: int = 1
     strict: bool = False
     comparison: Comparison | None = None
+    #: statuses that fail besides a regression (``GateConfig.fail_on``)
+    fail_on: tuple[str, ...] = ()
     samples: str = "first measurement"
     median_ms: float | None = None
     reference_median_ms: float | None = None
@@ -225,8 +229,9 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
-        """Does this verdict fail the test? A regression always; invalid and inconclusive in strict mode."""
-        if self.status is Status.REGRESSION:
+        """Does this verdict fail the test? A regression always; invalid and inconclusive in strict mode; and
+        whatever ``fail_on`` names (``--sme2-fail-on``)."""
+        if self.status is Status.REGRESSION or self.status.value in self.fail_on:
             return True
         return self.strict and self.status in (Status.INVALID, Status.INCONCLUSIVE)
 
@@ -254,7 +259,7 @@ class Verdict:
         return {
             "schema_version": SCHEMA_VERSION, "status": self.status.value,
             "checks": [c.to_dict() for c in self.checks], "explanation": list(self.explanation),
-            "attempts": self.attempts, "strict": self.strict,
+            "attempts": self.attempts, "strict": self.strict, "fail_on": list(self.fail_on),
             "comparison": self.comparison.value if self.comparison else None, "samples": self.samples,
             "median_ms": self.median_ms, "reference_median_ms": self.reference_median_ms, "notes": list(self.notes),
         }
@@ -265,7 +270,8 @@ class Verdict:
         return cls(
             status=Status(d["status"]), checks=tuple(Check.from_dict(c) for c in d["checks"]),
             explanation=tuple(d.get("explanation", ())), attempts=int(d.get("attempts", 1)),
-            strict=bool(d.get("strict", False)), comparison=Comparison(comparison) if comparison else None,
+            strict=bool(d.get("strict", False)), fail_on=tuple(str(x) for x in d.get("fail_on", ())),
+            comparison=Comparison(comparison) if comparison else None,
             samples=str(d.get("samples", "first measurement")), median_ms=d.get("median_ms"),
             reference_median_ms=d.get("reference_median_ms"), notes=tuple(d.get("notes", ())),
         )
@@ -634,7 +640,8 @@ def gate(reference: Samples | None, candidate: Samples, config: GateConfig, *,
     """
     reason = candidate.invalid_reason or (reference.invalid_reason if reference else "") or (
         off.invalid_reason if off else "")
-    common = {"strict": config.strict, "comparison": comparison if reference is not None else None,
+    common = {"strict": config.strict, "fail_on": config.fail_on,
+              "comparison": comparison if reference is not None else None,
               "samples": candidate.label, "median_ms": candidate.median_ms if candidate.e2e_ms else None,
               "reference_median_ms": reference.median_ms if reference is not None and reference.e2e_ms else None,
               "notes": tuple(notes)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -98,6 +99,31 @@ def existing_file(text: str) -> Path:
     if not p.is_file():
         raise argparse.ArgumentTypeError(f"{text} does not exist or is not a file")
     return p
+
+
+#: What ``--sme2-fail-on`` can make fail besides a regression (which always fails).
+FAIL_ON_CHOICES = ("missing", "invalid", "inconclusive", "drift")
+#: ``--sme2-fail-on`` when it is not given: fail closed where ``CI`` is set (a missing baseline fails, and a session
+#: that gated nothing is not green), friendly on a developer's machine (the first run records, exit 0).
+FAIL_ON_CI = ("missing",)
+
+
+def fail_on_list(text: str) -> tuple[str, ...]:
+    """``missing,inconclusive`` -> ("missing", "inconclusive"); ``none`` -> () (only a regression fails)."""
+    items = tuple(dict.fromkeys(x.strip() for x in str(text).split(",") if x.strip()))
+    if items == ("none",):
+        return ()
+    bad = [x for x in items if x not in FAIL_ON_CHOICES]
+    if bad or not items:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: allowed are a comma list of {', '.join(FAIL_ON_CHOICES)}, or none (a regression always fails)")
+    return items
+
+
+def ci_environment(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this runs in CI: ``CI`` set to anything but empty, 0 or false (GitHub Actions, GitLab, ... set it)."""
+    value = (os.environ if environ is None else environ).get("CI", "")
+    return value.strip().lower() not in ("", "0", "false", "no")
 
 
 def rules_file(text: str) -> Path:
@@ -211,7 +237,12 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("margin", "default relative regression margin in percent, for tests without "
                "sme2_threshold(latency_pct=...) (default 5)", 5.0, percent),
     OptionSpec("strict", "invalid and inconclusive verdicts, and tests without a baseline, fail the test "
-               "(default: reported, not failed)", False, ini_type="bool", action="store_true"),
+               "(default: reported, not failed); the same as --sme2-fail-on=missing,invalid,inconclusive", False,
+               ini_type="bool", action="store_true"),
+    OptionSpec("fail-on", "what fails besides a regression, a comma list of missing (no baseline for this device: "
+               "fails with the command that records it, instead of recording), invalid, inconclusive, drift; or "
+               "none. Default: missing when the CI environment variable is set (and a session that gated nothing "
+               "then fails), else none (the first run on a machine records, exit 0)", type=fail_on_list),
     OptionSpec("no-confirm", "do not re-measure once before reporting a regression/inconclusive", False,
                ini_type="bool", action="store_true"),
     OptionSpec("json", "write all sme2 results (schema-versioned JSON) to this file"),
@@ -263,6 +294,8 @@ class Sme2Options:
     drift_allowance: float = 0.0
     margin: float = 5.0
     strict: bool = False
+    #: statuses that fail besides a regression (``missing`` = no baseline); resolved: CI default applied
+    fail_on: tuple[str, ...] = ()
     no_confirm: bool = False
     json: Path | None = None
     markdown: Path | None = None

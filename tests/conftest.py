@@ -20,6 +20,13 @@ import pytest
 pytest_plugins = ["emulated_device.fixtures"]
 
 
+@pytest.fixture(autouse=True)
+def _without_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs as on a developer's machine: ``CI`` (which makes the plugin fail closed) is removed from the
+    environment of the test and of the pytest runs it starts; ``ci.IN_CI`` keeps what the session saw."""
+    monkeypatch.delenv("CI", raising=False)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """``tests/data``: the real recorded traces, their manifests, logs and ``.pte`` files."""

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from ci import IN_CI
 
 from pytest_sme2.errors import ConfigError
 
@@ -22,7 +23,7 @@ OLD_QEMU = os.environ.get("SME2_TEST_QEMU_WITHOUT_SME2", "")
 def _old_qemu() -> Path:
     path = Path(OLD_QEMU) if OLD_QEMU else None
     if path is None or not path.is_file():
-        if os.environ.get("CI"):
+        if IN_CI:
             pytest.fail("CI must provide a QEMU without SME2 (SME2_TEST_QEMU_WITHOUT_SME2, set by .ci/run)")
         pytest.skip("no QEMU without SME2 given (set SME2_TEST_QEMU_WITHOUT_SME2 to Debian 12's qemu-aarch64-static)")
     return path
@@ -30,7 +31,7 @@ def _old_qemu() -> Path:
 
 def _cross_ready() -> None:
     if shutil.which("aarch64-linux-gnu-g++") is None:
-        if os.environ.get("CI"):
+        if IN_CI:
             pytest.fail("CI must have the aarch64 cross compiler (g++-aarch64-linux-gnu)")
         pytest.skip("no aarch64 cross compiler (apt-get install g++-aarch64-linux-gnu)")
 

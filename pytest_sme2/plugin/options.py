@@ -96,9 +96,24 @@ def build_options(config: pytest.Config) -> Sme2Options:
         values["models"] = resolve_model_sources(values["models"], config.inipath.parent)
     for key in ("update_baseline", "require_baseline", "strict"):
         values[key] = bool(values[key])
+    values["fail_on"] = resolve_fail_on(values["fail_on"], strict=values["strict"],
+                                        require_baseline=values["require_baseline"])
     opts = Sme2Options(**values)
     _check_conflicts(opts)
     return opts
+
+
+def resolve_fail_on(given: tuple[str, ...] | None, *, strict: bool, require_baseline: bool) -> tuple[str, ...]:
+    """What fails besides a regression: ``--sme2-fail-on``, else the CI default (``missing``) or nothing; the older
+    flags add to it (``--sme2-strict``: missing, invalid, inconclusive; ``--sme2-require-baseline``: missing)."""
+    from ..options import FAIL_ON_CI, ci_environment
+
+    chosen = list(given) if given is not None else list(FAIL_ON_CI if ci_environment() else ())
+    if strict:
+        chosen += ["missing", "invalid", "inconclusive"]
+    if require_baseline:
+        chosen.append("missing")
+    return tuple(dict.fromkeys(chosen))
 
 
 def _check_rootdir(config: pytest.Config) -> None:

@@ -32,6 +32,28 @@ def session_finish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     if any((r.get("verdict") or {}).get("status") == "regression" for r in records) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if nothing_gated(records, opts) and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def nothing_gated(records: list[dict[str, Any]], opts: Sme2Options) -> str:
+    """Why this session is not green although no test failed: fail-closed (``missing`` in ``--sme2-fail-on``, the CI
+    default) and sme2 tests ran but none was compared with a baseline ("" when that is not so).
+
+    A CI whose every run records into a thrown-away workspace, or measures nothing it can judge (all invalid or
+    inconclusive), would otherwise stay green forever.
+    """
+    if "missing" not in opts.fail_on or opts.update_baseline or not records:
+        return ""
+    measured = [r for r in records if r.get("outcome") != "skipped"]
+    gated = [r for r in measured if (r.get("verdict") or {}).get("comparison")]
+    if not measured or gated:
+        return ""
+    statuses = sorted({str((r.get("verdict") or {}).get("status") or r.get("outcome") or "?") for r in measured})
+    return (f"pytest-sme2: {len(measured)} performance test(s) ran and none was compared with a baseline "
+            f"(verdicts: {', '.join(statuses)}): nothing was gated, so this run is not green. It fails closed because "
+            "--sme2-fail-on includes 'missing' (the default where CI is set). Record baselines with "
+            "--sme2-update-baseline and commit them, or opt out with --sme2-fail-on=none")
 
 
 def results_from_records(records: list[dict[str, Any]], opts: Sme2Options) -> Any:

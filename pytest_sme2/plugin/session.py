@@ -91,7 +91,7 @@ class Sme2Session:
         from ..judge import Policy
 
         o = self.options
-        return Policy(update_baseline=o.update_baseline, require_baseline=o.require_baseline or o.strict,
+        return Policy(update_baseline=o.update_baseline, require_baseline="missing" in o.fail_on,
                       confirm=not o.no_confirm, tool_version=__version__,
                       create_command=create_command(test_id, o))
 
@@ -218,7 +218,7 @@ def create_command(test_id: str, options: Sme2Options) -> str:
 
     from ..options import OPTION_TABLE
 
-    skip = {"update_baseline", "strict", "require_baseline", "json", "markdown", "no_confirm", "out_dir"}
+    skip = {"update_baseline", "strict", "require_baseline", "fail_on", "json", "markdown", "no_confirm", "out_dir"}
     parts = ["pytest", shlex.quote(test_id), "--sme2-update-baseline"]
     for spec in OPTION_TABLE:
         key = spec.dest.removeprefix("sme2_")

@@ -59,9 +59,17 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
         # Not shown while it happened on a non-terminal (a CI log): exports are where a first run spends its time.
         tr.write_line(f"sme2 exports: {len(fresh)} exported in {sum(m['export_seconds'] for m in fresh):.1f} s, "
                       f"{len(exports) - len(fresh)} from the cache")
+    from ..options import Sme2Options
+    from .records import OPTIONS_KEY
+    from .reports import nothing_gated
+
+    opts = config.stash.get(OPTIONS_KEY, Sme2Options())
+    why = nothing_gated(records, opts)
+    if why:
+        tr.write_line(why, red=True)
     if counts.get(RECORDED):
         tr.write_line(f"{counts[RECORDED]} test(s) had no baseline for this device: recorded, not gated. The next "
-                      "run gates them (--sme2-require-baseline or --sme2-strict make a missing baseline fail)",
+                      "run gates them (--sme2-fail-on=missing, the default where CI is set, makes a missing baseline fail)",
                       yellow=True)
 
 

@@ -168,7 +168,9 @@ def make_emulated_phone(
     """
     if emulated_sandbox_support is not None:
         message = f"emulated device unavailable: {emulated_sandbox_support}"
-        if os.environ.get("CI"):
+        from ci import IN_CI
+
+        if IN_CI:
             pytest.fail(f"{message} (CI must run this tier)", pytrace=False)
         pytest.skip(message)
     client = adb_server.client()
