@@ -69,7 +69,8 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
         tr.write_line(why, red=True)
     if counts.get(RECORDED):
         tr.write_line(f"{counts[RECORDED]} test(s) had no baseline for this device: recorded, not gated. The next "
-                      "run gates them (--sme2-fail-on=missing, the default where CI is set, makes a missing baseline fail)",
+                      "run gates them (--sme2-fail-on=missing, the default where CI is set, makes a missing "
+                      "baseline fail)",
                       yellow=True)
 
 
