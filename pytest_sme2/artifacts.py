@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .atomic import remove_stale_tmp
 from .errors import BaselineError
 
 _HASHES: dict[tuple[str, int, int], str] = {}
@@ -132,6 +133,7 @@ class ArtifactStore:
                 os.fsync(out.fileno())
             Path(tmp).chmod(mode)
             Path(tmp).replace(target)  # same content under the same name: a concurrent writer is harmless
+            remove_stale_tmp(target.parent)  # what a killed writer left, as the baseline and export writers do
         except OSError as exc:
             with contextlib.suppress(OSError, UnboundLocalError):
                 Path(tmp).unlink()

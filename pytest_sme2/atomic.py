@@ -44,7 +44,7 @@ def write_atomic(path: str | Path, data: str | bytes, *, what: str = "file") -> 
         with contextlib.suppress(OSError):
             Path(tmp).unlink()
         raise _write_error(p, what, exc) from None
-    _remove_stale_tmp(p.parent)
+    remove_stale_tmp(p.parent)
     return p
 
 
@@ -70,7 +70,7 @@ def check_writable_dir(directory: str | Path, *, what: str = "output directory")
 STALE_TMP_SECONDS = 3600.0
 
 
-def _remove_stale_tmp(directory: Path) -> None:
+def remove_stale_tmp(directory: Path) -> None:
     """Delete ``.tmp-sme2-*`` files that a SIGKILLed writer left behind (they would be committed with
     the baselines otherwise); recent ones may belong to a concurrent writer and are kept."""
     cutoff = time.time() - STALE_TMP_SECONDS

@@ -272,8 +272,8 @@ def judge(
         if refused:
             return Judgement(NOT_WRITTEN, absolute_only(), path, message=f"baseline not written: {refused}")
         baseline = _baseline_from(test_id, profile, policy.tool_version)
+        keep_artifacts(artifacts, profile, runner)  # first: a kill between the two never leaves a baseline without it
         written = baselines.save(baseline)
-        keep_artifacts(artifacts, profile, runner)
         return Judgement(WRITTEN, absolute_only(), written, baseline, f"baseline written: {written}")
 
     lookup = baselines.lookup(test_id, profile.fingerprint)
@@ -292,8 +292,8 @@ def judge(
             return Judgement(NOT_WRITTEN, absolute_only(), path, message="\n".join(
                 [head, *others, f"not recorded: {refused}"]))
         baseline = _baseline_from(test_id, profile, policy.tool_version)
+        keep_artifacts(artifacts, profile, runner)  # first: a kill between the two never leaves a baseline without it
         written = baselines.save(baseline)
-        keep_artifacts(artifacts, profile, runner)
         return Judgement(RECORDED, absolute_only(), written, baseline, "\n".join(
             [f"no baseline for this device: recorded, not gated ({written})", *others]))
 
@@ -306,6 +306,9 @@ def judge(
     changes = baseline.artifact.differences(profile.artifact) if (baseline.artifact and profile.artifact) else []
     if baseline.artifact is not None and profile.artifact is not None and not changes:
         comparison = Comparison.UNCHANGED
+        # The artifact is the baseline's: keep it (by content, once), so a CI whose artifact cache was evicted, or
+        # whose baselines were recorded elsewhere, can compare a later change in the same session again.
+        keep_artifacts(artifacts, profile, runner)
         notes.append("unchanged artifact (same program, inputs and build as the baseline): only the machine can "
                      "differ, so a slower median is reported as drift, not gated")
     else:

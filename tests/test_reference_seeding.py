@@ -1,0 +1,78 @@
+"""Issue 18 defect 1: the same-session reference is seeded whenever the artifact is the baseline's.
+
+Before, the artifact store got files only when a baseline was recorded or updated: a CI whose cache was evicted,
+or whose baselines were recorded on another machine, could never again compare a changed model with its
+baseline's program in the same session (only with stored samples, at margin + drift allowance). Now an unchanged
+run stores its artifact (by content), artifacts are stored before the baseline (a kill between the two never
+leaves a baseline without its reference), and the store cleans what a killed writer left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_sme2.artifacts import ArtifactStore, file_sha256
+from pytest_sme2.atomic import STALE_TMP_SECONDS
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE_MODELS = Path(__file__).parent.parent / "example_models" / "models.py"
+FAST = ["--sme2-runs", "4", "--sme2-warmup", "1", "--sme2-blocks", "4", "--sme2-busy-limit=100",
+        "-p", "no:cacheprovider", "-p", "no:randomly"]
+TEST = """
+    import pytest
+
+    @pytest.mark.sme2_model("toy_cnn", dtype="int8")
+    @pytest.mark.sme2_threshold(latency_pct=50)
+    def test_latency(exported_model, sme2_runner, sme2_baseline):
+        sme2_baseline.check(sme2_runner.profile(exported_model))
+"""
+
+
+def _stored(root: Path) -> set[str]:
+    return {p.name for p in root.glob("*/*") if p.is_file() and not p.name.startswith(".tmp")}
+
+
+def test_an_unchanged_run_seeds_the_artifact_store(pytester: pytest.Pytester,
+                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
+    cache = tmp_path_factory.getbasetemp() / "seeding_cache"
+    pytester.makeini(f"[pytest]\nsme2_models = {EXAMPLE_MODELS}\n")
+    pytester.makepyfile(test_model=TEST)
+    store = pytester.path / ".sme2_artifacts"
+
+    def run(*args: str) -> pytest.RunResult:
+        return pytester.runpytest_subprocess(f"--sme2-cache-dir={cache}", *FAST, *args, timeout=600)
+
+    run().assert_outcomes(passed=1)  # records the baseline and its artifact
+    recorded = _stored(store)
+    assert recorded, "recording keeps the baseline's program and inputs"
+    for path in store.glob("*/*"):  # a CI cache that was evicted, or baselines recorded on another machine
+        path.unlink()
+    result = run("--sme2-json=r.json")
+    result.assert_outcomes(passed=1)
+    verdict = json.loads((pytester.path / "r.json").read_text())["tests"][0]["verdict"]
+    assert verdict["comparison"] == "unchanged"
+    assert _stored(store) == recorded, "an unchanged run must store its (the baseline's) artifact again"
+
+
+def test_the_store_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "store")
+    program = tmp_path / "model.pte"
+    program.write_bytes(b"a program")
+    directory = store.path_of(file_sha256(program)).parent
+    directory.mkdir(parents=True)
+    debris = directory / ".tmp-sme2-killed"
+    debris.write_bytes(b"half a file")
+    old = time.time() - STALE_TMP_SECONDS - 10
+    os.utime(debris, (old, old))
+    fresh = directory / ".tmp-sme2-concurrent"
+    fresh.write_bytes(b"being written")
+    store.put(program)
+    assert store.get(file_sha256(program)) is not None
+    assert not debris.exists(), "a stale temporary file of a killed writer is removed"
+    assert fresh.exists(), "a recent one may belong to a concurrent writer and is kept"
