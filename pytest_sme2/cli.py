@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import ConfigError, Sme2Error
+from .errors import ConfigError, ModelError, Sme2Error
 from .options import (
     executable_file,
     existing_file,
@@ -91,8 +91,11 @@ def _add_profile(sub: Any) -> None:
     p.add_argument("--timeout", type=positive_int, default=600, help="seconds per runner process (default 600)")
     p.add_argument("--rules", type=rules_file,
                    help=RULES_HELP + " (needs a runner that records a per-operator trace: --runner)")
-    p.add_argument("--models-from", action="append", default=[], dest="model_sources",
-                   help="module name or .py file that registers models (repeatable)")
+    p.add_argument("--models", "--models-from", action="append", dest="model_sources", metavar="SRC",
+                   help="module name or .py file that registers models (repeatable), as the plugin's --sme2-models; "
+                   "default: sme2_models of the project's pytest ini file (pytest.ini, pyproject.toml "
+                   "[tool.pytest.ini_options], tox.ini or setup.cfg, found upward from here as pytest finds it; "
+                   "relative paths there are relative to that file)")
     p.add_argument("--cache-dir", type=Path, default=Path(".sme2_cache"), help="export cache (default .sme2_cache)")
     p.add_argument("--out", type=Path, default=Path("sme2_out"), help="output directory (default sme2_out)")
 
@@ -189,7 +192,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from .runners import make_runner
     from .thirdparty import third_party_output
 
-    load_model_sources(args.model_sources)
+    load_model_sources(_model_sources(args))
     device = args.device or ("host" if args.runner else "local")
     android: dict[str, Any] = {}
     if device == "android":
@@ -201,7 +204,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.inputs and args.pte is None:
         raise ConfigError("--inputs goes with --pte; a registered model (--model) brings its own example inputs")
     rules = CategoryRules.load(args.rules) if args.rules else None
-    specs = [get_model(name) for name in args.models or ()]  # an unknown name fails here, before anything
+    try:
+        specs = [get_model(name) for name in args.models or ()]  # an unknown name fails here, before anything
+    except ModelError as exc:
+        raise ModelError(f"{exc} Model sources here: {args.models_where}.") from None
     runner = make_runner(device, runner_path=args.runner, serial=args.serial, timeout_s=args.timeout, **android)
     check_writable_dir(args.out, what="--out directory")  # before minutes of export and measurement
     targets: list[Any] = []
@@ -242,6 +248,27 @@ def cmd_profile(args: argparse.Namespace) -> int:
                             what="analysis summary")
         print(f"Wrote: {path} (runtime output: {third_party_log})\n")
     return EXIT_OK
+
+
+def _model_sources(args: argparse.Namespace) -> tuple[str, ...]:
+    """The model sources ``profile`` imports: ``--models``, else the project's ini ``sme2_models`` (as the plugin).
+
+    Sets ``args.models_where``: where they came from, for the unknown-model message.
+    """
+    from .inifile import find_inifile
+
+    if args.model_sources:
+        args.models_where = f"--models {' '.join(args.model_sources)}"
+        return tuple(args.model_sources)
+    ini = find_inifile(Path.cwd())
+    if ini is None:
+        args.models_where = (f"no pytest ini file found from {Path.cwd()} upward, so no sme2_models; pass "
+                             "--models FILE.py")
+        return ()
+    sources = ini.model_sources()
+    args.models_where = (f"sme2_models of {ini.path}: {', '.join(sources)}" if sources else
+                         f"{ini.path} lists no sme2_models; pass --models FILE.py or add it there")
+    return sources
 
 
 # ---------------------------------------------------------------------------------------- compare

@@ -12,7 +12,7 @@ Users register their own models in their own project, without touching this pack
 The factory returns ``(module, example_inputs)``. Models are found by importing the modules that
 register them: the ``pytest_sme2.models`` entry-point group (so an installed package can ship models
 the way pytest plugins ship hooks), and any module or ``.py`` file named with ``--sme2-models`` /
-ini ``sme2_models`` / ``pytest-sme2 profile --models-from``.
+ini ``sme2_models`` / ``pytest-sme2 profile --models`` (which also reads the project's ini).
 
 A ``.py`` file is imported under the name Python itself would give it (``my_models``, or
 ``pkg.models`` inside a package), with its root put on ``sys.path`` as pytest does for test modules,
@@ -247,7 +247,7 @@ def get_model(name: str) -> ModelSpec:
         raise ModelError(
             f"unknown model {name!r}; registered models: {known}. Register yours with "
             "@pytest_sme2.models.register_model(name) in a .py file or module named with --sme2-models "
-            "(ini sme2_models; pytest-sme2 profile --models-from), or ship it in a package's "
+            "(ini sme2_models; pytest-sme2 profile --models), or ship it in a package's "
             "pytest_sme2.models entry point."
         ) from None
 

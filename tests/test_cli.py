@@ -207,6 +207,89 @@ def test_profile_keeps_the_runtimes_output_out_of_the_terminal(tmp_path: Path) -
     assert "median" in proc.stdout
 
 
+# ------------------------------------------------------------------ profile: the project's models (issue 18)
+
+MODELS_PY = """
+from pytest_sme2.models import register_model
+
+
+@register_model("{name}")
+def make():
+    import torch
+    return torch.nn.Linear(4, 2), (torch.ones(1, 4),)
+"""
+
+
+def test_profile_reads_the_projects_ini_upward_as_pytest_does(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 18 defect 11: ``profile`` imports the ``sme2_models`` of the ini pytest would use, relative to it.
+
+    Before the fix the CLI read no ini: the project's model was "unknown; registered models: (none)".
+    """
+    project = tmp_path / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "models" / "ini_found.py").write_text(MODELS_PY.format(name="ini_found_net"))
+    (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\nsme2_models = ["models/ini_found.py"]\n')
+    (project / "tests" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(project / "tests" / "deep")  # the ini is two levels up, the path relative to it
+    code, _, err = _cli(capsys, "profile", "--model", "no_such_net", "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert "registered models:" in err and "ini_found_net" in err
+    assert f"Model sources here: sme2_models of {project / 'pyproject.toml'}: " in err
+    assert str(project / "models" / "ini_found.py") in err
+
+
+def test_profile_models_option_replaces_the_ini_and_no_ini_is_named(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--models SRC`` is the command line's ``--sme2-models``: it replaces the ini's list, as in the plugin."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nsme2_models =\n    missing_models.py\n")
+    (tmp_path / "cli_models.py").write_text(MODELS_PY.format(name="cli_option_net"))
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _cli(capsys, "profile", "--model", "no_such_net", "--models", "cli_models.py")
+    assert code == 2 and "cli_option_net" in err and "Model sources here: --models cli_models.py" in err
+    # Without --models, the ini's file is imported (and it does not exist: the error names it).
+    code, _, err = _cli(capsys, "profile", "--model", "no_such_net")
+    assert code == 2 and f"models file {tmp_path / 'missing_models.py'} does not exist" in err
+
+
+@pytest.mark.parametrize(("files", "found"), [
+    # pytest.ini wins over pyproject.toml in one directory, even without a [pytest] section
+    ({"pytest.ini": "", "pyproject.toml": '[tool.pytest.ini_options]\nsme2_models = ["a.py"]\n'}, "pytest.ini"),
+    # a pyproject.toml without a pytest table does not count: tox.ini's [pytest] does
+    ({"pyproject.toml": "[project]\nname = 'x'\n", "tox.ini": "[pytest]\nsme2_models = a.py\n"}, "tox.ini"),
+    ({"tox.ini": "[tox]\n", "setup.cfg": "[tool:pytest]\nsme2_models = a.py\n  b.py\n"}, "setup.cfg"),
+    ({"setup.cfg": "[metadata]\nname = x\n"}, None),
+])
+def test_find_inifile_follows_pytests_order(tmp_path: Path, files: dict[str, str], found: str | None) -> None:
+    from pytest_sme2.inifile import find_inifile
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "sub").mkdir()
+    ini = find_inifile(tmp_path / "sub")
+    if found is None:
+        assert ini is None or ini.path.parent != tmp_path
+        return
+    assert ini is not None and ini.path == tmp_path / found
+    if found == "setup.cfg":
+        assert ini.model_sources() == (str(tmp_path / "a.py"), str(tmp_path / "b.py"))
+
+
+@pytest.mark.slow
+def test_the_readmes_profile_line_works_in_this_repository(tmp_path: Path) -> None:
+    """Issue 18 defect 11: ``pytest-sme2 profile --model toy_cnn``, run in this repository, finds the example models
+    through pyproject.toml's ``sme2_models``, as the plugin does (before: "unknown model 'toy_cnn'")."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_sme2", "profile", "--model", "toy_cnn", "--runs", "2", "--warmup", "0",
+         "--blocks", "1", "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")],
+        cwd=REPO / "example_models", capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "== toy_cnn_fp32_xnnpack on local" in proc.stdout
+    assert (tmp_path / "out" / "toy_cnn_fp32_xnnpack" / "analysis_summary.json").is_file()
+
+
 # --------------------------------------------------------------------------- the plugin's --sme2-rules
 
 
