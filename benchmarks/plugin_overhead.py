@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Where toy_cnn is registered: the temp project names it as a user's project names its models.
+MODELS_FILE = ROOT / "example_models" / "models.py"
 
 TEST_FILE = '''
 import pytest
@@ -51,7 +53,7 @@ def _pytest(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
            "-W", "ignore", "--rootdir", str(tmp), "--sme2-cache-dir", str(tmp / "cache"),
-           "--sme2-baseline-dir", str(tmp / "baselines"), "test_bench.py", *args]
+           "--sme2-baseline-dir", str(tmp / "baselines"), f"--sme2-models={MODELS_FILE}", "test_bench.py", *args]
     return subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, check=False)
 
 
