@@ -307,7 +307,8 @@ def _samples_by_test(path: Path) -> dict[str, Any]:
         # INVALID, never a regression or a pass.
         profile = data.get("profile")
         invalid = str(profile.get("invalid_reason") or "") if isinstance(profile, Mapping) else ""
-        return {"": Samples(a.measured_ms, a.block_sizes, cats, a.block_sizes if cats else (), invalid)}
+        return {"": Samples(a.measured_ms, a.block_sizes, cats, a.block_sizes if cats else (), invalid,
+                            category_operators=a.delegated_operators if cats else {})}
     if "tests" in data:
         from .report.results import SessionResults
 

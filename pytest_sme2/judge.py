@@ -34,6 +34,7 @@ from .artifacts import Artifact, ArtifactStore, is_runtime
 from .baseline import Baseline, BaselineStore, Lookup, identity_diff, now_iso
 from .categories import CategoryRules
 from .gate import (
+    EVIDENCE_CHECKS,
     REQUIRED_BY_MARKER,
     REQUIRED_BY_ON_OFF,
     Comparison,
@@ -86,6 +87,8 @@ class Judgement:
     reference: Profile | None = None
     #: the candidate as measured for the verdict (the interleaved one, in a same-session comparison)
     candidate: Profile | None = None
+    #: one-line warnings about the test itself (not the verdict): shown under its terminal line, kept in the results
+    warnings: tuple[str, ...] = ()
 
     @property
     def written(self) -> bool:
@@ -103,6 +106,7 @@ def _baseline_from(test_id: str, profile: Profile, tool_version: str) -> Baselin
         latency_source=profile.latency_source, stats=a.e2e.to_dict(),
         top_operators=tuple(op.to_dict() for op in a.operator_details[:10]), created=now_iso(),
         tool_version=tool_version,
+        category_operators=a.delegated_operators if profile.per_operator else {},
     )
 
 
@@ -242,12 +246,22 @@ def judge(
         return gate(None, cand, config, off=off_samples, evidence=evidence)
 
     if policy.update_baseline:
+        # A measurement that is not a good reference never replaces one that may be: the previous file stays.
+        kept = (f"; the previous baseline {path} is kept" if path.is_file() else "")
         if invalid:
             return Judgement(NOT_WRITTEN, absolute_only(), path, message=(
-                f"baseline not written: this measurement is invalid ({invalid}); measure again when the device is "
-                "quiet (and cool)"))
+                f"baseline not written: this measurement is invalid ({invalid}){kept}; measure again when the device "
+                "is quiet (and cool)"))
         if refused:
-            return Judgement(NOT_WRITTEN, absolute_only(), path, message=f"baseline not written: {refused}")
+            return Judgement(NOT_WRITTEN, absolute_only(), path, message=f"baseline not written: {refused}{kept}")
+        own = absolute_only()
+        failed = [c for c in own.checks if not c.advisory and c.name not in EVIDENCE_CHECKS
+                  and c.status in (Status.REGRESSION, Status.INVALID)]
+        if failed and kept:
+            what = "; ".join(f"{c.name}: {c.message}" for c in failed)
+            return Judgement(NOT_WRITTEN, own, path, message=(
+                f"baseline not replaced: this measurement failed its own checks ({what}){kept}. Fix the cause (or "
+                "the threshold), then run --sme2-update-baseline again"))
         baseline = _baseline_from(test_id, profile, policy.tool_version)
         written = baselines.save(baseline)
         keep_artifacts(artifacts, profile, runner)
@@ -313,7 +327,24 @@ def judge(
             measure_again = _remeasure_stored(runner, profile, off, base, rules=rules, progress=progress)
     verdict = decide((base, cand, off_samples), measure_again if policy.confirm else None, config,
                      comparison=comparison, notes=notes, evidence=evidence)
-    return Judgement(GATED, verdict, lookup.path, baseline, verdict.summary(), reference, candidate)
+    warnings = _inputs_warning(baseline.artifact, profile.artifact)
+    return Judgement(GATED, verdict, lookup.path, baseline, verdict.summary(), reference, candidate, warnings)
+
+
+def _inputs_warning(baseline: Artifact | None, current: Artifact | None) -> tuple[str, ...]:
+    """A warning when the inputs differ from the baseline's: unseeded random inputs change every session.
+
+    ``torch.randn(...)`` in a marker (evaluated at import) or a model factory without a seed gives other input
+    files each session, so the artifact is never unchanged and the export cache never hits.
+    """
+    if baseline is None or current is None or baseline.inputs_sha256 == current.inputs_sha256:
+        return ()
+    before = ",".join(h[:10] for h in baseline.inputs_sha256) or "none"
+    after = ",".join(h[:10] for h in current.inputs_sha256) or "none"
+    same = "; the program is the same" if baseline.pte_sha256 == current.pte_sha256 else ""
+    return (f"the test's inputs differ from its baseline's (sha256 {before} -> {after}){same}: if they come from "
+            "torch.randn without a seed, every session is a changed artifact; seed them, e.g. torch.randn(1, 3, 32, "
+            "32, generator=torch.Generator().manual_seed(0))",)
 
 
 def _remeasure_stored(runner: Runner, profile: Profile, off: Profile | None, base: Samples, *,
