@@ -26,12 +26,12 @@ and neither is an SME2-on arm whose log shows it ran no SME2 kernel.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .artifacts import Artifact, ArtifactStore, is_runtime
-from .baseline import Baseline, BaselineStore, Lookup, identity_diff, now_iso
+from .baseline import Baseline, BaselineStore, Lookup, identity_diff, identity_id, now_iso
 from .categories import CategoryRules
 from .gate import (
     EVIDENCE_CHECKS,
@@ -347,6 +347,61 @@ def _inputs_warning(baseline: Artifact | None, current: Artifact | None) -> tupl
             "32, generator=torch.Generator().manual_seed(0))",)
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """One test's measurement as a file keeps it: the samples, and the identity and artifact when it records them.
+
+    What ``pytest-sme2 compare`` judges: two files are two sessions, so the baseline rule applies, without the
+    same-session re-measurement (the files hold samples, not programs).
+    """
+
+    samples: Samples
+    #: the device identity (+ threads/dtype/backend/variant); empty when the file does not record one
+    identity: Mapping[str, Any] = field(default_factory=dict)
+    artifact: Artifact | None = None
+
+
+@dataclass(frozen=True)
+class RecordedComparison:
+    """The outcome of comparing two recorded measurements: a verdict, or the refusal and why."""
+
+    verdict: Verdict | None
+    #: the identity fields that differ (``key: OLD != NEW``) when the measurements belong to other identities
+    refused: tuple[str, ...] = ()
+    #: which rule judged it, in words (for the output)
+    rule: str = ""
+
+
+def compare_recorded(old: Recorded, new: Recorded, config: GateConfig) -> RecordedComparison:
+    """Judge ``new`` against ``old`` by the rule a baseline of another session gets (see the module docstring).
+
+    Other identities are refused (never compared: another CPU runs other kernels). The same artifact is
+    :attr:`~pytest_sme2.gate.Comparison.UNCHANGED` — drift, reported, never failed; a changed or unknown artifact
+    is :attr:`~pytest_sme2.gate.Comparison.STORED`: the margin widened by ``config.drift_allowance``.
+    """
+    if old.identity and new.identity and identity_id(old.identity) != identity_id(new.identity):
+        return RecordedComparison(None, tuple(identity_diff(old.identity, new.identity)) or ("identity id",))
+    notes = []
+    if not (old.identity and new.identity):
+        which = "neither file" if not (old.identity or new.identity) else ("OLD" if not old.identity else "NEW")
+        notes.append(f"identity not checked: {which} records the device identity (an analysis of a trace)")
+    changes = old.artifact.differences(new.artifact) if (old.artifact and new.artifact) else []
+    if old.artifact is not None and new.artifact is not None and not changes:
+        comparison = Comparison.UNCHANGED
+        rule = ("unchanged artifact (same program, inputs and build) in two sessions: a slower median is the machine "
+                "(drift), reported, never failed")
+    else:
+        comparison = Comparison.STORED
+        what = "; ".join(changes) or "the artifact is unknown (a file does not record it)"
+        allowance = (f" + {config.drift_allowance * 100:g}% drift allowance" if config.drift_allowance else
+                     " (no drift allowance: --drift-allowance PCT widens it)")
+        rule = (f"changed since OLD ({what}); two files are two sessions: the stored-samples rule, margin "
+                f"{config.margin * 100:g}%{allowance}")
+    notes.append(f"rule: {rule}")
+    verdict = gate(old.samples, new.samples, config, comparison=comparison, notes=notes)
+    return RecordedComparison(verdict, (), rule)
+
+
 def _remeasure_stored(runner: Runner, profile: Profile, off: Profile | None, base: Samples, *,
                       rules: CategoryRules | None, progress: Progress | None
                       ) -> Callable[[], tuple[Samples | None, Samples, Samples | None]] | None:
@@ -377,5 +432,6 @@ def _identity_text(profile: Profile) -> str:
     return ", ".join(f"{k} {ident[k]}" for k in keys if k in ident) or "unknown device"
 
 
-__all__ = ["GATED", "MISSING", "NOT_WRITTEN", "RECORDED", "WRITTEN", "Judgement", "Policy", "judge",
-           "keep_artifacts", "reference_measurement", "sme2_evidence"]
+__all__ = ["GATED", "MISSING", "NOT_WRITTEN", "RECORDED", "WRITTEN", "Judgement", "Policy", "Recorded",
+           "RecordedComparison", "compare_recorded", "judge", "keep_artifacts", "reference_measurement",
+           "sme2_evidence"]

@@ -12,11 +12,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from standin import make_standin
 
 from pytest_sme2.analysis import analyze, merge
+from pytest_sme2.artifacts import Artifact
 from pytest_sme2.cli import main
 from pytest_sme2.profile import Profile
 from pytest_sme2.report.results import SessionResults, TestResult, write_results
@@ -45,16 +47,18 @@ def _summary(capsys: pytest.CaptureFixture[str], trace: Path, out: Path) -> Path
     return out
 
 
-def _profile(trace: Path, blocks: int = 5) -> Profile:
+def _profile(trace: Path, blocks: int = 5, *, identity: dict[str, Any] | None = None,
+             artifact: Artifact | None = None) -> Profile:
     """The recorded trace replayed in ``blocks`` blocks (one process each, as the stand-in runner does): the gate
     judges blocks, and one trace is one block — too few for any verdict."""
     one = analyze(read_etdump(trace))
     return Profile(model={"name": trace.stem}, variant=None, runner="host", build="recorded", threads=1,
-                   fingerprint={"device_kind": "host"}, analysis=merge([one] * blocks, source=one.source))
+                   fingerprint=identity or {"device_kind": "host"}, analysis=merge([one] * blocks, source=one.source),
+                   artifact=artifact)
 
 
-def _results(path: Path, tests: dict[str, Path]) -> Path:
-    results = SessionResults(tests=tuple(TestResult(test_id, outcome="passed", profile=_profile(trace))
+def _results(path: Path, tests: dict[str, Path], **profile: Any) -> Path:
+    results = SessionResults(tests=tuple(TestResult(test_id, outcome="passed", profile=_profile(trace, **profile))
                                          for test_id, trace in tests.items()),
                              created="2026-11-23T12:00:00+00:00")
     return write_results(path, results)
@@ -145,6 +149,65 @@ def test_compare_reports_tests_missing_from_the_new_results_and_fails(tmp_path: 
     # Nothing missing: the same files compare green.
     code, out, _ = _cli(capsys, "compare", str(old), str(old))
     assert code == 0 and "MISSING" not in out
+
+
+# ------------------------------------------------------------------ compare: two files are two sessions (issue 18)
+
+ZEN3 = {"vendor": "AuthenticAMD", "family": 25, "model": 1, "threads": 1, "dtype": "fp32", "backend": "xnnpack"}
+ZEN4 = {**ZEN3, "model": 17}
+RUNTIME = {"runtime_module": "a" * 64, "executorch": "1.5.1"}
+PTE_A = Artifact("1" * 64, ("2" * 64,), RUNTIME)
+PTE_B = Artifact("3" * 64, ("2" * 64,), RUNTIME)
+
+
+def test_compare_refuses_measurements_of_another_identity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 18 defect 7: a Zen 3 baseline against a Zen 4 run is not a comparison; it says which fields differ.
+
+    Before: the two files were judged as one session (the recorded 2.3x slower build "regressed", exit 1).
+    """
+    old = _results(tmp_path / "zen3.json", {"t::test_mobilenet": MN_ON}, identity=ZEN3, artifact=PTE_A)
+    new = _results(tmp_path / "zen4.json", {"t::test_mobilenet": MN_OFF}, identity=ZEN4, artifact=PTE_A)
+    code, out, err = _cli(capsys, "compare", str(old), str(new), "--json", str(tmp_path / "verdicts.json"))
+    assert code == 2
+    assert ("REFUSED      t::test_mobilenet  measured on another device identity than in zen3.json, so not "
+            "compared; differs in: model: 1 != 17") in out
+    assert "REGRESSION" not in out and out.splitlines()[-1] == "1 compared: 1 refused"
+    assert "1 test(s) of" in err and "were measured on another device identity" in err
+    assert json.loads((tmp_path / "verdicts.json").read_text())["refused"] == {"t::test_mobilenet": ["model: 1 != 17"]}
+
+
+def test_compare_of_an_unchanged_artifact_is_drift_never_a_failure(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 18 defect 7: the same program, inputs and runtime, slower in another session, is the machine."""
+    old = _results(tmp_path / "monday.json", {"t::test_mobilenet": MN_ON}, identity=ZEN3, artifact=PTE_A)
+    new = _results(tmp_path / "tuesday.json", {"t::test_mobilenet": MN_OFF}, identity=ZEN3, artifact=PTE_A)
+    code, out, _ = _cli(capsys, "compare", str(old), str(new))
+    assert code == 0, out
+    assert "DRIFT        t::test_mobilenet" in out
+    assert "rule: unchanged artifact (same program, inputs and build) in two sessions: a slower median is the " \
+           "machine (drift), reported, never failed" in out
+
+
+def test_compare_of_a_changed_artifact_takes_the_stored_rule_and_the_drift_allowance(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 18 defect 7: a changed program is judged on the stored samples, the margin widened by --drift-allowance.
+
+    The recorded toy_cnn fp16 runs are 1.43x the fp32 ones (0.1122 / 0.0787 ms): a regression at 5 %, within
+    5 % + 50 % allowed drift.
+    """
+    old = _results(tmp_path / "old.json", {"t::test_toy": DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"},
+                   identity=ZEN3, artifact=PTE_A)
+    new = _results(tmp_path / "new.json", {"t::test_toy": DATA / "toy_cnn_fp16_xnnpack_simd-on_t1.etdump"},
+                   identity=ZEN3, artifact=PTE_B)
+    code, out, _ = _cli(capsys, "compare", str(old), str(new))
+    assert code == 1 and "REGRESSION   t::test_toy" in out
+    assert "rule: changed since OLD (model program changed (.pte 1111111111 -> 3333333333)); two files are two " \
+           "sessions: the stored-samples rule, margin 5% (no drift allowance: --drift-allowance PCT widens it)" in out
+    code, out, _ = _cli(capsys, "compare", str(old), str(new), "--drift-allowance", "50")
+    assert code == 0 and "PASS         t::test_toy" in out, out
+    assert out.splitlines()[0].endswith("(margin +5%, drift allowance +50%)")
+    assert "the stored-samples rule, margin 5% + 50% drift allowance" in out
+    assert "+55.0% margin (5% + 50% allowed drift between sessions)" in out
 
 
 # ---------------------------------------------------------------------------------------- profile

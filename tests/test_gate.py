@@ -1,4 +1,4 @@
-"""The gate's defect tests (issue 12), in one place.
+"""The gate's defect tests (issues 12 and 18), in one place.
 
 Each defect of issue 12 has a test that fails when the defect is back. The tests live here unless
 they need another file's fixtures or helpers (pytester sessions with the plugin's shared export cache,
@@ -38,6 +38,26 @@ defect 8 (intervals that under-cover), all in tests/test_intervals.py (its simul
     ::test_block_interval_covers_real_interleaved_aa_blocks
 defect 9 (margin asymmetry):
     tests/test_intervals.py::test_margin_rule_is_non_inferiority_and_the_words_say_so
+
+Issue 18 (the gate where CI lives), mapped the same way:
+
+issue 18 defect 7 (``pytest-sme2 compare`` judged two sessions as one):
+    tests/test_cli.py::test_compare_refuses_measurements_of_another_identity;
+    tests/test_cli.py::test_compare_of_an_unchanged_artifact_is_drift_never_a_failure;
+    tests/test_cli.py::test_compare_of_a_changed_artifact_takes_the_stored_rule_and_the_drift_allowance
+issue 18 defect 10 (smaller: seeds, inputs, updates, ticks):
+    test_a_readme_style_factory_builds_the_same_weights_and_inputs_every_time (factories under a fixed seed);
+    test_inputs_that_differ_from_the_baselines_are_warned_about;
+    tests/test_plugin.py::test_unseeded_marker_inputs_are_warned_about_in_the_terminal (the README's marker, two
+    sessions);
+    test_update_baseline_keeps_the_previous_baseline_when_the_measurement_failed;
+    test_a_category_of_one_xnnpack_operator_allows_a_couple_of_ticks
+issue 18 defect 11 (the README's CLI line and the benchmarks' quick run):
+    tests/test_cli.py::test_the_readmes_profile_line_works_in_this_repository;
+    tests/test_cli.py::test_profile_reads_the_projects_ini_upward_as_pytest_does;
+    tests/test_cli.py::test_profile_models_option_replaces_the_ini_and_no_ini_is_named;
+    tests/test_benchmarks.py::test_quick_benchmark_run_exits_0_and_prints_every_section;
+    tests/test_benchmarks.py::test_quick_runs_of_the_gate_and_tracing_benchmarks_exit_0
 """
 
 from __future__ import annotations
