@@ -57,14 +57,17 @@ def _pytest(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, check=False)
 
 
-def measure(tests: int) -> dict[str, Any]:
+def measure(tests: int, busy_limit: float | None = None) -> dict[str, Any]:
+    """``busy_limit``: the sessions' ``--sme2-busy-limit`` (None = the plugin's default; 100 = off, for a run beside
+    other CPU-bound work, where the default would find every block disturbed and write no baseline)."""
+    busy = () if busy_limit is None else (f"--sme2-busy-limit={busy_limit:g}",)
     with tempfile.TemporaryDirectory(prefix="sme2_plugin_bench_") as name:
         tmp = Path(name)
         (tmp / "test_bench.py").write_text(TEST_FILE.format(n=tests))
-        warm = _pytest(tmp, "--sme2-update-baseline")
+        warm = _pytest(tmp, "--sme2-update-baseline", *busy)
         if warm.returncode != 0:
             raise RuntimeError(f"baseline session failed (exit {warm.returncode}):\n{warm.stdout[-3000:]}")
-        timed = _pytest(tmp, "--junitxml", str(tmp / "junit.xml"), "--sme2-json", str(tmp / "results.json"))
+        timed = _pytest(tmp, "--junitxml", str(tmp / "junit.xml"), "--sme2-json", str(tmp / "results.json"), *busy)
         durations = {
             case.get("name", ""): float(case.get("time", "nan"))
             for case in ET.parse(tmp / "junit.xml").getroot().iter("testcase")

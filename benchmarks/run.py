@@ -107,8 +107,8 @@ def section_timer(quick: bool) -> dict[str, Any]:
     return {"timer_overhead_us": ns / 1e3, "timer_overhead_ns": ns}
 
 
-def section_plugin(quick: bool) -> dict[str, Any]:
-    r = plugin_overhead.measure(2 if quick else 8)
+def section_plugin(quick: bool, busy_limit: float | None = None) -> dict[str, Any]:
+    r = plugin_overhead.measure(2 if quick else 8, busy_limit=busy_limit)
     ratios = r["cross_session_ratios"]
     say(f"  {r['tests']} tests, toy_cnn fp32/xnnpack, default options and gate, cached export, baseline check")
     say(f"  cross-session A/A (same .pte, baseline written by the previous session, margin 5%): verdicts "
@@ -255,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help=f"comma list of sections: {', '.join(SECTIONS)}")
     parser.add_argument("--cache-dir", type=Path, help="export cache for the gate/noise models (default: a temp dir)")
     parser.add_argument("--save", type=Path, help="also write every detail of this run as JSON to this file")
+    parser.add_argument("--busy-limit", type=float, metavar="PCT",
+                        help="the plugin section's --sme2-busy-limit (default: the plugin's; 100 = off, beside other "
+                        "CPU-bound work such as the test suite)")
     args = parser.parse_args(argv)
     # --quick leaves the noise study out (one fresh process per configuration, tens of seconds).
     default_sections = [s for s in SECTIONS if not (args.quick and s == "noise")]
@@ -275,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         "analysis": lambda: section_analysis(args.quick),
         "export": lambda: section_export(args.quick),
         "timer": lambda: section_timer(args.quick),
-        "plugin": lambda: section_plugin(args.quick),
+        "plugin": lambda: section_plugin(args.quick, args.busy_limit),
         "gate": lambda: section_gate(args.quick, cache_dir),
         "noise": lambda: section_noise(args.quick, cache_dir),
     }
