@@ -88,13 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 
+    from benchmarks.console import Console
     from pytest_sme2.runners.local import LocalRunner
 
-    lines: list[str] = []
-
-    def say(text: str = "") -> None:
-        print(text, flush=True)
-        lines.append(text)
+    console = Console()
+    say, lines = console.say, console.lines
 
     started = time.time()
     say(f"disturbance evidence of the local runner ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}): "

@@ -11,13 +11,13 @@ One repetition of an experiment measures three arms in interleaved blocks, alter
 every block (A B C, C B A, ...) so drift hits all arms alike:
 
 - A = baseline ``.pte``; B = candidate ``.pte`` (the same file for A/A); C = a *fresh* measurement of
-  the candidate, used only if the gate asks to re-measure (``gate_confirmed``'s confirmation).
+  the candidate, used only if the gate asks to re-measure (the confirmation of ``gate.decide``).
 
 Every block is one ``LocalRunner.run`` (program load + executions, as the plugin's blocks are) with
 ``EXECUTIONS`` executions. A *design* (warm-up w, runs r, blocks k) uses executions ``w .. w+r`` of
 the first k blocks — a subset of real measurements, so several designs are judged on the same data
-without inventing samples. The gate is the library's own ``gate_confirmed`` with ``GateConfig``
-defaults (only the margin or the rank test's alpha varies where a row says so).
+without inventing samples. The gate is the library's own ``gate.decide`` (a same-session comparison, confirmation
+included) with ``GateConfig`` defaults; only the margin varies where a row says so.
 
 The wall time a design needs per comparison (``gate_time_s``) is what the plugin spends against a
 stored baseline: measuring the candidate (its blocks' load time plus the executions the design
@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -171,24 +171,25 @@ class Outcome:
 
 
 def judge(arm_a: Sequence[Block], arm_b: Sequence[Block], arm_c: Sequence[Block], *, design: Design,
-          margin: float, resamples: int | None = None, alpha: float | None = None) -> Outcome:
-    """The default gate with a confirming re-measurement (arm C), and its wall time per comparison."""
-    from pytest_sme2.gate import GateConfig, gate_confirmed
+          margin: float) -> Outcome:
+    """The default gate with a confirming re-measurement (arm C), and its wall time per comparison.
+
+    The reference (arm A) is the same blocks in the confirmation: this study measures the gate's rule, the
+    plugin's same-session comparison re-measures both arms.
+    """
+    from pytest_sme2.gate import Comparison, GateConfig, decide
 
     config = GateConfig(margin=margin)
-    if resamples is not None:
-        config = replace(config, resamples=resamples)
-    if alpha is not None:
-        config = replace(config, alpha=alpha)
     confirm_used = False
+    reference = samples(arm_a, design)
 
     def remeasure() -> Any:
         nonlocal confirm_used
         confirm_used = True
-        return samples(arm_c, design)
+        return reference, samples(arm_c, design), None
 
     started = time.perf_counter()
-    verdict, _ = gate_confirmed(samples(arm_a, design), remeasure, config, first=samples(arm_b, design))
+    verdict = decide((reference, samples(arm_b, design), None), remeasure, config, comparison=Comparison.SESSION)
     gate_s = time.perf_counter() - started
     wall = gate_s + sum(b.wall_for(design) for b in arm_b[: design.blocks])
     if confirm_used:
@@ -205,16 +206,10 @@ class Evaluation:
 
     design: Design
     margin: float
-    #: bootstrap resamples; None = the library default (the block interval uses none)
-    resamples: int | None = None
-    #: the rank test's alpha for a regression; None = the library default, 1.0 = the interval alone decides
-    alpha: float | None = None
 
     @property
     def label(self) -> str:
-        extra = f" B={self.resamples}" if self.resamples else ""
-        extra += f" alpha={self.alpha:g}" if self.alpha is not None else ""
-        return f"{self.design.label} m{self.margin * 100:g}%{extra}"
+        return f"{self.design.label} m{self.margin * 100:g}%"
 
 
 def run_experiment(runner: Any, base: Any, candidate: Any, *, reps: int, evaluations: Sequence[Evaluation],
@@ -227,8 +222,7 @@ def run_experiment(runner: Any, base: Any, candidate: Any, *, reps: int, evaluat
         arms = interleaved(runner, [("A", base), ("B", candidate), ("C", candidate)], blocks, executions=executions,
                            threads=threads, out_dir=out_dir)
         for ev in evaluations:
-            out[ev.label].append(judge(arms["A"], arms["B"], arms["C"], design=ev.design, margin=ev.margin,
-                                       resamples=ev.resamples, alpha=ev.alpha))
+            out[ev.label].append(judge(arms["A"], arms["B"], arms["C"], design=ev.design, margin=ev.margin))
         if progress and (rep + 1) % 25 == 0:
             progress(f"{name}: {rep + 1}/{reps} repetitions")
     return out
@@ -343,8 +337,8 @@ def study(runner: Any, exported: Mapping[str, Any], *, reps: Mapping[str, int], 
           designs: Sequence[Design] = DESIGNS) -> dict[str, dict[str, Any]]:
     """Every experiment: ``reps`` fresh interleaved repetitions, each judged by every design.
 
-    Per design: the gate (``gate_confirmed``, default alpha), the same gate with the interval alone
-    deciding (alpha 1), and the first measurement's interval against the true ratio.
+    Per design: the gate (``gate.decide``, confirmation included) and the first measurement's interval against
+    the true ratio.
     """
     blocks = max(d.blocks for d in designs)
     executions = max(d.warmup + d.runs for d in designs)
@@ -352,7 +346,7 @@ def study(runner: Any, exported: Mapping[str, Any], *, reps: Mapping[str, int], 
     for exp, n in reps.items():
         candidate = exported[EXPERIMENTS[exp]]
         truth = truths[exp]
-        rows: dict[str, dict[str, list[Any]]] = {d.label: {"gate": [], "interval_only": [], "first": []}
+        rows: dict[str, dict[str, list[Any]]] = {d.label: {"gate": [], "first": []}
                                                  for d in designs}
         for rep in range(n):
             arms = interleaved(runner, [("A", exported["base"]), ("B", candidate), ("C", candidate)], blocks,
@@ -360,8 +354,6 @@ def study(runner: Any, exported: Mapping[str, Any], *, reps: Mapping[str, int], 
             for d in designs:
                 row = rows[d.label]
                 row["gate"].append(judge(arms["A"], arms["B"], arms["C"], design=d, margin=margin))
-                row["interval_only"].append(judge(arms["A"], arms["B"], arms["C"], design=d, margin=margin,
-                                                  alpha=1.0))
                 row["first"].append(first_look(arms["A"], arms["B"], d, margin, truth))
             if progress and (rep + 1) % 25 == 0:
                 progress(f"{exp}: {rep + 1}/{n} repetitions")
@@ -377,15 +369,13 @@ def summarize_design(row: Mapping[str, Sequence[Any]], *, consensus: bool = True
     against the median of this experiment's own Hodges-Lehmann estimates over all repetitions
     (hundreds of blocks). For A/A both use the exact truth, 1.
     """
-    gate_rows, only, first = row["gate"], row["interval_only"], row["first"]
+    gate_rows, first = row["gate"], row["first"]
     n = len(first)
     out = summarize(gate_rows)
     shifts = [f.shift for f in first if not math.isnan(f.shift)]
     centre = float(np.median(shifts)) if consensus and shifts else 1.0
     widths = [f.half_width for f in first if not math.isnan(f.half_width)]
     out.update({
-        "interval_only_regression_rate": sum(o.status == "regression" for o in only) / n,
-        "interval_only_regressions": sum(o.status == "regression" for o in only),
         "coverage": sum(f.covered for f in first) / n,
         "consensus_ratio": centre,
         "coverage_consensus": sum(f.low <= centre <= f.high for f in first) / n,
@@ -431,12 +421,6 @@ def report(results: Mapping[str, Mapping[str, Any]], truths: Mapping[str, float]
         lines.append(f"  {d.blocks}x{d.runs}".ljust(16) + "  ".join(
             f"{e} {results[e][d.label]['coverage_consensus']:6.1%} ({results[e][d.label]['consensus_ratio']:.3f})"
             for e in slow))
-    lines += ["", "the interval alone deciding (no rank-test guard), same data:"]
-    for d in designs:
-        aa = results["aa"][d.label]
-        k, n = aa["interval_only_regressions"], aa["n"]
-        det = "  ".join(f"{e} {results[e][d.label]['interval_only_regression_rate']:6.1%}" for e in slow)
-        lines.append(f"  {d.blocks}x{d.runs}".ljust(16) + f"A/A {k}/{n} [{clopper_pearson_upper(k, n):.2%}]  {det}")
     if "old_coverage" in results["aa"].get(OLD_DESIGN.label, {}):
         lines += ["", f"the former method on {OLD_DESIGN.blocks}x{OLD_DESIGN.runs} (bootstrap + Mann-Whitney on runs), "
                       "first measurement only, same data:"]
@@ -461,6 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = Path(__file__).resolve().parent.parent
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
+    from benchmarks.console import Console
     from benchmarks.run import machine
     from pytest_sme2.runners.local import LocalRunner
 
@@ -477,15 +462,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     reps_aa, reps, rounds = (10, 5, 6) if args.quick else (args.reps_aa, args.reps, args.rounds)
     margin = args.margin / 100
-    lines: list[str] = []
-
-    def say(text: str = "") -> None:
-        print(text, flush=True)
-        lines.append(text)
-
-    def progress(text: str) -> None:
-        print(f"  .. {text} (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
-
+    console = Console()
+    say, progress, lines = console.say, console.progress, console.lines
     load_start = [round(x, 2) for x in os.getloadavg()]
     started = time.perf_counter()
     facts = machine()

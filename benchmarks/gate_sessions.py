@@ -649,20 +649,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def orchestrate(args: argparse.Namespace, work: Path) -> int:
+    from benchmarks.console import Console
     from benchmarks.run import machine
     from pytest_sme2.device import host_identity
     from pytest_sme2.options import Sme2Options
     from pytest_sme2.runners.local import LocalRunner
 
-    lines: list[str] = []
-
-    def say(text: str = "") -> None:
-        print(text, flush=True)
-        lines.append(text)
-
-    def progress(text: str) -> None:
-        print(f"  .. {text} (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
-
+    console = Console()
+    say, progress, lines = console.say, console.progress, console.lines
     started = time.perf_counter()
     load_start, uptime_start = [round(x, 2) for x in os.getloadavg()], uptime()
     facts = machine()

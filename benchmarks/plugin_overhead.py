@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Where toy_cnn is registered: the temp project names it as a user's project names its models.
+MODELS_FILE = ROOT / "example_models" / "models.py"
 
 TEST_FILE = '''
 import pytest
@@ -51,18 +53,21 @@ def _pytest(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
            "-W", "ignore", "--rootdir", str(tmp), "--sme2-cache-dir", str(tmp / "cache"),
-           "--sme2-baseline-dir", str(tmp / "baselines"), "test_bench.py", *args]
+           "--sme2-baseline-dir", str(tmp / "baselines"), f"--sme2-models={MODELS_FILE}", "test_bench.py", *args]
     return subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, check=False)
 
 
-def measure(tests: int) -> dict[str, Any]:
+def measure(tests: int, busy_limit: float | None = None) -> dict[str, Any]:
+    """``busy_limit``: the sessions' ``--sme2-busy-limit`` (None = the plugin's default; 100 = off, for a run beside
+    other CPU-bound work, where the default would find every block disturbed and write no baseline)."""
+    busy = () if busy_limit is None else (f"--sme2-busy-limit={busy_limit:g}",)
     with tempfile.TemporaryDirectory(prefix="sme2_plugin_bench_") as name:
         tmp = Path(name)
         (tmp / "test_bench.py").write_text(TEST_FILE.format(n=tests))
-        warm = _pytest(tmp, "--sme2-update-baseline")
+        warm = _pytest(tmp, "--sme2-update-baseline", *busy)
         if warm.returncode != 0:
             raise RuntimeError(f"baseline session failed (exit {warm.returncode}):\n{warm.stdout[-3000:]}")
-        timed = _pytest(tmp, "--junitxml", str(tmp / "junit.xml"), "--sme2-json", str(tmp / "results.json"))
+        timed = _pytest(tmp, "--junitxml", str(tmp / "junit.xml"), "--sme2-json", str(tmp / "results.json"), *busy)
         durations = {
             case.get("name", ""): float(case.get("time", "nan"))
             for case in ET.parse(tmp / "junit.xml").getroot().iter("testcase")

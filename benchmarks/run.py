@@ -29,6 +29,7 @@ if str(ROOT) not in sys.path:  # run as a script from a clean checkout: make the
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import analysis_speed, export_speed, gate_power, noise, plugin_overhead  # noqa: E402
+from benchmarks.console import Console  # noqa: E402
 
 TRACE = ROOT / "benchmarks" / "data" / "mobilenet_v3_small_like_fp32_xnnpack_simd-on_t1_n1000.etdump"
 #: A/A repetitions added to the 50 of the main experiment in a full run (see section_gate).
@@ -66,12 +67,8 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-def progress(text: str) -> None:
-    print(f"  .. {text}", file=sys.stderr, flush=True)
+CONSOLE = Console()
+say, progress = CONSOLE.say, CONSOLE.progress
 
 
 # ------------------------------------------------------------------------------------------ sections
@@ -110,8 +107,8 @@ def section_timer(quick: bool) -> dict[str, Any]:
     return {"timer_overhead_us": ns / 1e3, "timer_overhead_ns": ns}
 
 
-def section_plugin(quick: bool) -> dict[str, Any]:
-    r = plugin_overhead.measure(2 if quick else 8)
+def section_plugin(quick: bool, busy_limit: float | None = None) -> dict[str, Any]:
+    r = plugin_overhead.measure(2 if quick else 8, busy_limit=busy_limit)
     ratios = r["cross_session_ratios"]
     say(f"  {r['tests']} tests, toy_cnn fp32/xnnpack, default options and gate, cached export, baseline check")
     say(f"  cross-session A/A (same .pte, baseline written by the previous session, margin 5%): verdicts "
@@ -129,11 +126,9 @@ def section_gate(quick: bool, cache_dir: Path) -> dict[str, Any]:
     default = gate_power.default_design()
     evaluations = [gate_power.Evaluation(default, 0.05)]
     if not quick:
-        # Alternatives judged on the same measurements: margins, the former 10,000 bootstrap
-        # resamples, more runs and blocks, a longer warm-up.
+        # Alternatives judged on the same measurements: margins, more runs and blocks, a longer warm-up.
         evaluations += [
             gate_power.Evaluation(default, 0.10), gate_power.Evaluation(default, 0.25),
-            gate_power.Evaluation(default, 0.05, resamples=10_000),
             gate_power.Evaluation(gate_power.Design(default.warmup, 50, 7), 0.05),
             gate_power.Evaluation(gate_power.Design(10, default.runs, default.blocks), 0.05),
         ]
@@ -148,20 +143,13 @@ def section_gate(quick: bool, cache_dir: Path) -> dict[str, Any]:
         t = ratios[name]
         say(f"    {name:7s} 1x3x{h}x{w}: {t['median_ms'] * 1e3:6.1f} us, ratio {t['ratio']:.3f} "
             f"(95% CI {t['ci_low']:.3f}..{t['ci_high']:.3f})")
-    experiments, statuses = _gate_experiments(runner, exported, reps, evaluations, out_dir)
+    experiments = _gate_experiments(runner, exported, reps, evaluations, out_dir)
     say(f"  {reps} repetitions each; rate = share of comparisons the gate calls a regression (after confirmation);"
         " [95% upper bound]")
     _gate_table(evaluations, experiments)
     d = evaluations[0].label
     for n in ("aa", "slow5", "slow10"):
         say(f"  verdicts, default gate, {n}: {experiments[n][d]['counts']}")
-    # Same data, same margin, only the bootstrap size differs: how often do the verdicts agree?
-    agreement = {
-        ev.label: sum(a == b for a, b in zip(statuses[d], statuses[ev.label], strict=True)) / len(statuses[d])
-        for ev in evaluations[1:] if ev.resamples
-    }
-    for label, share in agreement.items():
-        say(f"  verdicts of '{label}' equal to the default's on the same data: {share:.1%} of {len(statuses[d])}")
     pinned: dict[str, Any] = {}
     if not quick and hasattr(os, "sched_setaffinity"):
         # The same default gate with this process pinned to one core (what `taskset -c 0 pytest` does):
@@ -169,7 +157,7 @@ def section_gate(quick: bool, cache_dir: Path) -> dict[str, Any]:
         before = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {min(before)})
         try:
-            pinned, _ = _gate_experiments(runner, exported, 30, evaluations[:1], out_dir)
+            pinned = _gate_experiments(runner, exported, 30, evaluations[:1], out_dir)
         finally:
             os.sched_setaffinity(0, before)
         say(f"  the default gate again, this process pinned to CPU {min(before)} (30 repetitions each):")
@@ -183,7 +171,7 @@ def section_gate(quick: bool, cache_dir: Path) -> dict[str, Any]:
         # uses, so they are cheap), judged at the default margin and the wider ones, pooled with the
         # 50 above.
         started = time.perf_counter()
-        margins = [ev for ev in evaluations if ev.design == default and ev.resamples is None]
+        margins = [ev for ev in evaluations if ev.design == default]
         extra = gate_power.run_experiment(runner, exported["base"], exported["base"], reps=AA_EXTRA_REPS,
                                           evaluations=margins, threads=1, out_dir=out_dir,
                                           progress=progress, name="aa (more)",
@@ -209,17 +197,15 @@ def section_gate(quick: bool, cache_dir: Path) -> dict[str, Any]:
         "default_gate": d,
         "true_ratios": ratios,
         "experiments": experiments,
-        "resamples_agreement": agreement,
         "pinned": pinned,
     }
 
 
 def _gate_experiments(runner: Any, exported: dict[str, Any], reps: int,
                       evaluations: list[gate_power.Evaluation], out_dir: Path,
-                      ) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
-    """A/A, ~5 % and ~10 % experiments judged by every evaluation: summaries and per-rep verdicts."""
+                      ) -> dict[str, dict[str, Any]]:
+    """A/A, ~5 % and ~10 % experiments judged by every evaluation: their summaries."""
     experiments: dict[str, dict[str, Any]] = {}
-    statuses: dict[str, list[str]] = {ev.label: [] for ev in evaluations}
     for name, cand in (("aa", "base"), ("slow5", "slow5"), ("slow10", "slow10")):
         started = time.perf_counter()
         outcomes = gate_power.run_experiment(runner, exported["base"], exported[cand], reps=reps,
@@ -227,9 +213,7 @@ def _gate_experiments(runner: Any, exported: dict[str, Any], reps: int,
                                              progress=progress, name=name)
         experiments[name] = {label: gate_power.summarize(v) for label, v in outcomes.items()}
         experiments[name]["_wall_s"] = time.perf_counter() - started
-        for label, v in outcomes.items():
-            statuses[label] += [o.status for o in v]
-    return experiments, statuses
+    return experiments
 
 
 def _gate_table(evaluations: list[gate_power.Evaluation], experiments: dict[str, dict[str, Any]]) -> None:
@@ -271,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help=f"comma list of sections: {', '.join(SECTIONS)}")
     parser.add_argument("--cache-dir", type=Path, help="export cache for the gate/noise models (default: a temp dir)")
     parser.add_argument("--save", type=Path, help="also write every detail of this run as JSON to this file")
+    parser.add_argument("--busy-limit", type=float, metavar="PCT",
+                        help="the plugin section's --sme2-busy-limit (default: the plugin's; 100 = off, beside other "
+                        "CPU-bound work such as the test suite)")
     args = parser.parse_args(argv)
     # --quick leaves the noise study out (one fresh process per configuration, tens of seconds).
     default_sections = [s for s in SECTIONS if not (args.quick and s == "noise")]
@@ -291,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         "analysis": lambda: section_analysis(args.quick),
         "export": lambda: section_export(args.quick),
         "timer": lambda: section_timer(args.quick),
-        "plugin": lambda: section_plugin(args.quick),
+        "plugin": lambda: section_plugin(args.quick, args.busy_limit),
         "gate": lambda: section_gate(args.quick, cache_dir),
         "noise": lambda: section_noise(args.quick, cache_dir),
     }

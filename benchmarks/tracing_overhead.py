@@ -211,13 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     pairs = 3 if args.quick else args.pairs
 
     import example_models  # noqa: F401 - registers the example models
+    from benchmarks.console import Console
     from pytest_sme2.export import export_model
 
-    out_lines: list[str] = []
-
-    def say(text: str = "") -> None:
-        print(text, flush=True)
-        out_lines.append(text)
+    console = Console()
+    say, out_lines = console.say, console.lines
 
     started = time.time()
     facts = cpu_facts()

@@ -133,6 +133,20 @@ class Analysis:
         return {c: (v / mean if mean > 0 else math.nan) for c, v in self.category_totals_ms.items()}
 
     @property
+    def delegated_operators(self) -> dict[str, float]:
+        """Delegated (XNNPACK) operator events per measured run, by category.
+
+        XNNPACK times its operators in whole microseconds, so a category of n such operators moves by up to
+        n ticks between runs with nothing changed: the gate floors a category's allowance at a couple of
+        ticks per operator (:data:`pytest_sme2.gate.TICKS_PER_OPERATOR`).
+        """
+        out: dict[str, float] = {}
+        for op in self.operator_details:
+            if op.delegated:
+                out[op.category] = out.get(op.category, 0.0) + op.count
+        return out
+
+    @property
     def dominant_category(self) -> str:
         return max(self.category_totals_ms, key=lambda c: self.category_totals_ms[c])
 

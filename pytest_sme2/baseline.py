@@ -76,6 +76,8 @@ class Baseline:
     top_operators: tuple[Mapping[str, Any], ...] = ()
     created: str = ""
     tool_version: str = ""
+    #: delegated operator events per run by category (the gate's tick floor; absent in older baselines)
+    category_operators: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def identity_id(self) -> str:
@@ -89,7 +91,8 @@ class Baseline:
     def samples(self) -> Samples:
         cats = self.category_per_run_ms if self.per_operator else {}
         return Samples(self.samples_ms, self.block_sizes, cats, self.category_block_sizes if cats else (),
-                       label=f"baseline recorded {self.created or '(unknown date)'}")
+                       label=f"baseline recorded {self.created or '(unknown date)'}",
+                       category_operators=dict(self.category_operators) if cats else {})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +112,7 @@ class Baseline:
             "category_per_run_ms": {k: [round(x, 6) for x in v] for k, v in self.category_per_run_ms.items()},
             "category_block_sizes": list(self.category_block_sizes),
             "top_operators": [dict(o) for o in self.top_operators],
+            **({"category_operators": dict(self.category_operators)} if self.category_operators else {}),
         }
 
     @classmethod
@@ -149,6 +153,7 @@ class Baseline:
                 top_operators=tuple(dict(o) for o in data.get("top_operators", [])),
                 created=str(data.get("created", "")),
                 tool_version=str(data.get("tool_version", "")),
+                category_operators={str(k): float(v) for k, v in data.get("category_operators", {}).items()},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(

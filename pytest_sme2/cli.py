@@ -7,7 +7,12 @@ from a results JSON or run directory) and ``export-trace`` (Chrome/Perfetto JSON
 
 Exit codes: 0 ok; 1 the gate failed: a regression, a test of OLD that NEW does not have (a test that
 was not measured must not look green), or with ``--strict`` an inconclusive comparison; 2 bad input
-or usage (one line naming the file and the fix, never a traceback); 3 a runner or device failed.
+or usage (one line naming the file and the fix, never a traceback), and ``compare`` of measurements from
+other device identities; 3 a runner or device failed.
+
+``compare`` judges two files as two sessions (:func:`pytest_sme2.judge.compare_recorded`): the same artifact
+is drift (reported, never failed), a changed or unknown one is judged on the stored samples with the margin
+widened by ``--drift-allowance``; each test's lines say which rule was used.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import ConfigError, Sme2Error
+from .errors import ConfigError, ModelError, Sme2Error
 from .options import (
     executable_file,
     existing_file,
@@ -95,8 +100,11 @@ def _add_profile(sub: Any) -> None:
     p.add_argument("--timeout", type=positive_int, default=600, help="seconds per runner process (default 600)")
     p.add_argument("--rules", type=rules_file,
                    help=RULES_HELP + " (needs a runner that records a per-operator trace: --runner)")
-    p.add_argument("--models-from", action="append", default=[], dest="model_sources",
-                   help="module name or .py file that registers models (repeatable)")
+    p.add_argument("--models", "--models-from", action="append", dest="model_sources", metavar="SRC",
+                   help="module name or .py file that registers models (repeatable), as the plugin's --sme2-models; "
+                   "default: sme2_models of the project's pytest ini file (pytest.ini, pyproject.toml "
+                   "[tool.pytest.ini_options], tox.ini or setup.cfg, found upward from here as pytest finds it; "
+                   "relative paths there are relative to that file)")
     p.add_argument("--cache-dir", type=Path, default=Path(".sme2_cache"), help="export cache (default .sme2_cache)")
     p.add_argument("--out", type=Path, default=Path("sme2_out"), help="output directory (default sme2_out)")
 
@@ -109,6 +117,9 @@ def _add_compare(sub: Any) -> None:
     p.add_argument("new", type=existing_file, help="candidate, same kinds")
     p.add_argument("--margin", type=percent, default=5.0, help="relative margin, e.g. 5%% (default 5%%)")
     p.add_argument("--strict", action="store_true", help="an inconclusive comparison also fails (exit 1)")
+    p.add_argument("--drift-allowance", type=nonnegative_percent, default=0.0, metavar="PCT",
+                   help="how far this machine drifts between sessions, added to the margin of a changed artifact "
+                   "(two files are two sessions), as the plugin's --sme2-drift-allowance (default 0)")
     p.add_argument("--json", type=Path, dest="json_out", help="write the verdicts as JSON")
 
 
@@ -211,7 +222,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from .runners import make_runner
     from .thirdparty import third_party_output
 
-    load_model_sources(args.model_sources)
+    load_model_sources(_model_sources(args))
     device = args.device or ("host" if args.runner else "local")
     android: dict[str, Any] = {}
     if device == "android":
@@ -223,7 +234,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.inputs and args.pte is None:
         raise ConfigError("--inputs goes with --pte; a registered model (--model) brings its own example inputs")
     rules = CategoryRules.load(args.rules) if args.rules else None
-    specs = [get_model(name) for name in args.models or ()]  # an unknown name fails here, before anything
+    try:
+        specs = [get_model(name) for name in args.models or ()]  # an unknown name fails here, before anything
+    except ModelError as exc:
+        raise ModelError(f"{exc} Model sources here: {args.models_where}.") from None
     if args.qemu is not None and device != "qemu":
         raise ConfigError(f"--qemu applies to --device qemu only (device is {device!r})")
     own = {"qemu": args.qemu, "runner_cache": args.cache_dir / "runners", "progress": stderr_progress} if device in (
@@ -274,14 +288,41 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _model_sources(args: argparse.Namespace) -> tuple[str, ...]:
+    """The model sources ``profile`` imports: ``--models``, else the project's ini ``sme2_models`` (as the plugin).
+
+    Sets ``args.models_where``: where they came from, for the unknown-model message.
+    """
+    from .inifile import find_inifile
+
+    if args.model_sources:
+        args.models_where = f"--models {' '.join(args.model_sources)}"
+        return tuple(args.model_sources)
+    ini = find_inifile(Path.cwd())
+    if ini is None:
+        args.models_where = (f"no pytest ini file found from {Path.cwd()} upward, so no sme2_models; pass "
+                             "--models FILE.py")
+        return ()
+    sources = ini.model_sources()
+    args.models_where = (f"sme2_models of {ini.path}: {', '.join(sources)}" if sources else
+                         f"{ini.path} lists no sme2_models; pass --models FILE.py or add it there")
+    return sources
+
+
 # ---------------------------------------------------------------------------------------- compare
 
 
-def _samples_by_test(path: Path) -> dict[str, Any]:
-    """Read any of our JSON kinds into ``{test id: Samples}`` (single-profile files use ``""``)."""
+def _recorded_by_test(path: Path) -> dict[str, Any]:
+    """Read any of our JSON kinds into ``{test id: judge.Recorded}`` (single-profile files use ``""``).
+
+    Each keeps the identity and artifact its file records (a baseline, a ``profile`` summary, a results file;
+    an ``analyze`` summary has neither).
+    """
     from .analysis import Analysis
+    from .artifacts import Artifact
     from .baseline import Baseline
     from .gate import Samples
+    from .judge import Recorded
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -296,7 +337,7 @@ def _samples_by_test(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path} is not a pytest-sme2 JSON file (expected an object)")
     if "samples_ms" in data:
         b = Baseline.from_dict(data, source=str(path))
-        return {b.test_id: b.samples()}
+        return {b.test_id: Recorded(b.samples(), b.identity, b.artifact)}
     if "e2e_ms" in data and "runs" in data:
         try:
             a = Analysis.from_dict(data)
@@ -309,8 +350,18 @@ def _samples_by_test(path: Path) -> dict[str, Any]:
         # ``profile`` records why a measurement cannot be trusted (thermal throttling): it must come out
         # INVALID, never a regression or a pass.
         profile = data.get("profile")
-        invalid = str(profile.get("invalid_reason") or "") if isinstance(profile, Mapping) else ""
-        return {"": Samples(a.measured_ms, a.block_sizes, cats, a.block_sizes if cats else (), invalid)}
+        profile = profile if isinstance(profile, Mapping) else {}
+        invalid = str(profile.get("invalid_reason") or "")
+        samples = Samples(a.measured_ms, a.block_sizes, cats, a.block_sizes if cats else (), invalid,
+                          category_operators=a.delegated_operators if cats else {})
+        identity = profile.get("fingerprint")
+        art = profile.get("artifact")
+        try:
+            artifact = Artifact.from_dict(art) if isinstance(art, Mapping) else None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{path}: its profile's artifact does not match the schema ({type(exc).__name__}: "
+                              f"{exc}); re-create it with pytest-sme2 profile") from None
+        return {"": Recorded(samples, dict(identity) if isinstance(identity, Mapping) else {}, artifact)}
     if "tests" in data:
         from .report.results import SessionResults
 
@@ -318,7 +369,7 @@ def _samples_by_test(path: Path) -> dict[str, Any]:
         out = {}
         for t in results.tests:
             if t.profile is not None:
-                out[t.test_id] = t.profile.samples()
+                out[t.test_id] = Recorded(t.profile.samples(), t.profile.fingerprint, t.profile.artifact)
         return out
     raise ConfigError(
         f"{path} is neither an analysis summary (pytest-sme2 analyze/profile), a baseline file, "
@@ -328,11 +379,14 @@ def _samples_by_test(path: Path) -> dict[str, Any]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from .atomic import write_atomic
-    from .gate import GateConfig, gate
+    from .gate import GateConfig
+    from .judge import compare_recorded
 
-    old, new = _samples_by_test(args.old), _samples_by_test(args.new)
+    old, new = _recorded_by_test(args.old), _recorded_by_test(args.new)
     strict = ", strict" if args.strict else ""
-    print(f"pytest-sme2 compare: baseline {args.old} -> candidate {args.new} (margin +{args.margin:g}%{strict})")
+    allowance = f", drift allowance +{args.drift_allowance:g}%" if args.drift_allowance else ""
+    print(f"pytest-sme2 compare: baseline {args.old} -> candidate {args.new} (margin +{args.margin:g}%{allowance}"
+          f"{strict})")
     missing: list[str] = []
     not_in_old: list[str] = []
     if "" in old and "" in new and len(old) == len(new) == 1:
@@ -344,12 +398,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
         pairs = [(k, old[k], new[k]) for k in common]
         missing = [k for k in old if k not in new]
         not_in_old = [k for k in new if k not in old]
-    config = GateConfig(margin=args.margin / 100, strict=args.strict)
+    config = GateConfig(margin=args.margin / 100, strict=args.strict, drift_allowance=args.drift_allowance / 100)
     worst = EXIT_OK
     verdicts = {}
+    refused: dict[str, list[str]] = {}
     counts: dict[str, int] = {}
     for test_id, a, b in pairs:
-        verdict = gate(a, b, config)
+        outcome = compare_recorded(a, b, config)
+        verdict = outcome.verdict
+        if verdict is None:
+            refused[test_id or "comparison"] = list(outcome.refused)
+            counts["refused"] = counts.get("refused", 0) + 1
+            print(f"{'REFUSED':<12} {test_id or args.new.name}  measured on another device identity than in "
+                  f"{args.old.name}, so not compared; differs in: {'; '.join(outcome.refused)}")
+            continue
         verdicts[test_id or "comparison"] = verdict.to_dict()
         counts[verdict.status.value] = counts.get(verdict.status.value, 0) + 1
         e2e = verdict.e2e
@@ -375,8 +437,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         tally.append(f"{len(not_in_old)} not in {args.old.name}")
     print(f"{len(pairs)} compared: {', '.join(tally)}")
     if args.json_out:
-        doc = {"schema_version": 1, "verdicts": verdicts, "missing": missing, "not_in_old": not_in_old}
+        doc = {"schema_version": 1, "verdicts": verdicts, "missing": missing, "not_in_old": not_in_old,
+               "refused": refused}
         write_atomic(args.json_out, json.dumps(doc, indent=2) + "\n", what="verdicts")
+    if refused:
+        print(f"pytest-sme2 compare: error: {len(refused)} test(s) of {args.new} were measured on another device "
+              f"identity than in {args.old} (listed REFUSED above): a baseline belongs to its device; compare files "
+              "from the same device (and threads, dtype, backend), or record a baseline on this one", file=sys.stderr)
+        return EXIT_USAGE
     return worst
 
 

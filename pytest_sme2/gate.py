@@ -52,6 +52,12 @@ SCHEMA_VERSION = 2
 #: Categories below this share of the reference E2E median are below XNNPACK's 1 µs resolution for
 #: small models; a gated category is judged as if it were this large (so 0 ms -> 0.03 ms is visible).
 MIN_CATEGORY_SHARE = 0.02
+#: XNNPACK's operator events are whole microseconds (checked on every recorded trace: every delegated event's
+#: duration is a multiple of 1 µs, portable ones are not), so a category of n delegated operators moves by a
+#: tick per operator between runs with nothing changed. A category's allowance is at least this many ticks per
+#: delegated operator of the category: a 1 µs category that reads 2 µs is not a 100 % regression.
+TICK_MS = 0.001
+TICKS_PER_OPERATOR = 2
 
 
 class Status(str, Enum):
@@ -133,6 +139,8 @@ class Samples:
     invalid_reason: str = ""
     #: which measurement these are: "first measurement", "pooled over 2 measurements", ...
     label: str = "first measurement"
+    #: delegated operator events per run, by category (their times are whole µs: see :data:`TICK_MS`)
+    category_operators: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def blocks(self) -> tuple[int, ...]:
@@ -163,6 +171,7 @@ class Samples:
             self.e2e_ms + other.e2e_ms, self.blocks + other.blocks, cats,
             tuple(n for n in cat_blocks if n) if cats else (),
             self.invalid_reason or other.invalid_reason, "pooled over 2 measurements",
+            dict(self.category_operators) or dict(other.category_operators),
         )
 
 
@@ -340,7 +349,9 @@ def _category_check(cat: str, reference: Samples, candidate: Samples, *, margin:
     a_med = float(np.median(block_medians(a, reference.category_blocks(cat))))
     b_med = float(np.median(block_medians(b, candidate.category_blocks(cat))))
     floor = MIN_CATEGORY_SHARE * reference.median_ms
-    allowance = margin * max(a_med, floor)
+    operators = max(reference.category_operators.get(cat, 0.0), candidate.category_operators.get(cat, 0.0))
+    ticks = TICKS_PER_OPERATOR * TICK_MS * operators
+    allowance = max(margin * max(a_med, floor), ticks)
     name = f"category:{cat}"
     effect = block_difference_ci(a, b, baseline_blocks=reference.category_blocks(cat),
                                  candidate_blocks=candidate.category_blocks(cat), confidence=confidence)
@@ -348,6 +359,9 @@ def _category_check(cat: str, reference: Samples, candidate: Samples, *, margin:
     basis = (f"{margin * 100:.0f}% of {a_med:.4f} ms" if a_med >= floor else
              f"{margin * 100:.0f}% of {floor:.4f} ms: the baseline is below {MIN_CATEGORY_SHARE:.0%} of E2E, so the "
              "change is judged in ms")
+    if ticks > margin * max(a_med, floor):
+        basis = (f"{TICKS_PER_OPERATOR} ticks of {TICK_MS * 1000:g} µs for each of its {operators:g} XNNPACK "
+                 f"operator(s), whose times are whole µs: more than {basis}")
     if effect.interval is None:
         return Check(name, Status.INCONCLUSIVE, f"{head}; not judged: {effect.reason}", margin=margin,
                      p_value=effect.p_value, baseline=a_med, candidate=b_med, advisory=not gated)

@@ -26,14 +26,15 @@ and neither is an SME2-on arm whose log shows it ran no SME2 kernel.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .artifacts import Artifact, ArtifactStore, is_runtime
-from .baseline import Baseline, BaselineStore, Lookup, identity_diff, now_iso
+from .baseline import Baseline, BaselineStore, Lookup, identity_diff, identity_id, now_iso
 from .categories import CategoryRules
 from .gate import (
+    EVIDENCE_CHECKS,
     REQUIRED_BY_MARKER,
     REQUIRED_BY_ON_OFF,
     Comparison,
@@ -87,6 +88,8 @@ class Judgement:
     reference: Profile | None = None
     #: the candidate as measured for the verdict (the interleaved one, in a same-session comparison)
     candidate: Profile | None = None
+    #: one-line warnings about the test itself (not the verdict): shown under its terminal line, kept in the results
+    warnings: tuple[str, ...] = ()
 
     @property
     def written(self) -> bool:
@@ -104,6 +107,7 @@ def _baseline_from(test_id: str, profile: Profile, tool_version: str) -> Baselin
         latency_source=profile.latency_source, stats=a.e2e.to_dict(),
         top_operators=tuple(op.to_dict() for op in a.operator_details[:10]), created=now_iso(),
         tool_version=tool_version,
+        category_operators=a.delegated_operators if profile.per_operator else {},
     )
 
 
@@ -265,12 +269,22 @@ def judge(
         return gate(None, cand, config, off=off_samples, evidence=evidence)
 
     if policy.update_baseline:
+        # A measurement that is not a good reference never replaces one that may be: the previous file stays.
+        kept = (f"; the previous baseline {path} is kept" if path.is_file() else "")
         if invalid:
             return Judgement(NOT_WRITTEN, absolute_only(), path, message=(
-                f"baseline not written: this measurement is invalid ({invalid}); measure again when the device is "
-                "quiet (and cool)"))
+                f"baseline not written: this measurement is invalid ({invalid}){kept}; measure again when the device "
+                "is quiet (and cool)"))
         if refused:
-            return Judgement(NOT_WRITTEN, absolute_only(), path, message=f"baseline not written: {refused}")
+            return Judgement(NOT_WRITTEN, absolute_only(), path, message=f"baseline not written: {refused}{kept}")
+        own = absolute_only()
+        failed = [c for c in own.checks if not c.advisory and c.name not in EVIDENCE_CHECKS
+                  and c.status in (Status.REGRESSION, Status.INVALID)]
+        if failed and kept:
+            what = "; ".join(f"{c.name}: {c.message}" for c in failed)
+            return Judgement(NOT_WRITTEN, own, path, message=(
+                f"baseline not replaced: this measurement failed its own checks ({what}){kept}. Fix the cause (or "
+                "the threshold), then run --sme2-update-baseline again"))
         baseline = _baseline_from(test_id, profile, policy.tool_version)
         keep_artifacts(artifacts, profile, runner)  # first: a kill between the two never leaves a baseline without it
         written = baselines.save(baseline)
@@ -339,7 +353,79 @@ def judge(
             measure_again = _remeasure_stored(runner, profile, off, base, rules=rules, progress=progress)
     verdict = decide((base, cand, off_samples), measure_again if policy.confirm else None, config,
                      comparison=comparison, notes=notes, evidence=evidence)
-    return Judgement(GATED, verdict, lookup.path, baseline, verdict.summary(), reference, candidate)
+    warnings = _inputs_warning(baseline.artifact, profile.artifact)
+    return Judgement(GATED, verdict, lookup.path, baseline, verdict.summary(), reference, candidate, warnings)
+
+
+def _inputs_warning(baseline: Artifact | None, current: Artifact | None) -> tuple[str, ...]:
+    """A warning when the inputs differ from the baseline's: unseeded random inputs change every session.
+
+    ``torch.randn(...)`` in a marker (evaluated at import) or a model factory without a seed gives other input
+    files each session, so the artifact is never unchanged and the export cache never hits.
+    """
+    if baseline is None or current is None or baseline.inputs_sha256 == current.inputs_sha256:
+        return ()
+    before = ",".join(h[:10] for h in baseline.inputs_sha256) or "none"
+    after = ",".join(h[:10] for h in current.inputs_sha256) or "none"
+    same = "; the program is the same" if baseline.pte_sha256 == current.pte_sha256 else ""
+    return (f"the test's inputs differ from its baseline's (sha256 {before} -> {after}){same}: if they come from "
+            "torch.randn without a seed, every session is a changed artifact; seed them, e.g. torch.randn(1, 3, 32, "
+            "32, generator=torch.Generator().manual_seed(0))",)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One test's measurement as a file keeps it: the samples, and the identity and artifact when it records them.
+
+    What ``pytest-sme2 compare`` judges: two files are two sessions, so the baseline rule applies, without the
+    same-session re-measurement (the files hold samples, not programs).
+    """
+
+    samples: Samples
+    #: the device identity (+ threads/dtype/backend/variant); empty when the file does not record one
+    identity: Mapping[str, Any] = field(default_factory=dict)
+    artifact: Artifact | None = None
+
+
+@dataclass(frozen=True)
+class RecordedComparison:
+    """The outcome of comparing two recorded measurements: a verdict, or the refusal and why."""
+
+    verdict: Verdict | None
+    #: the identity fields that differ (``key: OLD != NEW``) when the measurements belong to other identities
+    refused: tuple[str, ...] = ()
+    #: which rule judged it, in words (for the output)
+    rule: str = ""
+
+
+def compare_recorded(old: Recorded, new: Recorded, config: GateConfig) -> RecordedComparison:
+    """Judge ``new`` against ``old`` by the rule a baseline of another session gets (see the module docstring).
+
+    Other identities are refused (never compared: another CPU runs other kernels). The same artifact is
+    :attr:`~pytest_sme2.gate.Comparison.UNCHANGED` — drift, reported, never failed; a changed or unknown artifact
+    is :attr:`~pytest_sme2.gate.Comparison.STORED`: the margin widened by ``config.drift_allowance``.
+    """
+    if old.identity and new.identity and identity_id(old.identity) != identity_id(new.identity):
+        return RecordedComparison(None, tuple(identity_diff(old.identity, new.identity)) or ("identity id",))
+    notes = []
+    if not (old.identity and new.identity):
+        which = "neither file" if not (old.identity or new.identity) else ("OLD" if not old.identity else "NEW")
+        notes.append(f"identity not checked: {which} records the device identity (an analysis of a trace)")
+    changes = old.artifact.differences(new.artifact) if (old.artifact and new.artifact) else []
+    if old.artifact is not None and new.artifact is not None and not changes:
+        comparison = Comparison.UNCHANGED
+        rule = ("unchanged artifact (same program, inputs and build) in two sessions: a slower median is the machine "
+                "(drift), reported, never failed")
+    else:
+        comparison = Comparison.STORED
+        what = "; ".join(changes) or "the artifact is unknown (a file does not record it)"
+        allowance = (f" + {config.drift_allowance * 100:g}% drift allowance" if config.drift_allowance else
+                     " (no drift allowance: --drift-allowance PCT widens it)")
+        rule = (f"changed since OLD ({what}); two files are two sessions: the stored-samples rule, margin "
+                f"{config.margin * 100:g}%{allowance}")
+    notes.append(f"rule: {rule}")
+    verdict = gate(old.samples, new.samples, config, comparison=comparison, notes=notes)
+    return RecordedComparison(verdict, (), rule)
 
 
 def _remeasure_stored(runner: Runner, profile: Profile, off: Profile | None, base: Samples, *,
@@ -372,5 +458,6 @@ def _identity_text(profile: Profile) -> str:
     return ", ".join(f"{k} {ident[k]}" for k in keys if k in ident) or "unknown device"
 
 
-__all__ = ["GATED", "MISSING", "NOT_WRITTEN", "RECORDED", "WRITTEN", "Judgement", "Policy", "judge",
-           "keep_artifacts", "reference_measurement", "sme2_evidence"]
+__all__ = ["GATED", "MISSING", "NOT_WRITTEN", "RECORDED", "WRITTEN", "Judgement", "Policy", "Recorded",
+           "RecordedComparison", "compare_recorded", "judge", "keep_artifacts", "reference_measurement",
+           "sme2_evidence"]

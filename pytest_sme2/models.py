@@ -9,17 +9,20 @@ Users register their own models in their own project, without touching this pack
         model = MyNet().eval()
         return model, (torch.randn(1, 3, 224, 224),)
 
-The factory returns ``(module, example_inputs)``. Models are found by importing the modules that
+The factory returns ``(module, example_inputs)``. It is called with torch's global RNG seeded
+(:data:`FACTORY_SEED`, the caller's RNG state restored afterwards), so random weights and ``torch.randn``
+inputs are the same in every session: the export cache hits, and an unchanged model is an unchanged
+artifact. Models are found by importing the modules that
 register them: the ``pytest_sme2.models`` entry-point group (so an installed package can ship models
 the way pytest plugins ship hooks), and any module or ``.py`` file named with ``--sme2-models`` /
-ini ``sme2_models`` / ``pytest-sme2 profile --models-from``.
+ini ``sme2_models`` / ``pytest-sme2 profile --models`` (which also reads the project's ini).
 
 A ``.py`` file is imported under the name Python itself would give it (``my_models``, or
 ``pkg.models`` inside a package), with its root put on ``sys.path`` as pytest does for test modules,
 so a test that also does ``from my_models import MyNet`` gets the same module, not a second copy.
 A registration is identified by the factory's file and qualified name, so the same file reached
 twice under two module names is one registration, not a clash.
-torch is not imported here: factories import it when called.
+torch is imported only when a factory is called.
 """
 
 from __future__ import annotations
@@ -50,9 +53,9 @@ class ModelSpec:
     origin: str
 
     def build(self) -> tuple[Any, tuple[Any, ...]]:
-        """Instantiate the module (in eval mode) and its example inputs."""
+        """Instantiate the module (in eval mode) and its example inputs, under the fixed seed :data:`FACTORY_SEED`."""
         try:
-            result = self.factory()
+            result = _seeded(self.factory)
         except Exception as exc:
             raise ModelError(
                 f"model {self.name!r} (from {self.origin}) failed to build: {type(exc).__name__}: {exc}"
@@ -69,6 +72,21 @@ class ModelSpec:
                 "module; it must return a torch.nn.Module (with its example inputs)"
             )
         return module.eval(), inputs
+
+
+#: torch's global RNG is seeded with this around every factory call (and restored after it): a factory that
+#: builds random weights or ``torch.randn`` inputs gives the same module and inputs every session, so the
+#: export cache hits and an unchanged model stays an unchanged artifact.
+FACTORY_SEED = 0
+
+
+def _seeded(factory: ModelFactory) -> tuple[Any, tuple[Any, ...]]:
+    """``factory()`` with torch's RNG seeded :data:`FACTORY_SEED`, the caller's RNG state restored afterwards."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(FACTORY_SEED)
+        return factory()
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -247,7 +265,7 @@ def get_model(name: str) -> ModelSpec:
         raise ModelError(
             f"unknown model {name!r}; registered models: {known}. Register yours with "
             "@pytest_sme2.models.register_model(name) in a .py file or module named with --sme2-models "
-            "(ini sme2_models; pytest-sme2 profile --models-from), or ship it in a package's "
+            "(ini sme2_models; pytest-sme2 profile --models), or ship it in a package's "
             "pytest_sme2.models entry point."
         ) from None
 

@@ -269,7 +269,8 @@ class Profile:
     def samples(self) -> Samples:
         cats = self.analysis.category_per_run_ms if self.analysis.per_operator else {}
         cat_blocks = (self.analysis.block_sizes or (self.analysis.runs_measured,)) if cats else ()
-        return Samples(self.samples_ms, self.block_sizes, cats, cat_blocks, self.invalid_reason)
+        return Samples(self.samples_ms, self.block_sizes, cats, cat_blocks, self.invalid_reason,
+                       category_operators=self.analysis.delegated_operators if cats else {})
 
     def to_dict(self) -> dict[str, Any]:
         return {

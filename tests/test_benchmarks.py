@@ -40,6 +40,51 @@ def test_quick_timer_section_ends_with_a_json_line_holding_every_key() -> None:
     assert "load average at start" in proc.stdout
 
 
+def _bench(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """A benchmark script in a fresh process, as a user runs it from the repository (its own imports, its own cwd)."""
+    return subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.mark.slow
+def test_quick_benchmark_run_exits_0_and_prints_every_section() -> None:
+    """Issue 18 defect 11: ``python benchmarks/run.py --quick`` as the README gives it (~70 s here).
+
+    Before the fix its plugin section's temp project named toy_cnn without registering it ("baseline session
+    failed (exit 1)") and its gate section imported ``gate_confirmed``, which the gate no longer has.
+    """
+    # The busy check is off for the plugin section (as for gate_sessions below): beside other tests on two cores the
+    # default finds every block disturbed and writes no baseline, which is the gate's rule, not a broken benchmark.
+    proc = _bench(str(ROOT / "benchmarks" / "run.py"), "--quick", "--busy-limit", "100")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    for section in ("analysis", "export", "timer", "plugin", "gate"):
+        assert f"\n[{section}]\n" in proc.stdout, section
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    # every section of a quick run measured its keys: none is left null
+    assert all(summary[k] is not None for k in SUMMARY_KEYS), summary
+    assert summary["plugin_overhead_ms"] > 0 and 0 <= summary["aa_false_alarm_rate"] <= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["gate_power.py", "tracing_overhead.py"])
+def test_quick_runs_of_the_gate_and_tracing_benchmarks_exit_0(script: str, tmp_path: Path) -> None:
+    """Issue 18 defect 11: the benchmarks with a quick mode of their own run it to the end.
+
+    ~20 s each here (gate_sessions.py --quick has its own test below). Their results go to a temp dir, never over
+    the committed ``benchmarks/results``.
+    """
+    stem = script.removesuffix(".py")
+    extra = {"gate_power.py": ["--out", str(tmp_path / stem)],
+             "tracing_overhead.py": ["--models", "toy_cnn", "--dtypes", "fp32", "--out", str(tmp_path),
+                                     "--cache-dir", str(tmp_path / "cache")]}[script]
+    proc = _bench(str(ROOT / "benchmarks" / script), "--quick", *extra, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    written = sorted(p.name for p in tmp_path.iterdir() if p.name != "cache")
+    assert written == [f"{stem}.json", f"{stem}.txt"]
+    text = (tmp_path / written[1]).read_text()
+    assert text.strip() and text.splitlines()[0] in proc.stdout  # the results file is what it printed
+
+
 def test_unknown_section_is_a_usage_error() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--only", "nope"],

@@ -12,11 +12,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from standin import make_standin
 
 from pytest_sme2.analysis import analyze, merge
+from pytest_sme2.artifacts import Artifact
 from pytest_sme2.cli import main
 from pytest_sme2.profile import Profile
 from pytest_sme2.report.results import SessionResults, TestResult, write_results
@@ -45,16 +47,18 @@ def _summary(capsys: pytest.CaptureFixture[str], trace: Path, out: Path) -> Path
     return out
 
 
-def _profile(trace: Path, blocks: int = 5) -> Profile:
+def _profile(trace: Path, blocks: int = 5, *, identity: dict[str, Any] | None = None,
+             artifact: Artifact | None = None) -> Profile:
     """The recorded trace replayed in ``blocks`` blocks (one process each, as the stand-in runner does): the gate
     judges blocks, and one trace is one block — too few for any verdict."""
     one = analyze(read_etdump(trace))
     return Profile(model={"name": trace.stem}, variant=None, runner="host", build="recorded", threads=1,
-                   fingerprint={"device_kind": "host"}, analysis=merge([one] * blocks, source=one.source))
+                   fingerprint=identity or {"device_kind": "host"}, analysis=merge([one] * blocks, source=one.source),
+                   artifact=artifact)
 
 
-def _results(path: Path, tests: dict[str, Path]) -> Path:
-    results = SessionResults(tests=tuple(TestResult(test_id, outcome="passed", profile=_profile(trace))
+def _results(path: Path, tests: dict[str, Path], **profile: Any) -> Path:
+    results = SessionResults(tests=tuple(TestResult(test_id, outcome="passed", profile=_profile(trace, **profile))
                                          for test_id, trace in tests.items()),
                              created="2026-11-23T12:00:00+00:00")
     return write_results(path, results)
@@ -147,6 +151,65 @@ def test_compare_reports_tests_missing_from_the_new_results_and_fails(tmp_path: 
     assert code == 0 and "MISSING" not in out
 
 
+# ------------------------------------------------------------------ compare: two files are two sessions (issue 18)
+
+ZEN3 = {"vendor": "AuthenticAMD", "family": 25, "model": 1, "threads": 1, "dtype": "fp32", "backend": "xnnpack"}
+ZEN4 = {**ZEN3, "model": 17}
+RUNTIME = {"runtime_module": "a" * 64, "executorch": "1.5.1"}
+PTE_A = Artifact("1" * 64, ("2" * 64,), RUNTIME)
+PTE_B = Artifact("3" * 64, ("2" * 64,), RUNTIME)
+
+
+def test_compare_refuses_measurements_of_another_identity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 18 defect 7: a Zen 3 baseline against a Zen 4 run is not a comparison; it says which fields differ.
+
+    Before: the two files were judged as one session (the recorded 2.3x slower build "regressed", exit 1).
+    """
+    old = _results(tmp_path / "zen3.json", {"t::test_mobilenet": MN_ON}, identity=ZEN3, artifact=PTE_A)
+    new = _results(tmp_path / "zen4.json", {"t::test_mobilenet": MN_OFF}, identity=ZEN4, artifact=PTE_A)
+    code, out, err = _cli(capsys, "compare", str(old), str(new), "--json", str(tmp_path / "verdicts.json"))
+    assert code == 2
+    assert ("REFUSED      t::test_mobilenet  measured on another device identity than in zen3.json, so not "
+            "compared; differs in: model: 1 != 17") in out
+    assert "REGRESSION" not in out and out.splitlines()[-1] == "1 compared: 1 refused"
+    assert "1 test(s) of" in err and "were measured on another device identity" in err
+    assert json.loads((tmp_path / "verdicts.json").read_text())["refused"] == {"t::test_mobilenet": ["model: 1 != 17"]}
+
+
+def test_compare_of_an_unchanged_artifact_is_drift_never_a_failure(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 18 defect 7: the same program, inputs and runtime, slower in another session, is the machine."""
+    old = _results(tmp_path / "monday.json", {"t::test_mobilenet": MN_ON}, identity=ZEN3, artifact=PTE_A)
+    new = _results(tmp_path / "tuesday.json", {"t::test_mobilenet": MN_OFF}, identity=ZEN3, artifact=PTE_A)
+    code, out, _ = _cli(capsys, "compare", str(old), str(new))
+    assert code == 0, out
+    assert "DRIFT        t::test_mobilenet" in out
+    assert "rule: unchanged artifact (same program, inputs and build) in two sessions: a slower median is the " \
+           "machine (drift), reported, never failed" in out
+
+
+def test_compare_of_a_changed_artifact_takes_the_stored_rule_and_the_drift_allowance(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 18 defect 7: a changed program is judged on the stored samples, the margin widened by --drift-allowance.
+
+    The recorded toy_cnn fp16 runs are 1.43x the fp32 ones (0.1122 / 0.0787 ms): a regression at 5 %, within
+    5 % + 50 % allowed drift.
+    """
+    old = _results(tmp_path / "old.json", {"t::test_toy": DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"},
+                   identity=ZEN3, artifact=PTE_A)
+    new = _results(tmp_path / "new.json", {"t::test_toy": DATA / "toy_cnn_fp16_xnnpack_simd-on_t1.etdump"},
+                   identity=ZEN3, artifact=PTE_B)
+    code, out, _ = _cli(capsys, "compare", str(old), str(new))
+    assert code == 1 and "REGRESSION   t::test_toy" in out
+    assert "rule: changed since OLD (model program changed (.pte 1111111111 -> 3333333333)); two files are two " \
+           "sessions: the stored-samples rule, margin 5% (no drift allowance: --drift-allowance PCT widens it)" in out
+    code, out, _ = _cli(capsys, "compare", str(old), str(new), "--drift-allowance", "50")
+    assert code == 0 and "PASS         t::test_toy" in out, out
+    assert out.splitlines()[0].endswith("(margin +5%, drift allowance +50%)")
+    assert "the stored-samples rule, margin 5% + 50% drift allowance" in out
+    assert "+55.0% margin (5% + 50% allowed drift between sessions)" in out
+
+
 # ---------------------------------------------------------------------------------------- profile
 
 
@@ -205,6 +268,89 @@ def test_profile_keeps_the_runtimes_output_out_of_the_terminal(tmp_path: Path) -
     assert "[cpuinfo_utils.cpp" in log.read_text()
     assert f"(runtime output: {log})" in proc.stdout
     assert "median" in proc.stdout
+
+
+# ------------------------------------------------------------------ profile: the project's models (issue 18)
+
+MODELS_PY = """
+from pytest_sme2.models import register_model
+
+
+@register_model("{name}")
+def make():
+    import torch
+    return torch.nn.Linear(4, 2), (torch.ones(1, 4),)
+"""
+
+
+def test_profile_reads_the_projects_ini_upward_as_pytest_does(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 18 defect 11: ``profile`` imports the ``sme2_models`` of the ini pytest would use, relative to it.
+
+    Before the fix the CLI read no ini: the project's model was "unknown; registered models: (none)".
+    """
+    project = tmp_path / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "models" / "ini_found.py").write_text(MODELS_PY.format(name="ini_found_net"))
+    (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\nsme2_models = ["models/ini_found.py"]\n')
+    (project / "tests" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(project / "tests" / "deep")  # the ini is two levels up, the path relative to it
+    code, _, err = _cli(capsys, "profile", "--model", "no_such_net", "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert "registered models:" in err and "ini_found_net" in err
+    assert f"Model sources here: sme2_models of {project / 'pyproject.toml'}: " in err
+    assert str(project / "models" / "ini_found.py") in err
+
+
+def test_profile_models_option_replaces_the_ini_and_no_ini_is_named(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--models SRC`` is the command line's ``--sme2-models``: it replaces the ini's list, as in the plugin."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nsme2_models =\n    missing_models.py\n")
+    (tmp_path / "cli_models.py").write_text(MODELS_PY.format(name="cli_option_net"))
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _cli(capsys, "profile", "--model", "no_such_net", "--models", "cli_models.py")
+    assert code == 2 and "cli_option_net" in err and "Model sources here: --models cli_models.py" in err
+    # Without --models, the ini's file is imported (and it does not exist: the error names it).
+    code, _, err = _cli(capsys, "profile", "--model", "no_such_net")
+    assert code == 2 and f"models file {tmp_path / 'missing_models.py'} does not exist" in err
+
+
+@pytest.mark.parametrize(("files", "found"), [
+    # pytest.ini wins over pyproject.toml in one directory, even without a [pytest] section
+    ({"pytest.ini": "", "pyproject.toml": '[tool.pytest.ini_options]\nsme2_models = ["a.py"]\n'}, "pytest.ini"),
+    # a pyproject.toml without a pytest table does not count: tox.ini's [pytest] does
+    ({"pyproject.toml": "[project]\nname = 'x'\n", "tox.ini": "[pytest]\nsme2_models = a.py\n"}, "tox.ini"),
+    ({"tox.ini": "[tox]\n", "setup.cfg": "[tool:pytest]\nsme2_models = a.py\n  b.py\n"}, "setup.cfg"),
+    ({"setup.cfg": "[metadata]\nname = x\n"}, None),
+])
+def test_find_inifile_follows_pytests_order(tmp_path: Path, files: dict[str, str], found: str | None) -> None:
+    from pytest_sme2.inifile import find_inifile
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "sub").mkdir()
+    ini = find_inifile(tmp_path / "sub")
+    if found is None:
+        assert ini is None or ini.path.parent != tmp_path
+        return
+    assert ini is not None and ini.path == tmp_path / found
+    if found == "setup.cfg":
+        assert ini.model_sources() == (str(tmp_path / "a.py"), str(tmp_path / "b.py"))
+
+
+@pytest.mark.slow
+def test_the_readmes_profile_line_works_in_this_repository(tmp_path: Path) -> None:
+    """Issue 18 defect 11: ``pytest-sme2 profile --model toy_cnn``, run in this repository, finds the example models
+    through pyproject.toml's ``sme2_models``, as the plugin does (before: "unknown model 'toy_cnn'")."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_sme2", "profile", "--model", "toy_cnn", "--runs", "2", "--warmup", "0",
+         "--blocks", "1", "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")],
+        cwd=REPO / "example_models", capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "== toy_cnn_fp32_xnnpack on local" in proc.stdout
+    assert (tmp_path / "out" / "toy_cnn_fp32_xnnpack" / "analysis_summary.json").is_file()
 
 
 # --------------------------------------------------------------------------- the plugin's --sme2-rules

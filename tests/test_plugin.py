@@ -594,3 +594,25 @@ def test_host_runner_on_off_speedup(run, pytester: pytest.Pytester, tmp_path: Pa
     # The recorded medians: simd-off 12.71 ms / simd-on 4.91 ms = 2.59x (TRACES_README.md).
     assert speedup["interval"]["estimate"] == pytest.approx(12.714 / 4.909, rel=0.02)
     assert speedup["status"] == "pass"
+
+
+@pytest.mark.slow
+def test_unseeded_marker_inputs_are_warned_about_in_the_terminal(pytester: pytest.Pytester, run) -> None:
+    """Issue 18 defect 10: the README's marker with an unseeded ``torch.randn`` (evaluated at import) gives other
+    inputs every session; the second session says so in one line under the test, and still judges it."""
+    pytester.makepyfile(test_unseeded="""
+        import pytest, torch
+
+        @pytest.mark.sme2_model("toy_cnn", dtype="fp32", inputs=(torch.randn(1, 3, 32, 32),))
+        @pytest.mark.sme2_threshold(latency_pct=50)
+        def test_toy(exported_model, sme2_runner, sme2_baseline):
+            sme2_baseline.check(sme2_runner.profile(exported_model))
+    """)
+    first = run()
+    first.assert_outcomes(passed=1)
+    assert "warning:" not in first.stdout.str()
+    second = run()
+    second.assert_outcomes(passed=1)
+    second.stdout.fnmatch_lines(["*test_unseeded.py::test_toy*",
+                                 "    warning: the test's inputs differ from its baseline's (sha256 * -> *); the "
+                                 "program is the same: if they come from torch.randn without a seed*"])

@@ -145,7 +145,7 @@ def test_cli_unknown_model_lists_the_registered_ones(capsys: pytest.CaptureFixtu
     listed = re.search(r"unknown model 'resnet9000'; registered models: ([^.]+)\. ", err)
     assert listed, err
     assert {"mobilenet_v3_small", "tiny_transformer", "toy_cnn"} <= set(listed.group(1).split(", "))
-    assert "--sme2-models" in err and "--models-from" in err and "pytest_sme2.models entry point" in err
+    assert "--sme2-models" in err and "profile --models" in err and "pytest_sme2.models entry point" in err
     assert not (tmp_path / "c").exists() and not (tmp_path / "o").exists()
 
 

@@ -73,6 +73,7 @@ class Sme2Baseline:
         rec.baseline_written = judgement.outcome == WRITTEN
         rec.recorded = judgement.outcome == RECORDED
         rec.note = judgement.message
+        rec.warnings = list(judgement.warnings)
         if judgement.outcome == MISSING:
             pytest.fail(judgement.message, pytrace=False)
         if judgement.outcome == NOT_WRITTEN and o.update_baseline:

@@ -40,6 +40,8 @@ class TestRecord:
     #: no baseline existed for this device: the measurement was recorded as the baseline, not gated
     recorded: bool = False
     note: str = ""
+    #: one-line warnings about the test (e.g. its inputs differ from the baseline's), shown in the terminal section
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Keys of :class:`pytest_sme2.report.results.TestResult`."""

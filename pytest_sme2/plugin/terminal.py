@@ -47,6 +47,8 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
                                              SKIPPED)
             else {"green": True})
         tr.write_line(line, **markup)
+        for warning in t.warnings:
+            tr.write_line(f"    warning: {warning}", yellow=True)
         for detail in _details(t, h.status, (BASELINE_WRITTEN, RECORDED, SKIPPED)):
             tr.write_line(f"    {detail}")
     counts: dict[str, int] = {}

@@ -109,6 +109,8 @@ class TestResult:
     recorded: bool = False
     #: the baseline's artifact re-measured in this session (changed artifacts)
     reference: Profile | None = None
+    #: one-line warnings about the test itself (e.g. its inputs differ from the baseline's)
+    warnings: tuple[str, ...] = ()
 
     @property
     def analysis(self) -> Analysis | None:
@@ -222,6 +224,7 @@ class TestResult:
             "note": self.note,
             "baseline_written": self.baseline_written,
             "recorded": self.recorded,
+            "warnings": list(self.warnings),
             "reference": self.reference.to_dict() if self.reference else None,
             "median_ms": self.median_ms,
             "median_from": self.samples_label,
@@ -286,6 +289,7 @@ class TestResult:
             note=str(d.get("note", "")),
             baseline_written=bool(d.get("baseline_written", False)),
             recorded=bool(d.get("recorded", False)),
+            warnings=tuple(str(w) for w in d.get("warnings", ())),
             reference=Profile.from_dict(d["reference"]) if d.get("reference") else None,
         )
 

@@ -1,0 +1,24 @@
+"""What a benchmark prints: results on stdout (kept, for its results file), progress on stderr with the load.
+
+Every benchmark script talks through one :class:`Console`, so the results text a script writes is exactly
+what it printed, and progress lines never mix into it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+class Console:
+    """``say`` a result line (printed and kept in ``lines``); ``progress`` a status line (stderr only)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def say(self, text: str = "") -> None:
+        print(text, flush=True)
+        self.lines.append(text)
+
+    def progress(self, text: str) -> None:
+        print(f"  .. {text} (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
