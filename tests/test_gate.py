@@ -41,6 +41,15 @@ defect 9 (margin asymmetry):
 
 Issue 18 (the gate where CI lives), mapped the same way:
 
+issue 18 defect 1 (the reference was never seeded in CI) — the part done: seeding and ordering, not yet a
+reference measured on another runtime:
+    tests/test_reference_seeding.py::test_an_unchanged_run_seeds_the_artifact_store;
+    tests/test_reference_seeding.py::test_the_store_removes_what_a_killed_writer_left
+issue 18 defect 5 (green could mean nothing was gated):
+    tests/test_fail_closed.py::test_in_ci_a_missing_baseline_fails_with_the_command_and_on_a_laptop_it_records;
+    tests/test_fail_closed.py::test_ci_opts_in_to_record_with_fail_on_none;
+    tests/test_fail_closed.py::test_in_ci_a_session_that_gated_nothing_is_not_green;
+    tests/test_fail_closed.py::test_fail_on_names_what_fails_besides_a_regression
 issue 18 defect 7 (``pytest-sme2 compare`` judged two sessions as one):
     tests/test_cli.py::test_compare_refuses_measurements_of_another_identity;
     tests/test_cli.py::test_compare_of_an_unchanged_artifact_is_drift_never_a_failure;
