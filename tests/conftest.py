@@ -103,14 +103,17 @@ def sme2_qemu(aarch64_runner_build: Any) -> Path:
 def example_export(sme2_shared_cache: Path) -> Callable[[str, str], Any]:
     """``export(dtype, backend)`` -> the ExportedModel of toy_cnn, exported once into the shared cache."""
     import example_models  # noqa: F401 - registers the example models
+    from pytest_sme2.atomic import file_lock
     from pytest_sme2.export import export_model
 
     done: dict[tuple[str, str], Any] = {}
 
     def export(dtype: str, backend: str) -> Any:
         if (dtype, backend) not in done:
-            done[dtype, backend] = export_model("toy_cnn", dtype=dtype, backend=backend,
-                                                cache_dir=sme2_shared_cache, progress=None)
+            # One worker exports, the other waits and finds it in the cache (an export is 10-40 s of CPU).
+            with file_lock(sme2_shared_cache / f".export-{dtype}-{backend}.lock"):
+                done[dtype, backend] = export_model("toy_cnn", dtype=dtype, backend=backend,
+                                                    cache_dir=sme2_shared_cache, progress=None)
         return done[dtype, backend]
 
     return export
