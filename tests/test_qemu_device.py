@@ -162,6 +162,7 @@ def test_on_off_gates_kernels_and_numerics_not_the_speedup(emulated: Sessions, n
     numerics = emulated.check(node, "numerics")
     assert numerics["status"] == "pass" and not numerics["advisory"]
     assert "SME2 off and on agree" in numerics["message"]
+    # 2 blocks per arm are too few for an interval: the emulated ratio is still ungated, never "not judged".
     speedup = emulated.check(node, "min_speedup")
     assert speedup["advisory"] and speedup["message"].startswith("not a device: not gated")
     assert "min_speedup 1.20x applies on a device" in speedup["message"]
