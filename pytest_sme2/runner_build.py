@@ -233,6 +233,8 @@ def unpacked_sdk(wheel: Path, version: str, cache_dir: Path) -> Sdk:
                         z.extractall(root.parent, members)  # shared libraries load without the x bit
                 except zipfile.BadZipFile:
                     raise BuildError(f"{wheel} is not a wheel (a zip file); fetch it again") from None
+                # A wheel without include/ and lib/ extracts nothing: _check_sdk below names what is missing.
+                root.mkdir(parents=True, exist_ok=True)
                 (root / ".complete").write_text(digest)
     sdk = Sdk(root=root, version=version, digest=digest, origin=str(wheel))
     _check_sdk(sdk, fix=f"use the {AARCH64_PLATFORM} wheel of executorch 1.5.1 or newer")

@@ -7,10 +7,17 @@ fixture plugin in ``tests/emulated_device``; ``tests/`` has no ``__init__.py``, 
 The core tests run on the real recorded traces in ``tests/data`` (see ``TRACES_README.md``) and
 check them against executorch's own ETDump decoder, which is slow to import (seconds) and runs
 ``flatc`` per file: ``reference_etdump`` decodes each file once per session.
+
+pytest-sme2's own runner is built once per test run (all xdist workers share one cache directory; builds
+take a lock) by ``host_runner_build`` and ``aarch64_runner_build``; ``example_export`` exports the example
+models into the same shared cache, which pytester projects get as ``--sme2-cache-dir`` (the plugin keeps its
+runner builds in ``<cache>/runners``), so a plugin run reuses both. A missing compiler or SME2-capable QEMU
+skips their tests with the reason, and fails them in CI (``tests/toolchain.py``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,3 +53,74 @@ def reference_etdump() -> Callable[[Path], Any]:
         return cache[path]
 
     return decode
+
+
+@pytest.fixture(scope="session")
+def sme2_shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An export and runner cache shared by every xdist worker of this test run (exports and builds are
+    written atomically and take locks, so workers may fill it at once)."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cache = root / "sme2_shared_cache"
+    cache.mkdir(exist_ok=True)
+    return cache
+
+
+@pytest.fixture(scope="session")
+def runner_cache(sme2_shared_cache: Path) -> Path:
+    """Where the plugin keeps runner builds for ``--sme2-cache-dir=<sme2_shared_cache>``."""
+    return sme2_shared_cache / "runners"
+
+
+@pytest.fixture(scope="session")
+def host_runner_build(runner_cache: Path) -> Any:
+    """pytest-sme2's runner for this host (a RunnerBuild), built once per test run."""
+    from toolchain import require_host_compiler
+
+    from pytest_sme2.runner_build import TARGET_HOST, build_runner
+
+    require_host_compiler()
+    return build_runner(TARGET_HOST, cache_dir=runner_cache)
+
+
+@pytest.fixture(scope="session")
+def aarch64_runner_build(runner_cache: Path) -> Any:
+    """pytest-sme2's runner cross-built for linux-aarch64 (the aarch64 wheel fetched with pip once)."""
+    from toolchain import require_cross_compiler, tool_missing
+
+    from pytest_sme2.runner_build import TARGET_LINUX_AARCH64, BuildError, aarch64_wheel, build_runner, installed_sdk
+
+    require_cross_compiler()
+    try:
+        aarch64_wheel(installed_sdk().version, runner_cache)
+    except BuildError as exc:
+        tool_missing(f"the aarch64 executorch wheel cannot be fetched here: {exc}")
+    return build_runner(TARGET_LINUX_AARCH64, cache_dir=runner_cache)
+
+
+@pytest.fixture(scope="session")
+def sme2_qemu(aarch64_runner_build: Any) -> Path:
+    """qemu-aarch64 whose ``-cpu max`` gives the aarch64 runner SME2 (probed), else skipped (failed in CI)."""
+    from toolchain import require_sme2_qemu
+
+    return require_sme2_qemu(aarch64_runner_build.path, aarch64_runner_build.sysroot)
+
+
+@pytest.fixture(scope="session")
+def example_export(sme2_shared_cache: Path) -> Callable[[str, str], Any]:
+    """``export(dtype, backend)`` -> the ExportedModel of toy_cnn, exported once into the shared cache."""
+    import example_models  # noqa: F401 - registers the example models
+    from pytest_sme2.atomic import file_lock
+    from pytest_sme2.export import export_model
+
+    done: dict[tuple[str, str], Any] = {}
+
+    def export(dtype: str, backend: str) -> Any:
+        if (dtype, backend) not in done:
+            # One worker exports, the other waits and finds it in the cache (an export is 10-40 s of CPU).
+            with file_lock(sme2_shared_cache / f".export-{dtype}-{backend}.lock"):
+                done[dtype, backend] = export_model("toy_cnn", dtype=dtype, backend=backend,
+                                                    cache_dir=sme2_shared_cache, progress=None)
+        return done[dtype, backend]
+
+    return export

@@ -7,6 +7,7 @@ import shutil
 import struct
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,9 +16,7 @@ from pytest_sme2.elf import ElfError, read_elf
 # executorch is a namespace package (no __file__): its installed directory holds the C++ SDK's libraries
 _ET = importlib.util.find_spec("executorch")
 HOST_LIB = Path(next(iter(_ET.submodule_search_locations or ()))) / "lib" / "libexecutorch.so" if _ET else Path()
-# The aarch64 executorch wheel of this machine (docs: DEVELOPERS.md / the arm-emulation notes); not in the repo.
-ARM_WHEEL = Path("/work/aarch64-wheel/executorch-1.5.1-cp311-cp311-manylinux_2_28_aarch64.whl")
-XNNPACK_SO = "executorch/lib/libexecutorch_backend_xnnpack.so"
+XNNPACK_SO = "libexecutorch_backend_xnnpack.so"
 
 
 def _nm_functions(nm: str, lib: Path) -> set[tuple[str, int, int]]:
@@ -48,16 +47,9 @@ def _readelf_loads(lib: Path) -> list[tuple[int, int, int, bool]]:
 
 
 @pytest.fixture(scope="module")
-def arm_xnnpack(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not ARM_WHEEL.is_file():
-        pytest.skip(f"the aarch64 executorch wheel {ARM_WHEEL} is not on this machine (pip download --platform "
-                    "manylinux_2_28_aarch64 executorch==1.5.1)")
-    import zipfile
-
-    out = tmp_path_factory.mktemp("arm_wheel")
-    with zipfile.ZipFile(ARM_WHEEL) as whl:
-        whl.extract(XNNPACK_SO, out)
-    return out / XNNPACK_SO
+def arm_xnnpack(aarch64_runner_build: Any) -> Path:
+    """The aarch64 wheel's XNNPACK backend, as the session's cross-built runner loads it (its ``lib/`` link)."""
+    return Path(aarch64_runner_build.path).parent / "lib" / XNNPACK_SO
 
 
 @pytest.mark.skipif(shutil.which("nm") is None, reason="binutils' nm is not installed")

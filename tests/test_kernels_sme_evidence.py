@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-import zipfile
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +39,6 @@ from pytest_sme2.sme_evidence import (
 from pytest_sme2.trace import read_etdump
 
 DATA = Path(__file__).parent / "data"
-ARM_WHEEL = Path("/work/aarch64-wheel/executorch-1.5.1-cp311-cp311-manylinux_2_28_aarch64.whl")
 # The ETDump names of one .pte under qemu-aarch64 11.1.3, -cpu max vs -cpu max,sme=off (executorch 1.5.1).
 SME2_ON = ["Convolution (NHWC, PF32) IGEMM #1", "Fully Connected (NC, PF32) GEMM #1",
            "Convolution (NHWC, PQS8, QS8, QC8W) IGEMM #2", "Fully Connected (NC, PQS8, QC8W) GEMM #1"]
@@ -95,14 +94,12 @@ def test_the_portable_trace_is_all_portable_and_the_transformer_lists_what_is_le
     assert tt.summary().startswith("0 of 2 GEMM-like operators on the SME path; off it: ")
 
 
-def test_every_packed_operator_type_of_the_arm_wheel_is_sme(tmp_path: Path) -> None:
+def test_every_packed_operator_type_of_the_arm_wheel_is_sme(aarch64_runner_build: Any) -> None:
     """The operator-type strings in executorch 1.5.1's aarch64 XNNPACK: every GEMM-family type with a packed
     data type (PF32, PF16, PQS8) is SME with its micro-kernel type appended, QP8 ones are undetermined, the rest
     not SME; the three Pack LH types are SME."""
-    if not ARM_WHEEL.is_file():
-        pytest.skip(f"the aarch64 executorch wheel {ARM_WHEEL} is not on this machine")
-    with zipfile.ZipFile(ARM_WHEEL) as whl:
-        blob = whl.read("executorch/lib/libexecutorch_backend_xnnpack.so")
+    # The aarch64 wheel's XNNPACK backend, as the session's cross-built runner loads it (its lib/ link).
+    blob = (Path(aarch64_runner_build.path).parent / "lib" / "libexecutorch_backend_xnnpack.so").read_bytes()
     # The linker merges string tails ("Fully Connected (NC, PF32)" inside "Dynamic Fully Connected (NC, PF32)"):
     # read every suffix that starts with a family name.
     found = set(re.findall(rb"((?:Dynamic )?Fully Connected|Batch Matrix Multiply|Convolution|Deconvolution)"

@@ -106,6 +106,7 @@ def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
     ("args", "expected"),
     [
         (["--sme2-serial", "abc"], "--sme2-serial abc only applies to --sme2-device=android"),
+        # host (and qemu) build pytest-sme2's own runner without --sme2-runner; a phone needs the user's build
         (["--sme2-device=android"], "--sme2-device=android needs --sme2-runner PATH"),
         (["--sme2-device=qemu", f"--sme2-runner-off={sys.executable}"],
          "runs one runner on two emulated CPUs"),

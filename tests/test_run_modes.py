@@ -377,32 +377,42 @@ def test_on_off_with_timing_trace_and_log_builds_on_an_sme2_phone(
 
 
 @pytest.mark.emulated_device
-def test_on_off_passes_when_the_sme2_on_log_names_sme2_kernels(
+def test_on_off_fails_on_the_x86_trace_even_when_the_sme2_on_log_names_sme2_kernels(
     make_emulated_phone: MakePhone, tmp_path: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Trace evidence is attached to every traced run (intended): the replayed x86 trace names no SME operator,
+    so on a phone that reports SME2 the SME2-on arm fails — the log's SME2 kernels cannot outvote the trace (a
+    source showing SME2 absent decides), and the message carries both findings."""
     phone = make_emulated_phone("sme2_phone")
     builds = _builds(tmp_path, on_log=SME2_LOG)  # the phone sees tests/, not tmp_path
     pytester.makepyfile(test_onoff=ON_OFF_TEST)
     result = _phone_run(pytester, monkeypatch, phone, *_args(builds, *ALL_BUILDS), "--sme2-blocks=4")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(failed=1)
     t = _results(pytester)["test_on_off"]
     check = next(c for c in t["verdict"]["checks"] if c["name"] == "sme2_kernels")
-    assert check["status"] == "pass" and "__neonsme2" in check["message"]
+    assert check["status"] == "regression" and check["message"].startswith("no SME operator")
+    assert "Convolution (NHWC, F32) IGEMM" in check["message"]
+    assert "Also: the XNNPACK log" in check["message"] and "__neonsme2" in check["message"]
+    # The log's SME2 kernels are still what the kernel evidence shows for that arm.
     assert t["kernel_evidence"]["arms"][1]["sme2_kernels"] == re.findall(r"'(\w+__neonsme2)'", SME2_LOG_TEXT)
 
 
 @pytest.mark.emulated_device
-def test_on_off_without_log_builds_says_kernels_are_unchecked(
+def test_on_off_without_log_builds_is_judged_by_the_trace(
     make_emulated_phone: MakePhone, tmp_path: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Without log builds the trace evidence (attached to every traced run, intended) judges the SME2-on arm:
+    the replayed x86 trace names no SME operator, which on a phone that reports SME2 fails the on/off test. Before
+    trace evidence existed this passed with an advisory "not checked"."""
     phone = make_emulated_phone("sme2_phone")
     builds = _builds(tmp_path)
     pytester.makepyfile(test_onoff=ON_OFF_TEST)
     result = _phone_run(pytester, monkeypatch, phone, *_args(builds, "runner", "runner-off"), "--sme2-blocks=4")
-    result.assert_outcomes(passed=1)  # as before the evidence existed: nothing required a log
+    result.assert_outcomes(failed=1)
     t = _results(pytester)["test_on_off"]
     check = next(c for c in t["verdict"]["checks"] if c["name"] == "sme2_kernels")
-    assert check["status"] == "inconclusive" and check["advisory"] and "--sme2-runner-log" in check["message"]
+    assert check["status"] == "regression" and not check["advisory"]
+    assert check["message"].startswith("no SME operator") and "XNNPACK log" not in check["message"]
     assert t["sources"]["sme2_on"]["latency"].startswith("trace build (latency includes the tracer's cost)")
     assert not any(c.startswith("logcat") for c in phone.history.commands)
 

@@ -94,6 +94,12 @@ class Sme2Runner:
                         "runtime has no SME2 build switch. Run with --sme2-device=host or android and "
                         "--sme2-runner/--sme2-runner-off")
         if variant not in self.runner.variants():
+            if o.device == "host" and o.own_runner:
+                # pytest-sme2's own runner is one build for this CPU: there is no SME2-off build of it to pass.
+                pytest.skip(f"variant {variant!r} needs SME2 on and off, and --sme2-device=host runs pytest-sme2's "
+                            "own runner as one build on this CPU. Run the SME2 on/off comparison with "
+                            "--sme2-device=qemu (an emulated Armv9 CPU with SME2 on and off, same runner), or pass "
+                            "your own SME2-on/off executor_runner builds with --sme2-runner and --sme2-runner-off")
             pytest.skip(f"variant {variant!r} is not available: pass --sme2-runner-off with the SME2-off build")
         info = getattr(self.runner, "device_info", None)
         device = info() if callable(info) else None

@@ -78,7 +78,10 @@ class Sme2Session:
 
         if not callable(getattr(self.runner, "record_executed", None)):
             return None
-        key = ("executed", measurement.variant, file_sha256(measurement.pte),
+        # What runs the arm (binary, emulator, CPU) is part of the key, not just the arm's name: an arm whose CPU
+        # changed within the session must not be shown the kernels another CPU ran.
+        runs_it = tuple(sorted((str(k), str(v)) for k, v in self.runner.build_identity(measurement.variant).items()))
+        key = ("executed", measurement.variant, runs_it, file_sha256(measurement.pte),
                tuple(file_sha256(p) for p in measurement.inputs), measurement.threads)
         if key not in self._kernel_logs:
             self.progress(f"{measurement.label}: the kernels that run, from QEMU's in_asm log")
