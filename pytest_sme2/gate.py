@@ -451,11 +451,11 @@ def speedup_check(off: Samples, on: Samples, config: GateConfig) -> Check:
         # Emulated time never gates, whatever the number of blocks: a speedup too uncertain to judge is as
         # ungated as a certain one.
         iv = effect.interval
-        where = (f"speedup {iv.estimate:.2f}x (95% CI {iv.low:.2f}x .. {iv.high:.2f}x)" if iv is not None else
-                 f"speedup {estimate:.2f}x ({effect.reason})")
+        ratio = (f"SME2 off/on ratio {iv.estimate:.2f}x (95% CI {iv.low:.2f}x .. {iv.high:.2f}x)" if iv is not None
+                 else f"SME2 off/on ratio {estimate:.2f}x ({effect.reason})")
         required = f"; min_speedup {config.min_speedup:.2f}x applies on a device" if config.min_speedup else ""
-        return Check(name, Status.INCONCLUSIVE, f"not a device: not gated. Emulated {where} is emulated time, not "
-                     f"device time (QEMU emulates SME more slowly than NEON){required}", interval=iv,
+        return Check(name, Status.INCONCLUSIVE, f"not a device: not gated. The emulated {ratio} is of emulated time, "
+                     f"not device time (QEMU emulates SME more slowly than NEON){required}", interval=iv,
                      advisory=True, baseline=off.median_ms, candidate=on.median_ms)
     if effect.interval is None:
         return Check(name, Status.INCONCLUSIVE, f"speedup {estimate:.2f}x; not judged: {effect.reason}",

@@ -461,6 +461,7 @@ def speedup_bars(
     *,
     title: str = "Speedup (SME2 off / SME2 on), 95% CI",
     width: int = 640,
+    axis_label: str = "speedup (×); right of the 1× line = faster",
 ) -> str:
     """Horizontal speedup bars with CI whiskers and a reference line at 1x (no change)."""
     finite = [r for r in rows if math.isfinite(r.estimate)]
@@ -473,7 +474,7 @@ def speedup_bars(
     ticks = _nice_ticks(0.0, hi * 1.05)
     scale = (width - left - right) / ticks[-1]
     body = _x_axis(ticks, scale, left=left, top=top - 6, bottom=bottom,
-                   label="speedup (×); right of the 1× line = faster", suffix="×")
+                   label=axis_label, suffix="×")
     for i, r in enumerate(finite):
         y = top + i * (bar_h + gap)
         body.append(_text(left - 8, y + bar_h / 2 + 4, _ellipsize(r.label, 30), anchor="end"))
