@@ -371,7 +371,7 @@ def test_on_off_with_timing_trace_and_log_builds_on_an_sme2_phone(
     assert "Operators by kernel kind" in md and "Side by side" in md
     assert "xnn_f32_gemm_minmax_ukernel_7x32__avx512f_broadcast" in md
     page = html.unescape((pytester.path / "r.html").read_text())
-    assert "Kernels (XNNPACK log)" in page and "Where the numbers come from" in page
+    assert "Kernels (XNNPACK log, trace, emulator)" in page and "Where the numbers come from" in page
     assert "timing build" in page and "Operators by kernel kind" in page
     assert "xnn_f32_gemm_minmax_ukernel_7x32__avx512f_broadcast" in page
 

@@ -323,7 +323,7 @@ def _kernels(test: TestResult) -> str:
     lines = tables.kernel_evidence_lines(test)
     if not lines:
         return ""
-    parts = ["<h4>Kernels (XNNPACK log)</h4>",
+    parts = ["<h4>Kernels (XNNPACK log, trace, emulator): what ran</h4>",
              '<ul class="sme2-findings">' + "".join(f"<li>{_text(x)}</li>" for x in lines) + "</ul>"]
     # The evidence lines above say whether SME2 ran; the tables behind them are folded, so the section
     # stays as short as the ones before it.

@@ -244,6 +244,8 @@ def kernel_evidence_lines(test: TestResult) -> list[str]:
     lines = []
     for arm in arms(test):
         if not arm.analysis.kernel_log:
+            if arm.analysis.executed_kernels is not None:
+                continue  # its kernels are the ones QEMU saw executing: their line follows
             why = arm.profile.kernel_source.split(": ", 1)[-1] if arm.profile.kernel_source else "no XNNPACK log"
             lines.append(f"{arm.label}: no XNNPACK log ({why}).")
             continue
@@ -426,7 +428,7 @@ def category_table(test: TestResult) -> Table | None:
         notes = (_CATEGORY_NOTE, _COARSE_NOTE) if coarse else (_CATEGORY_NOTE,)
         return _table("Operator categories",
                       _cols("category", f"{cmp.off_label} ms", "%", f"{cmp.on_label} ms", "%", "Δ share (pp)",
-                            "speedup (95% CI)"), rows, notes)
+                            "emulated ratio (95% CI)" if cmp.emulated else "speedup (95% CI)"), rows, notes)
     b = test.baseline
     if b is not None and b.per_operator and b.category_totals_ms:
         b_mean = sum(b.category_totals_ms.values())
