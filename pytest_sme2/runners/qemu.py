@@ -93,6 +93,17 @@ class CpuProbe:
                 "sme2": self.sme2}
 
 
+def _host_cpu() -> str:
+    """The host CPU that runs the emulator: vendor, family and model (``AuthenticAMD family 25 model 17``)."""
+    from ..device import host_identity
+
+    host = host_identity()
+    parts = [host.vendor or host.cpu_name or host.arch]
+    parts += [f"{label} {value}" for label, value in (("family", host.family), ("model", host.model))
+              if value is not None]
+    return " ".join(parts)
+
+
 def find_qemu(explicit: Path | None = None) -> Path:
     """``explicit``, else ``qemu-aarch64`` on PATH; a missing one says how to install one that emulates SME2."""
     if explicit is not None:
@@ -189,8 +200,12 @@ class QemuRunner(HostRunner):
         return CPUS[variant]
 
     def emulator(self, variant: str | None = None) -> str:
-        """``qemu-aarch64 11.1.3, -cpu max, SVE 512 bit, SVL 256 bit; SME2 yes`` for ``variant``'s CPU."""
-        return f"qemu-aarch64 {self.version}, {self.probes[self.cpu_for(variant)].describe()}"
+        """``qemu-aarch64 11.1.3, -cpu max, SVE 512 bit, SVL 256 bit; SME2 yes; on <host CPU>`` for ``variant``.
+
+        The host is part of it: QEMU translates on the host's CPU, so emulated time depends on it (a Zen 3 and a
+        Zen 4 host emulate the same program at different speeds), and a baseline of emulated time belongs to it.
+        """
+        return f"qemu-aarch64 {self.version}, {self.probes[self.cpu_for(variant)].describe()}; on {_host_cpu()}"
 
     def identity(self) -> Mapping[str, Any]:
         """The SME2-on CPU as QEMU emulates it: its ``/proc/cpuinfo`` features, and the emulator that gives them."""
