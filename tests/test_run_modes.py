@@ -562,3 +562,20 @@ def test_requests_of_log_and_timing_modes_are_what_the_runners_read() -> None:
     assert m.request(MODE_TIMING).build == Path("/t") and m.request("trace").build == Path("/b")
     assert m.request(MODE_LOG).build is None  # the log build is always the arm's own
     assert Measurement.from_dict(json.loads(json.dumps(m.to_dict()))) == m
+
+
+def test_emulated_device_defaults_apply_only_to_options_left_unset(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nsme2_warmup = 2\n")
+    pytester.makepyfile(test_x=textwrap.dedent("""\
+        def test_x(request):
+            from pytest_sme2.plugin.records import OPTIONS_KEY
+            o = request.config.stash[OPTIONS_KEY]
+            print("DESIGN", o.device, o.blocks, o.runs, o.warmup)
+        """))
+    result = pytester.runpytest("--sme2-device=qemu", "-s", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*DESIGN qemu 6 3 2"])  # blocks and runs emulated defaults, warm-up from the ini
+    result = pytester.runpytest("--sme2-device=qemu", "--sme2-blocks=4", "-s", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*DESIGN qemu 4 3 2"])
+    result = pytester.runpytest("-s", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*DESIGN local 15 10 2"])

@@ -47,7 +47,7 @@ def _from_ini(config: pytest.Config, spec: OptionSpec) -> Any:
     if spec.ini_type in ("bool", "linelist"):
         return raw
     if raw in (None, ""):
-        return spec.default
+        return None  # unset: build_options takes the default and knows it was not chosen (EMULATED_DEFAULTS)
     convert = spec.type
     if spec.choices and raw not in spec.choices:
         raise pytest.UsageError(f"ini {spec.dest} = {raw!r}: allowed values are {', '.join(spec.choices)}")
