@@ -45,7 +45,9 @@ Everything is a real run on this machine; 1 runtime thread everywhere.
    off/on ratio of emulated time. QEMU emulates SME more slowly than NEON, so that ratio says nothing about a
    device and is never called a speedup here.
 
-Results of the script: ``benchmarks/results/runner_speed.txt`` (what it printed) and ``.json`` (every block).
+Results of the script: ``benchmarks/results/runner_speed.txt`` (what it printed) and ``.json`` (every number of
+the tables with its interval, block design, round orders and preempted shares per configuration; every start-up
+process; each emulated command, its design, checks and per-arm block counts).
 ``run.py``'s section writes nothing but its own output. Exports and runner builds are cached in ``.sme2_cache``
 of the checkout, where the plugin looks for them.
 """
