@@ -1,5 +1,6 @@
-"""pytest-sme2 benchmarks (issue #6): speed of the analysis, export cache, plugin and timer, and the
-power of the regression gate (A/A false alarms, detection of real 5 % / 10 % slowdowns) on this machine.
+"""pytest-sme2 benchmarks (issue #6): speed of the analysis, export cache, plugin and timer, the
+power of the regression gate (A/A false alarms, detection of real 5 % / 10 % slowdowns), and our runner
+against the Python runtime with the cost of the emulated SME2 on/off test (issue 17) on this machine.
 
     python benchmarks/run.py            # full run, < 10 min on a 2-core VM
     python benchmarks/run.py --quick    # fewer repetitions, < 2 min
@@ -8,7 +9,7 @@ power of the regression gate (A/A false alarms, detection of real 5 % / 10 % slo
 Prints a table per section and ends with one JSON object on the last line (the keys of issue #6;
 a section left out with ``--only`` has its keys set to null). Every number comes from a real
 measurement in this run; how each is measured is in the docstring of its module:
-``analysis_speed``, ``export_speed``, ``plugin_overhead``, ``gate_power``, ``noise``.
+``analysis_speed``, ``export_speed``, ``plugin_overhead``, ``gate_power``, ``noise``, ``runner_speed``.
 """
 
 from __future__ import annotations
@@ -28,17 +29,27 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from a clean checkout: make the repo importable
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import analysis_speed, export_speed, gate_power, noise, plugin_overhead  # noqa: E402
+from benchmarks import (  # noqa: E402
+    analysis_speed,
+    export_speed,
+    gate_power,
+    noise,
+    plugin_overhead,
+    runner_speed,
+)
 from benchmarks.console import Console  # noqa: E402
 
 TRACE = ROOT / "benchmarks" / "data" / "mobilenet_v3_small_like_fp32_xnnpack_simd-on_t1_n1000.etdump"
 #: A/A repetitions added to the 50 of the main experiment in a full run (see section_gate).
 AA_EXTRA_REPS = 300
-SECTIONS = ("analysis", "export", "timer", "plugin", "gate", "noise")
+SECTIONS = ("analysis", "export", "timer", "plugin", "gate", "noise", "runner")
 KEYS = (
     "analysis_s", "inspector_s", "analysis_speedup_vs_inspector", "export_cold_s", "export_cached_s",
     "export_cache_speedup", "plugin_overhead_ms", "timer_overhead_us", "aa_false_alarm_rate",
     "detect_rate_10pct", "detect_rate_5pct", "gate_time_s",
+    # issue 17, toy_cnn fp32/xnnpack: ours/python untraced, ours traced/untraced, one runner process, the emulated
+    # on/off command (s)
+    "runner_vs_python_ratio", "runner_tracer_ratio", "runner_start_ms", "emulated_on_off_s",
 )
 
 
@@ -245,6 +256,12 @@ def section_noise(quick: bool, cache_dir: Path) -> dict[str, Any]:
     return {"noise": r}
 
 
+def section_runner(quick: bool) -> dict[str, Any]:
+    # The module's tables, indented; it writes no result files from here (runner_speed.py does, run alone).
+    r = runner_speed.measure_all(quick, lambda text: say(f"  {text}" if text else ""))
+    return {**r, **r["summary"]}
+
+
 def _fmt_list(values: list[float]) -> str:
     return "[" + ", ".join(f"{v:.3f}" for v in values) + "]"
 
@@ -281,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         "plugin": lambda: section_plugin(args.quick, args.busy_limit),
         "gate": lambda: section_gate(args.quick, cache_dir),
         "noise": lambda: section_noise(args.quick, cache_dir),
+        "runner": lambda: section_runner(args.quick),
     }
     summary: dict[str, Any] = dict.fromkeys(KEYS)
     for name in SECTIONS:
@@ -317,6 +335,10 @@ def _summary_table(s: dict[str, Any]) -> str:
         ("detection, ~10% slowdown", "detect_rate_10pct", "{:.1%}  (target >= 95%)"),
         ("detection, ~5% slowdown", "detect_rate_5pct", "{:.1%}"),
         ("gate wall time per comparison", "gate_time_s", "{:.3f} s"),
+        ("ours/python, untraced (toy_cnn)", "runner_vs_python_ratio", "{:.3f}"),
+        ("our runner traced/untraced", "runner_tracer_ratio", "{:.3f}"),
+        ("our runner, 1-execution process", "runner_start_ms", "{:.1f} ms"),
+        ("emulated on/off test (toy_cnn)", "emulated_on_off_s", "{:.1f} s  (EMULATED device)"),
     ]
     lines = ["summary", "-" * 60]
     for label, key, fmt in rows:

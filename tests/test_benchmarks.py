@@ -236,3 +236,38 @@ def test_gate_sessions_quick_run_judges_each_mode_in_a_later_process(tmp_path: P
     assert {r["burners"] for r in burn} == {0, 1, 2}
     pids = data["session_pids"]
     assert len(set(pids)) == len(pids) == len(data["sessions"]) and os.getpid() not in pids
+
+
+@pytest.mark.slow
+def test_runner_speed_quick_measures_every_arm_side_by_side(tmp_path: Path) -> None:
+    """``runner_speed.py --quick`` end to end (20-60 s): our runner and the Python runtime in ABBA rounds, start-up,
+    and the emulated on/off command at the emulated device's defaults. Structure only: timings live in benchmarks/."""
+    import shutil
+
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "runner_speed.py"), "--quick", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "runner_speed.json").read_text())
+    text = (tmp_path / "runner_speed.txt").read_text()
+    [row] = data["runtimes"]
+    assert (row["model"], row["dtype"], row["backend"]) == ("toy_cnn", "fp32", "xnnpack")
+    assert row["blocks_per_arm"] == 4 and row["order"] == ["ABCD", "DCBA", "ABCD", "DCBA"]
+    for key in ("ours_untraced_ms", "ours_traced_ms", "python_untraced_ms", "python_traced_ms"):
+        assert row[key] > 0
+    # The headline is the ratio of the arms' medians; the interval comes from 4 vs 4 block medians.
+    ratio = row["ours_over_python_untraced"]
+    assert ratio["estimate"] == pytest.approx(row["ours_untraced_ms"] / row["python_untraced_ms"])
+    assert ratio["low"] <= ratio["high"] and ratio["coverage"] > 0.95
+    assert row["events_per_execution"] > 2  # Method::execute, the delegate call, XNNPACK's operators
+    [start] = data["startup"]
+    assert start["ours_wall_ms"] > start["ours_load_ms"] > 0
+    if shutil.which("qemu-aarch64") and shutil.which("aarch64-linux-gnu-g++"):
+        [emu] = data["emulated"]
+        assert emu["emulated"] and emu["design"] == {"blocks": 6, "warmup": 1, "runs": 3}  # the emulated defaults
+        for arm in ("sme2_on", "sme2_off"):
+            assert emu["arms"][arm]["blocks"] >= 6 and emu["arms"][arm]["executions_per_block"] == 4
+        assert "EMULATED" in text and "NOT device time" in text
+    else:
+        assert data["emulated_skipped"]
