@@ -229,9 +229,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
     device = args.device or ("host" if args.runner else "local")
     android: dict[str, Any] = {}
     if device == "android":
-        android = {"libcxx": args.libcxx, "runner_libs": args.runner_libs, "big_cores": args.big_cores, "cooldown_s": args.cooldown,
-                   "fixed_performance": args.fixed_performance}
-    elif args.serial or args.libcxx or args.runner_libs or args.big_cores or args.fixed_performance or args.cooldown:
+        android = {"libcxx": args.libcxx, "runner_libs": args.runner_libs, "big_cores": args.big_cores,
+                   "cooldown_s": args.cooldown, "fixed_performance": args.fixed_performance}
+    elif any((args.serial, args.libcxx, args.runner_libs, args.big_cores, args.fixed_performance, args.cooldown)):
         raise ConfigError("--serial, --libcxx, --runner-libs, --big-cores, --cooldown and --fixed-performance apply to "
                           f"--device android only (device is {device!r})")
     if args.inputs and args.pte is None:

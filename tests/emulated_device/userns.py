@@ -13,6 +13,7 @@ import ctypes
 import os
 import signal
 import sys
+from pathlib import Path
 
 CLONE_NEWUSER = 0x10000000
 IDENTITY_MAP = "0 0 4294967295\n"
@@ -43,8 +44,7 @@ def main(argv: list[str]) -> int:
     if os.read(ready_r, 1) == b"u":
         try:
             for name in ("uid_map", "gid_map"):
-                with open(f"/proc/{pid}/{name}", "w") as f:
-                    f.write(IDENTITY_MAP)
+                Path(f"/proc/{pid}/{name}").write_text(IDENTITY_MAP)
             os.write(go_w, b"g")
         except OSError as exc:
             sys.stderr.write(f"userns: cannot map ids for the sandbox: {exc}\n")
