@@ -28,6 +28,7 @@ from . import __version__
 from .errors import ConfigError, ModelError, Sme2Error
 from .options import (
     executable_file,
+    existing_dir,
     existing_file,
     nonnegative_float,
     nonnegative_int,
@@ -92,6 +93,8 @@ def _add_profile(sub: Any) -> None:
     p.add_argument("--qemu", type=executable_file, help="qemu: the qemu-aarch64 binary (default: on PATH)")
     p.add_argument("--serial", help="android: adb serial (default $ANDROID_SERIAL, else the only device)")
     p.add_argument("--libcxx", type=existing_file, help="android: libc++_shared.so to push beside the runner")
+    p.add_argument("--runner-libs", type=existing_dir,
+                   help="android: a directory whose .so files the runner needs (pushed beside it, on LD_LIBRARY_PATH)")
     p.add_argument("--big-cores", help="android: taskset hex mask, or 'none' (default: the fastest cluster)")
     p.add_argument("--cooldown", type=nonnegative_float, default=0.0,
                    help="android: seconds to wait between blocks (default 0)")
@@ -226,10 +229,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     device = args.device or ("host" if args.runner else "local")
     android: dict[str, Any] = {}
     if device == "android":
-        android = {"libcxx": args.libcxx, "big_cores": args.big_cores, "cooldown_s": args.cooldown,
-                   "fixed_performance": args.fixed_performance}
-    elif args.serial or args.libcxx or args.big_cores or args.fixed_performance or args.cooldown:
-        raise ConfigError("--serial, --libcxx, --big-cores, --cooldown and --fixed-performance apply to "
+        android = {"libcxx": args.libcxx, "runner_libs": args.runner_libs, "big_cores": args.big_cores,
+                   "cooldown_s": args.cooldown, "fixed_performance": args.fixed_performance}
+    elif any((args.serial, args.libcxx, args.runner_libs, args.big_cores, args.fixed_performance, args.cooldown)):
+        raise ConfigError("--serial, --libcxx, --runner-libs, --big-cores, --cooldown and --fixed-performance apply to "
                           f"--device android only (device is {device!r})")
     if args.inputs and args.pte is None:
         raise ConfigError("--inputs goes with --pte; a registered model (--model) brings its own example inputs")

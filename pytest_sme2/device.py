@@ -20,7 +20,7 @@ import platform
 import re
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -519,6 +519,22 @@ def device_info_from_facts(serial: str, text: str) -> DeviceInfo:
         sdk=sdk,
         thermal_status=parse_thermal_status(sec.get("thermal", "")),
         extra={"build_fingerprint": props.get("ro.build.fingerprint", ""), "battery": battery},
-        device_identity=linux_identity(cpuinfo, os_kind="android", arch=arch, logical_cpus=cores, max_khz=max_khz,
-                                       capacity=capacity, soc=soc, product=model, sdk=sdk, abi=abi),
+        device_identity=replace(
+            linux_identity(cpuinfo, os_kind="android", arch=arch, logical_cpus=cores, max_khz=max_khz,
+                           capacity=capacity, soc=soc, product=model, sdk=sdk, abi=abi),
+            emulator=android_emulator(props)),
     )
+
+
+#: Properties an Android system booted under QEMU sets (the Android Emulator's kernel command line gives
+#: ``androidboot.qemu=1``, which init turns into ``ro.boot.qemu``; older images set ``ro.kernel.qemu``).
+EMULATOR_PROPS = ("ro.boot.qemu", "ro.kernel.qemu")
+
+
+def android_emulator(props: Mapping[str, str]) -> str:
+    """What emulates this Android device, from its properties ("" for a phone): its time is emulated time."""
+    flags = [f"{key}=1" for key in EMULATOR_PROPS if props.get(key, "").strip() == "1"]
+    if not flags:
+        return ""
+    extra = [f"{key}={props[key]}" for key in ("ro.boot.qemu.avd_name", "ro.hardware") if props.get(key)]
+    return f"Android emulator ({', '.join(flags + extra)})"

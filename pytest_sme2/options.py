@@ -101,6 +101,13 @@ def existing_file(text: str) -> Path:
     return p
 
 
+def existing_dir(text: str) -> Path:
+    p = Path(text).expanduser()
+    if not p.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} does not exist or is not a directory")
+    return p
+
+
 #: What ``--sme2-fail-on`` can make fail besides a regression (which always fails).
 FAIL_ON_CHOICES = ("missing", "invalid", "inconclusive", "drift")
 #: ``--sme2-fail-on`` when it is not given: fail closed where ``CI`` is set (a missing baseline fails, and a session
@@ -199,6 +206,9 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "fetched with pip once, then cached)", type=existing_file),
     OptionSpec("libcxx", "libc++_shared.so to push beside the runner (Android runners built with the shared "
                "C++ STL)", type=existing_file),
+    OptionSpec("runner-libs", "a directory of shared libraries the runner needs (a runner linked against "
+               "executorch's shared libraries): every .so in it is pushed once per content beside the runner and put "
+               "on LD_LIBRARY_PATH (Android only)", type=existing_dir),
     OptionSpec("serial", "adb serial of the Android device (default: $ANDROID_SERIAL, else the only device)"),
     OptionSpec("latency", "which runs give the gate's latency samples: untraced = an untraced run beside the traced "
                "one in every block (twice the measuring time; on host/android the timing-only builds, "
@@ -275,6 +285,7 @@ class Sme2Options:
     runner_log: Path | None = None
     runner_off_log: Path | None = None
     libcxx: Path | None = None
+    runner_libs: Path | None = None
     qemu: Path | None = None
     aarch64_wheel: Path | None = None
     serial: str | None = None

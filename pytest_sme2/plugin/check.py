@@ -36,8 +36,12 @@ class Sme2Baseline:
             category_margins={k: v / 100 for k, v in t.categories.items()},
             p50_ms=t.p50_ms, p90_ms=t.p90_ms, min_speedup=t.min_speedup,
             drift_allowance=o.drift_allowance / 100, require_sme2_kernels=t.require_sme2_kernels,
-            emulated=o.device == "qemu",
+            emulated=self.emulated(),
         )
+
+    def emulated(self) -> bool:
+        """The device is emulated (QEMU, or an Android emulator whose identity names it): its time is no device's."""
+        return self._session.options.device == "qemu" or bool(getattr(self._runner.runner, "emulated", False))
 
     def check(self, result: Any) -> Any:
         """Judge ``result`` (a Profile, or an on/off pair) and fail the test on a regression."""

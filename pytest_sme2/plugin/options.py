@@ -85,7 +85,7 @@ def build_options(config: pytest.Config) -> Sme2Options:
     values["cache_dir"] = root / str(values["cache_dir"])
     values["artifact_dir"] = root / str(values["artifact_dir"])
     for key in ("runner", "runner_off", "runner_timing", "runner_off_timing", "runner_log", "runner_off_log",
-                "libcxx", "qemu", "aarch64_wheel", "json", "markdown", "out_dir", "rules"):
+                "libcxx", "runner_libs", "qemu", "aarch64_wheel", "json", "markdown", "out_dir", "rules"):
         if values[key] is not None:
             values[key] = Path(values[key])
     values["models"] = tuple(values["models"] or ())
@@ -209,6 +209,9 @@ def _check_conflicts(opts: Sme2Options) -> None:
             )
     if opts.libcxx is not None and opts.device != "android":
         raise pytest.UsageError("--sme2-libcxx only applies to --sme2-device=android")
+    if opts.runner_libs is not None and opts.device != "android":
+        raise pytest.UsageError("--sme2-runner-libs only applies to --sme2-device=android (host and qemu runners find "
+                                "their libraries on this machine)")
     if opts.device in ("local", "host"):
         from ..errors import ConfigError
         from ..runners.base import check_threads

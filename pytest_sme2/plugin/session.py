@@ -106,7 +106,8 @@ class Sme2Session:
             o = self.options
             extra: dict[str, Any] = {}
             if o.device == "android":
-                extra = {"libcxx": o.libcxx, "big_cores": o.big_cores, "cooldown_s": o.cooldown,
+                extra = {"libcxx": o.libcxx, "runner_libs": o.runner_libs, "big_cores": o.big_cores,
+                         "cooldown_s": o.cooldown,
                          "fixed_performance": o.fixed_performance, "worker": worker_id(self.config)}
             if o.device in ("host", "qemu"):
                 # pytest-sme2's own runner is built once per content and kept beside the export cache.

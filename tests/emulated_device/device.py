@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .adbd import Adbd, Handler, Stream
+from .arm64 import Arm64Cpu
 from .profiles import get_profile
 from .rootfs import Rootfs, build_rootfs
 from .sandbox import Sandbox
@@ -43,6 +44,9 @@ class Faults:
     # commands have run (applied as command n+1 starts), e.g. {3: 2} throttles from the 4th command.
     thermal_schedule: dict[int, int] = field(default_factory=dict)
     sync: SyncFaults = field(default_factory=SyncFaults)
+    # (pattern, QEMU CPU): on an arm64 phone, shell commands matching `pattern` (re.search) execute their aarch64
+    # code on that CPU instead of the profile's, e.g. a runner that must not find SME2 on a phone that reports it.
+    cpu_overrides: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -96,10 +100,12 @@ class EmulatedPhone:
         ro_binds: tuple[Path, ...] = (),
         bwrap: str = "bwrap",
         faults: Faults | None = None,
+        arm64: Arm64Cpu | None = None,
     ) -> None:
         self.profile = get_profile(profile)
-        self.rootfs = build_rootfs(root, self.profile)
-        self.sandbox = Sandbox(self.rootfs.root, ro_binds=ro_binds, bwrap=bwrap)
+        self.arm64 = arm64
+        self.rootfs = build_rootfs(root, self.profile, arm64)
+        self.sandbox = Sandbox(self.rootfs.root, ro_binds=ro_binds, bwrap=bwrap, arm64=arm64)
         self.faults = faults if faults is not None else Faults()
         self.history = History(self.rootfs)
         self.errors: list[BaseException] = []
@@ -186,10 +192,11 @@ class EmulatedPhone:
             self.history.commands.append(command)
             status = self.faults.thermal_schedule.get(count)
             override = self._take_override(command)
+            cpu = next((c for pattern, c in self.faults.cpu_overrides if re.search(pattern, command)), None)
         if status is not None:
             self.set_thermal_status(status)
         if override is None:
-            return self.sandbox.spawn(command, merge_stderr)
+            return self.sandbox.spawn(command, merge_stderr, cpu)
         argv = [
             sys.executable,
             "-c",

@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import adbutils
 import pytest
 
+from .arm64 import Arm64Cpu, probe_cpu
 from .device import CommandOverride, EmulatedPhone, Faults, validate_thermal_schedule
 from .profiles import get_profile
 from .rootfs import build_rootfs
@@ -124,6 +125,29 @@ def emulated_sandbox_support(tmp_path_factory: pytest.TempPathFactory) -> str | 
     return None
 
 
+#: The QEMU CPUs arm64 phones run on: every profile's, and the SME-less one for `cpu_overrides`.
+ARM64_CPUS = ("max", "max,sme=off")
+
+
+@pytest.fixture(scope="session")
+def arm64_cpus(aarch64_runner_build: Any, sme2_qemu: Path, tmp_path_factory: pytest.TempPathFactory,
+               emulated_sandbox_support: str | None) -> dict[str, Arm64Cpu]:
+    """The CPUs of arm64 phones, probed with the aarch64 runner under the SME2-capable QEMU; skipped (failed in CI)
+    where this kernel cannot give a sandbox its own binfmt_misc."""
+    from toolchain import tool_missing
+
+    cpus = {cpu: probe_cpu(sme2_qemu, aarch64_runner_build.path, cpu, aarch64_runner_build.sysroot)
+            for cpu in ARM64_CPUS}
+    if emulated_sandbox_support is None:
+        root = tmp_path_factory.mktemp("arm64-probe") / "rootfs"
+        try:
+            build_rootfs(root, get_profile("sme2_phone"), cpus["max"])
+            probe(Sandbox(root, ro_binds=default_ro_binds(), bwrap=find_bwrap(), arm64=cpus["max"]), timeout=20)
+        except SandboxUnavailable as exc:
+            tool_missing(f"arm64 emulated phone unavailable: {exc}")
+    return cpus
+
+
 def _wait_for_state(client: adbutils.AdbClient, serial: str, state: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     seen = "absent"
@@ -151,19 +175,25 @@ class MakePhone(Protocol):
         disk_full: bool = False,
         data_quota_bytes: int | None = None,
         drop_after_recv_bytes: int | None = None,
+        arm64: bool = False,
+        cpu_overrides: Sequence[tuple[str, str]] = (),
     ) -> EmulatedPhone: ...
 
 
 @pytest.fixture
 def make_emulated_phone(
-    adb_server: AdbServer, emulated_sandbox_support: str | None, tmp_path: Path
+    adb_server: AdbServer, emulated_sandbox_support: str | None, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[MakePhone]:
     """Factory: build, start, `adb connect` and wait for an emulated phone; see `MakePhone`.
 
     Knobs: `unauthorized` (the server lists it `unauthorized`), `overrides` (canned answers for
     matching commands), `thermal_schedule` ({commands_run: status}), `thermal_status` (initial),
     `disk_full` / `data_quota_bytes` (SEND to /data or /sdcard fails "No space left on device"),
-    `drop_after_recv_bytes` (cut the transport mid-pull, once). Every phone is disconnected and
+    `drop_after_recv_bytes` (cut the transport mid-pull, once). `arm64=True` makes an arm64 phone: its
+    aarch64 binaries run under QEMU with the profile's CPU, its /proc/cpuinfo is QEMU's (needs the aarch64
+    runner, an SME2-capable QEMU and a kernel with per-namespace binfmt_misc: skipped, or failed in CI,
+    without); `cpu_overrides` [(command pattern, QEMU CPU)] runs matching commands on another CPU. Every phone
+    is disconnected and
     stopped at teardown, and the test fails if the emulated adbd hit an internal error.
     """
     if emulated_sandbox_support is not None:
@@ -186,7 +216,13 @@ def make_emulated_phone(
         disk_full: bool = False,
         data_quota_bytes: int | None = None,
         drop_after_recv_bytes: int | None = None,
+        arm64: bool = False,
+        cpu_overrides: Sequence[tuple[str, str]] = (),
     ) -> EmulatedPhone:
+        cpu: Arm64Cpu | None = None
+        if arm64:
+            cpus: Mapping[str, Arm64Cpu] = request.getfixturevalue("arm64_cpus")
+            cpu = cpus[get_profile(profile).qemu_cpu]
         faults = Faults(
             overrides=list(overrides),
             thermal_schedule=validate_thermal_schedule(thermal_schedule or {}),
@@ -194,6 +230,7 @@ def make_emulated_phone(
                 data_quota_bytes=0 if disk_full else data_quota_bytes,
                 drop_after_recv_bytes=drop_after_recv_bytes,
             ),
+            cpu_overrides=list(cpu_overrides),
         )
         phone = EmulatedPhone(
             tmp_path / f"phone{len(phones)}-{profile}",
@@ -202,6 +239,7 @@ def make_emulated_phone(
             ro_binds=default_ro_binds(),
             bwrap=find_bwrap(),
             faults=faults,
+            arm64=cpu,
         )
         phone.set_thermal_status(thermal_status)
         phones.append(phone)

@@ -58,6 +58,8 @@ class Profile:
     features: str
     thermal_zones: tuple[ThermalZone, ...]
     battery: Mapping[str, str] = field(default_factory=dict)
+    #: the QEMU CPU an arm64 phone of this profile executes aarch64 code on (its /proc/cpuinfo then comes from it)
+    qemu_cpu: str = "max"
 
     @property
     def cpu_count(self) -> int:
@@ -146,6 +148,7 @@ SME2_PHONE = Profile(
         Cluster(cpus=(7,), max_khz=4_210_000, capacity=1024, part=0xD8C),  # C1-Ultra
     ),
     features=f"{_ARMV9_FEATURES} {_SME2_FEATURES}",
+    qemu_cpu="max",  # Armv9 with SVE2, SME, SME2
     thermal_zones=(
         ThermalZone("soc_max", 44_800, 0, "AP"),
         ThermalZone("cpu-big-core7", 45_300, 0, "CPU7"),
@@ -171,6 +174,7 @@ NOSME_PHONE = Profile(
         Cluster(cpus=(7,), max_khz=3_302_400, capacity=1024, part=0xD82),  # Cortex-X4
     ),
     features=_ARMV9_FEATURES,
+    qemu_cpu="max,sme=off",  # the same Armv9 CPU without SME/SME2 (the X4/A720/A520 have SVE2, no SME)
     thermal_zones=(
         ThermalZone("cpu-1-0-0", 43_100, 0, "cpu-1-0-0"),
         ThermalZone("cpu-1-2-0", 44_600, 0, "cpu-1-2-0"),

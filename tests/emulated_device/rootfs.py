@@ -9,14 +9,33 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from .arm64 import Arm64Cpu
 from .profiles import Profile
 
 SHELL_UID = 2000  # AID_SHELL: what `adb shell` runs as on a production phone
 SHIMS = Path(__file__).with_name("shims")
 SHIM_NAMES = ("getprop", "dumpsys", "taskset", "cmd", "logcat")
+#: Android's shell and coreutils, as Debian packages them (`mksh`, `toybox`); dash and coreutils when absent.
+MKSH = "/bin/mksh"
+TOYBOX = "/usr/bin/toybox"
+
+
+#: Commands the phone does not take from toybox. `timeout`: toybox runs a command that is one of its own applets
+#: in-process, so its `timeout ... taskset MASK` would pin with toybox's real taskset (the host's 2 CPUs, not the
+#: phone's 8) instead of the shim; coreutils' timeout execs the shim from PATH. `sh`: mksh is the shell.
+NOT_TOYBOX = ("timeout", "sh")
+
+
+def toybox_applets(toybox: str = TOYBOX) -> tuple[str, ...]:
+    """The commands this toybox provides (its no-argument listing), or () without toybox."""
+    if not Path(toybox).is_file():
+        return ()
+    out = subprocess.run([toybox], capture_output=True, text=True, timeout=30, check=False).stdout
+    return tuple(name for name in out.split() if name.isascii() and "/" not in name)
 
 THERMAL_STATUS_NAMES = ("NONE", "LIGHT", "MODERATE", "SEVERE", "CRITICAL", "EMERGENCY", "SHUTDOWN")
 
@@ -205,15 +224,14 @@ def _build_sys(root: Path, profile: Profile) -> None:
             path.chmod(0o755)
 
 
-def _props_text(profile: Profile) -> str:
-    return "".join(f"[{key}]: [{value}]\n" for key, value in sorted(profile.props.items()))
-
-
-def build_rootfs(root: Path, profile: Profile) -> Rootfs:
+def build_rootfs(root: Path, profile: Profile, arm64: Arm64Cpu | None = None) -> Rootfs:
     """Create the rootfs of one phone under `root` (which must not exist yet) and return it.
 
     Owners and modes follow a production phone where it matters to the shell user: /data is 0771
-    root, /data/local/tmp 0771 shell, sysfs and /system root-owned.
+    root, /data/local/tmp 0771 shell, sysfs and /system root-owned. /system/bin/sh is mksh and the other
+    commands are toybox's, as on Android (dash and the host's coreutils where Debian's packages are missing).
+    An arm64 phone's /proc/cpuinfo is the one QEMU emulates for its CPU, and its properties say it is an
+    emulator (`ro.boot.qemu=1`, as the Android Emulator's, with the AVD name naming QEMU's CPU).
     """
     root.mkdir(parents=True)
     root.chmod(0o755)
@@ -228,19 +246,31 @@ def build_rootfs(root: Path, profile: Profile) -> Rootfs:
     for name in SHIM_NAMES:
         shutil.copyfile(SHIMS / name, bin_dir / name)
         (bin_dir / name).chmod(0o755)
-    (bin_dir / "sh").symlink_to("/bin/sh")  # dash stands in for mksh
+    (bin_dir / "sh").symlink_to(MKSH if Path(MKSH).is_file() else "/bin/sh")
+    for applet in toybox_applets():
+        if applet not in (*SHIM_NAMES, *NOT_TOYBOX):
+            (bin_dir / applet).symlink_to(TOYBOX)
     etc = root / "system" / "etc" / "emulated"
     _mkdir(root / "system" / "etc")
     _mkdir(etc)
-    _write(etc / "props", _props_text(profile))
+    props = dict(profile.props)
+    if arm64 is not None:
+        props.update({"ro.boot.qemu": "1", "ro.boot.qemu.avd_name": f"{profile.name} ({arm64.describe()})"})
+    _write(etc / "props", "".join(f"[{key}]: [{value}]\n" for key, value in sorted(props.items())))
     _write(etc / "online_mask", f"{profile.online_mask}\n")
+    # bionic knows Android's ids (AID_SHELL = 2000 "shell") without /etc/passwd; glibc's toybox asks /etc/passwd and
+    # /etc/group, so the sandbox binds these copies of the host's, with the ids the phone's shell user needs.
+    for name, line in (("passwd", f"shell:x:{SHELL_UID}:{SHELL_UID}:shell:/:/system/bin/sh\n"),
+                       ("group", f"shell:x:{SHELL_UID}:\n")):
+        host = Path("/etc") / name
+        _write(etc / name, (host.read_text() if host.is_file() else "") + line)
     _write(
         etc / "temperatures",
         "".join(f"{z.millicelsius / 1000:.1f} {z.hal_type} {z.hal_name}\n" for z in profile.thermal_zones),
     )
     _write(etc / "battery", "".join(f"{k}: {v}\n" for k, v in profile.battery.items()))
 
-    _write(root / "proc" / "cpuinfo", _cpuinfo(profile))
+    _write(root / "proc" / "cpuinfo", arm64.cpuinfo(profile.cpu_count) if arm64 else _cpuinfo(profile))
     (root / "proc").chmod(0o755)
     _build_sys(root, profile)
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from .arm64 import KERNEL_SETUP, USERNS_LAUNCHER, Arm64Cpu, binfmt_registration
 from .rootfs import MOUNTS, SHELL_UID
 
 DEVICE_PATH = "/system/bin:/usr/bin:/bin"
@@ -67,6 +68,8 @@ class Sandbox:
     ro_binds: tuple[Path, ...] = ()
     bwrap: str = "bwrap"
     setpriv: str = "/usr/bin/setpriv"
+    #: an arm64 phone: aarch64 ELF files run under this QEMU CPU (a private binfmt_misc in its own user namespace)
+    arm64: Arm64Cpu | None = None
 
     def argv(self, command: str) -> list[str]:
         """The full argv running `command` with /system/bin/sh -c inside the sandbox."""
@@ -94,14 +97,31 @@ class Sandbox:
             flag = "--bind" if mount.writable else "--ro-bind"
             args += [flag, str(self.rootfs / mount.rootfs_path), mount.device_path]
             made.add(mount.device_path)
+        for name in ("passwd", "group"):
+            args += ["--ro-bind", str(self.rootfs / "system" / "etc" / "emulated" / name), f"/etc/{name}"]
         for path in sorted(self._extra_binds(), key=lambda p: len(p.parts)):
             args += _parents(str(path), made)
             args += ["--ro-bind", str(path), str(path)]
             made.add(str(path))
+        if self.arm64 is not None:
+            # Root of the sandbox's own user namespace may mount its binfmt_misc; setpriv then drops every
+            # capability with the switch to uid 2000.
+            args += ["--cap-add", "CAP_SYS_ADMIN"]
         args += ["--chdir", "/", "--"]
+        if self.arm64 is not None:
+            args += ["/bin/sh", "-c", KERNEL_SETUP, "arm64-kernel", binfmt_registration(self.arm64.qemu)]
         uid = str(SHELL_UID)
         args += [self.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-        return [*args, "/system/bin/sh", "-c", command]
+        args += ["/system/bin/sh", "-c", command]
+        if self.arm64 is not None:
+            return [sys.executable, str(USERNS_LAUNCHER), *args]
+        return args
+
+    def env(self, cpu: str | None = None) -> dict[str, str]:
+        """The shell environment of the phone; an arm64 phone's tells QEMU its CPU (``cpu`` overrides it)."""
+        if self.arm64 is None:
+            return dict(DEVICE_ENV)
+        return {**DEVICE_ENV, **self.arm64.env, **({"QEMU_CPU": cpu} if cpu else {})}
 
     def _extra_binds(self) -> Iterable[Path]:
         # Skip trees already visible through /usr or /etc, and nested duplicates.
@@ -112,14 +132,14 @@ class Sandbox:
                 kept.append(path)
         return kept
 
-    def spawn(self, command: str, merge_stderr: bool) -> subprocess.Popen[bytes]:
+    def spawn(self, command: str, merge_stderr: bool, cpu: str | None = None) -> subprocess.Popen[bytes]:
         """Start `command`; the caller's thread must also wait for it (`--die-with-parent`)."""
         return subprocess.Popen(
             self.argv(command),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-            env=DEVICE_ENV,
+            env=self.env(cpu),
             start_new_session=True,  # its own process group, so a closed stream can kill it all
             close_fds=True,
         )
@@ -154,14 +174,19 @@ def probe(sandbox: Sandbox, timeout: float = 20.0) -> None:
     if not Path(sandbox.setpriv).exists():
         raise SandboxUnavailable(f"{sandbox.setpriv} is missing (Debian: util-linux)")
     try:
-        done = subprocess.run(sandbox.argv("id -u"), capture_output=True, env=DEVICE_ENV, timeout=timeout, check=False)
+        done = subprocess.run(sandbox.argv("id -u"), capture_output=True, env=sandbox.env(), timeout=timeout,
+                              check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SandboxUnavailable(f"bwrap did not run: {exc}") from exc
     if done.returncode != 0 or done.stdout.strip() != str(SHELL_UID).encode():
         stderr = done.stderr.decode(errors="replace").strip()
+        if sandbox.arm64 is not None:
+            raise SandboxUnavailable(
+                f"the arm64 phone's sandbox did not start (rc {done.returncode}: {stderr or done.stdout!r}): it needs "
+                "a private binfmt_misc in a user namespace (Linux 6.7 or newer, user namespaces enabled, root)")
         raise SandboxUnavailable(f"bwrap probe failed (rc {done.returncode}): {stderr or done.stdout!r}")
 
 
 def run(sandbox: Sandbox, command: str, timeout: float = 20.0) -> subprocess.CompletedProcess[bytes]:
     """Run one command to completion (for tests of the sandbox itself)."""
-    return subprocess.run(sandbox.argv(command), capture_output=True, env=DEVICE_ENV, timeout=timeout, check=False)
+    return subprocess.run(sandbox.argv(command), capture_output=True, env=sandbox.env(), timeout=timeout, check=False)

@@ -11,7 +11,7 @@ pull of a missing file "succeeds" with an empty directory) and that the pulled s
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -27,12 +27,15 @@ from .deploy import Deployed
 TIMEOUT_EXIT = 124
 
 
-def device_command(request: RunRequest, deployed: Mapping[Path, Deployed], runner: Path, libcxx: Path | None, *,
+def device_command(request: RunRequest, deployed: Mapping[Path, Deployed], runner: Path, libs: Sequence[Path], *,
                    remote_run: str, remote_trace: str | None, mask: str | None, timeout: float) -> str:
-    """The device shell command for one run (``remote_trace`` None: no ``--etdump_path``); arguments shlex-quoted."""
+    """The device shell command for one run (``remote_trace`` None: no ``--etdump_path``); arguments shlex-quoted.
+
+    ``libs`` are the shared libraries pushed for the runner (``libc++_shared.so``, ``--sme2-runner-libs``): each
+    lives in its content directory, so each directory goes on ``LD_LIBRARY_PATH``, the runner's own first.
+    """
     lib_dirs = [str(PurePosixPath(deployed[runner].remote).parent)]
-    if libcxx is not None:
-        lib_dirs.append(str(PurePosixPath(deployed[libcxx].remote).parent))
+    lib_dirs += [str(PurePosixPath(deployed[lib].remote).parent) for lib in libs]
     argv: list[str] = ["timeout", "-k", "5", f"{timeout:g}"]
     if mask is not None:
         argv += ["taskset", mask]
@@ -113,6 +116,9 @@ def exit_hint(returncode: int, output: str, serial: str) -> str:
     if "CANNOT LINK EXECUTABLE" in output or "library \"libc++_shared.so\" not found" in output:
         return (" (the dynamic linker failed: a runner built with the shared C++ STL needs "
                 "--sme2-libcxx path/to/libc++_shared.so from the same NDK)")
+    if "error while loading shared libraries" in output:
+        return (" (the dynamic loader could not find a shared library the runner is linked against: pass the "
+                "directory of the libraries it was built with, e.g. executorch's lib/, with --sme2-runner-libs DIR)")
     if returncode == 126 or "not executable" in output or "Exec format error" in output:
         return " (the device cannot execute it: build executor_runner for arm64-v8a with the Android NDK)"
     if returncode == 127:

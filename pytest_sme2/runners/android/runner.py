@@ -59,7 +59,9 @@ class AndroidRunner(BinaryBuilds):
 
     ``runner_path`` is the SME2-on (default) build, ``runner_off`` the SME2-off build; ``runner_timing`` /
     ``runner_off_timing`` and ``runner_log`` / ``runner_off_log`` are their optional timing-only and
-    XNNPACK-logging builds (see ``docs/run-modes.md``). ``libcxx`` is pushed beside them when given.
+    XNNPACK-logging builds (see ``docs/run-modes.md``). ``libcxx`` is pushed beside them when given, and so is every
+    shared library in ``runner_libs`` (a directory: a runner linked against executorch's shared libraries needs them on
+    the device too); their directories go on ``LD_LIBRARY_PATH``.
     ``big_cores`` is a taskset hex mask, ``"none"`` (unpinned) or None (the fastest cluster, widened to
     cover ``threads``). ``cooldown_s`` is slept before every run but the first; ``fixed_performance``
     turns Android's fixed performance mode on around each run. ``client`` lets tests pass an
@@ -76,6 +78,7 @@ class AndroidRunner(BinaryBuilds):
         serial: str | None = None,
         timeout_s: float | None = 600.0,
         libcxx: str | Path | None = None,
+        runner_libs: str | Path | None = None,
         big_cores: str | None = None,
         cooldown_s: float = 0.0,
         fixed_performance: bool = False,
@@ -118,6 +121,7 @@ class AndroidRunner(BinaryBuilds):
         self.builds = builds
         self.mode_builds = mode_builds
         self.libcxx = Path(libcxx) if libcxx else None
+        self.runner_libs = shared_libraries(Path(runner_libs)) if runner_libs is not None else ()
         self.requested = parse_serials(serial) or parse_serials(os.environ.get("ANDROID_SERIAL"))
         self.worker = worker
         self.timeout_s = timeout_s
@@ -172,7 +176,19 @@ class AndroidRunner(BinaryBuilds):
         ident: dict[str, Any] = {"runner": "executor_runner", **self.builds_identity(variant)}
         if self.libcxx is not None:
             ident["libcxx_sha256"] = file_sha256(self.libcxx)
+        if self.runner_libs:
+            ident["runner_libs_sha256"] = {lib.name: file_sha256(lib) for lib in self.runner_libs}
         return ident
+
+    @property
+    def shared_libs(self) -> tuple[Path, ...]:
+        """The shared libraries pushed beside the runner: ``libc++_shared.so``, then ``--sme2-runner-libs``."""
+        return (*([self.libcxx] if self.libcxx else []), *self.runner_libs)
+
+    @property
+    def emulated(self) -> bool:
+        """Whether the phone is an emulator (its identity names one): its time is then emulated time."""
+        return bool(self.device_info().identity().emulator)
 
     def run_settings(self) -> Mapping[str, Any]:
         """How runs are made on the phone, which changes their speed: pinning and fixed performance mode."""
@@ -186,6 +202,8 @@ class AndroidRunner(BinaryBuilds):
                               **self.run_settings()}
         if self.libcxx is not None:
             fp["libcxx_sha256"] = file_sha256(self.libcxx)[:16]
+        if self.runner_libs:
+            fp["runner_libs_sha256"] = {lib.name: file_sha256(lib)[:16] for lib in self.runner_libs}
         return fp
 
     def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
@@ -212,7 +230,7 @@ class AndroidRunner(BinaryBuilds):
     def command(self, request: RunRequest, deployed: Mapping[Path, Deployed], runner: Path, *,
                 remote_run: str, remote_trace: str | None, mask: str | None, timeout: float) -> str:
         """The device shell command for one run; every argument shlex-quoted."""
-        return device_command(request, deployed, runner, self.libcxx, remote_run=remote_run,
+        return device_command(request, deployed, runner, self.shared_libs, remote_run=remote_run,
                               remote_trace=remote_trace, mask=mask, timeout=timeout)
 
     def run(self, request: RunRequest) -> RunResult:
@@ -225,7 +243,7 @@ class AndroidRunner(BinaryBuilds):
         check_threads(request.threads, info.cores, f"Android device {self.serial}")
         timeout = min(t for t in (self.timeout_s, request.timeout_s) if t is not None)
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        files = [runner, *([self.libcxx] if self.libcxx else []), request.pte, *(Path(p) for p in request.inputs or ())]
+        files = [runner, *self.shared_libs, request.pte, *(Path(p) for p in request.inputs or ())]
         deployed = self.deploy(files, run_id)
         mask = self.cpu_mask_for(request.threads)
         remote_run = f"{self.remote_root}/runs/{run_id}"
@@ -323,6 +341,19 @@ class AndroidRunner(BinaryBuilds):
             run_dir=local_dir,
             trace_path=trace_path, log_path=log_path, wall_s=wall_s, metadata=metadata,
         )
+
+
+def shared_libraries(directory: Path) -> tuple[Path, ...]:
+    """Every shared library (``*.so``, ``*.so.N``) directly in ``directory``, by name; none is a usage error."""
+    if not directory.is_dir():
+        raise ConfigError(f"--sme2-runner-libs {directory} is not a directory: pass the directory of the shared "
+                          "libraries the runner is linked against (e.g. executorch's lib/)")
+    libs = tuple(sorted((p for p in directory.iterdir() if p.is_file() and (p.suffix == ".so" or ".so." in p.name)),
+                        key=lambda p: p.name))
+    if not libs:
+        raise ConfigError(f"--sme2-runner-libs {directory} holds no shared library (*.so): pass the directory of the "
+                          "libraries the runner is linked against (e.g. executorch's lib/)")
+    return libs
 
 
 def read_logcat(link: AdbLink) -> str:
