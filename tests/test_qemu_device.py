@@ -266,3 +266,22 @@ def test_a_perturbed_arm_fails_the_numerics_check(emulated: Sessions) -> None:
     assert "tolerance for fp32: 1e-05" in check["message"]
     assert "SME2 off and on compute different outputs" in emulated.out
     assert emulated.check(node, "sme2_kernels")["status"] == "pass"  # the kernels were right; the input was not
+
+
+@pytest.mark.parametrize("node", PAIR_TESTS)
+def test_the_reports_say_it_was_one_runner_on_two_cpus(emulated: Sessions, node: str) -> None:
+    """Issue 19: whether on/off was two builds or one runner on two CPUs, said from the arms' artifacts."""
+    test = emulated.test(node)
+    on, off = test["profile"]["artifact"]["build"], test["profile_off"]["artifact"]["build"]
+    assert on["runner_sha256"] == off["runner_sha256"]  # read independently: one binary
+    findings = test["comparison"]["findings"]
+    assert any(f.startswith(f"One runner build for both arms (sha256 {on['runner_sha256'][:12]})") and
+               "SME2 off: -cpu max,sme=off, SME2 on: -cpu max" in f for f in findings), findings
+
+
+def test_two_builds_are_said_to_be_two_builds() -> None:
+    from pytest_sme2.report.comparison import builds_sentence
+
+    two = builds_sentence({"runner_sha256": "a" * 64}, {"runner_sha256": "b" * 64})
+    assert two.startswith("Two runner builds: SME2 off ran aaaaaaaaaaaa, SME2 on ran bbbbbbbbbbbb")
+    assert builds_sentence({}, {"runner_sha256": "b" * 64}) == ""  # an arm that does not say: nothing claimed

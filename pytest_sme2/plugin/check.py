@@ -63,11 +63,14 @@ class Sme2Baseline:
                 artifacts=session.artifacts, config=config, policy=policy, off=off, rules=session.rules))
         verdict = judgement.verdict
         if off is not None:
-            from ..report.comparison import compare_on_off
+            from ..report.comparison import builds_sentence, compare_on_off
 
+            builds = builds_sentence(off.artifact.build if off.artifact else {},
+                                     profile.artifact.build if profile.artifact else {},
+                                     result.off_label, result.on_label) if result.off_label == "SME2 off" else ""
             rec.comparison = compare_on_off(off.analysis, profile.analysis, speedup=verdict.speedup,
                                             off_label=result.off_label, on_label=result.on_label,
-                                            emulated=config.emulated).to_dict()
+                                            emulated=config.emulated, builds=builds).to_dict()
         rec.baseline_path = str(judgement.baseline_path)
         rec.baseline = judgement.baseline.to_dict() if judgement.baseline is not None else None
         rec.reference = judgement.reference.to_dict() if judgement.reference is not None else None

@@ -439,6 +439,26 @@ def _other_kernel_evidence(off: Analysis, on: Analysis, off_label: str, on_label
     return ("; ".join(parts) + ".") if parts else ""
 
 
+def builds_sentence(off_build: Mapping[str, Any], on_build: Mapping[str, Any], off_label: str = "SME2 off",
+                    on_label: str = "SME2 on") -> str:
+    """Which it was: two runner builds (SME2 kernels compiled in and out), or one runner on two CPUs.
+
+    From the arms' artifacts (``Artifact.build``): the runner binaries' sha256 and, on the emulated device, the
+    CPU each arm ran on. "" when an arm does not say.
+    """
+    a, b = off_build.get("runner_sha256"), on_build.get("runner_sha256")
+    if not a or not b:
+        return ""
+    if a != b:
+        return (f"Two runner builds: {off_label} ran {str(a)[:12]}, {on_label} ran {str(b)[:12]} (SME2 compiled out "
+                "and in): the comparison is of the builds on one CPU.")
+    cpus = (off_build.get("cpu"), on_build.get("cpu"))
+    where = (f" ({off_label}: -cpu {cpus[0]}, {on_label}: -cpu {cpus[1]})" if all(cpus) and cpus[0] != cpus[1]
+             else "")
+    return (f"One runner build for both arms (sha256 {str(a)[:12]}): the difference is the CPU's{where}, not the "
+            "build's — XNNPACK picks SME2 kernels from the CPU's features.")
+
+
 def compare_on_off(
     off: Analysis,
     on: Analysis,
@@ -451,6 +471,7 @@ def compare_on_off(
     on_label: str = "SME2 on",
     speedup: Check | None = None,
     emulated: bool = False,
+    builds: str = "",
 ) -> OnOffComparison:
     """Compare the SME2-off and SME2-on analyses of one model.
 
@@ -473,4 +494,5 @@ def compare_on_off(
         other_kernel_evidence=_other_kernel_evidence(off, on, off_label, on_label),
     )
     shift = _shift_sentences(cmp)
-    return replace(cmp, findings=(_speedup_sentence(cmp), *shift, _kernel_sentence(cmp)), shift=shift)
+    findings = (_speedup_sentence(cmp), *shift, _kernel_sentence(cmp), *([builds] if builds else []))
+    return replace(cmp, findings=findings, shift=shift)
