@@ -22,9 +22,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import ci
 import pytest
 
 pytest_plugins = ["emulated_device.fixtures"]
+
+# Before any fixture runs (session-scoped ones start pytest projects too) and before xdist starts its workers:
+# the plugin under test must not see CI, while ci.IN_CI (and the workers, through ci.MARK) keep what was seen.
+if ci.IN_CI:
+    os.environ[ci.MARK] = "1"
+os.environ.pop("CI", None)
 
 
 @pytest.fixture(autouse=True)
