@@ -106,4 +106,12 @@ def _sources(t: Any) -> list[str]:
                 for arm in measured)
     lines = [f"{arm.label + ': ' if len(measured) > 1 else ''}{source_summary(arm.profile)}" for arm in measured
              if extra and source_summary(arm.profile)]
-    return lines + [line for line in kernel_evidence_lines(t) if "no XNNPACK log" not in line]
+    # The trace's SME evidence matters where SME can run: a device that reports SME2, or a trace with SME
+    # operators. On an x86 host it would only repeat "0 of N on the SME path" under every test (the reports keep it).
+    from ..identity import reports_sme2
+
+    sme_relevant = any(reports_sme2(arm.profile.fingerprint) or (arm.analysis.trace_evidence is not None
+                                                                 and arm.analysis.trace_evidence.has_sme)
+                       for arm in measured)
+    return lines + [line for line in kernel_evidence_lines(t) if "no XNNPACK log" not in line
+                    and (sme_relevant or ": trace: " not in line)]
