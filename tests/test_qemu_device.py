@@ -217,6 +217,7 @@ def test_every_report_says_emulated(emulated: Sessions) -> None:
         assert "speedup" not in line.lower()  # an emulated ratio is never presented as a speedup
     md = (emulated.project / "r.md").read_text()
     assert "emulated" in md.lower() and "test_on_off_int8" in md
+    assert "**Speedup:" not in md and "**Emulated time ratio (not a speedup" in md
     page = html.unescape((emulated.project / "r.html").read_text())
     assert "EMULATED" in page and "emulated" in page
 

@@ -154,8 +154,9 @@ def _latency(test: TestResult, level: int) -> list[str]:
     cmp = test.comparison
     if cmp is not None:
         iv = cmp.speedup
-        out += ["", f"**Speedup: {fmt_x(iv.estimate)}** (95% CI {fmt_x(iv.low)}–{fmt_x(iv.high)}): median "
-                f"{_escape(cmp.off_label)} / median {_escape(cmp.on_label)}, percentile bootstrap."]
+        what = "Emulated time ratio (not a speedup: emulated time is not device time)" if cmp.emulated else "Speedup"
+        out += ["", f"**{what}: {fmt_x(iv.estimate)}** (95% CI {fmt_x(iv.low)}–{fmt_x(iv.high)}): median "
+                f"{_escape(cmp.off_label)} / median {_escape(cmp.on_label)}, block interval."]
     elif test.baseline is not None:
         out += ["", f"**Change of the median: {delta_text(test.headline)}** (95% bootstrap CI of "
                 "median current / median baseline)."]
