@@ -41,7 +41,7 @@ class Sme2Baseline:
 
     def emulated(self) -> bool:
         """The device is emulated (QEMU, or an Android emulator whose identity names it): its time is no device's."""
-        return self._session.options.device == "qemu" or bool(getattr(self._runner.runner, "emulated", False))
+        return bool(getattr(self._runner.runner, "emulated", False))
 
     def check(self, result: Any) -> Any:
         """Judge ``result`` (a Profile, or an on/off pair) and fail the test on a regression."""
@@ -64,10 +64,11 @@ class Sme2Baseline:
         verdict = judgement.verdict
         if off is not None:
             from ..report.comparison import builds_sentence, compare_on_off
+            from ..runners.base import SME2_OFF
 
             builds = builds_sentence(off.artifact.build if off.artifact else {},
                                      profile.artifact.build if profile.artifact else {},
-                                     result.off_label, result.on_label) if result.off_label == "SME2 off" else ""
+                                     result.off_label, result.on_label) if off.variant == SME2_OFF else ""
             rec.comparison = compare_on_off(off.analysis, profile.analysis, speedup=verdict.speedup,
                                             off_label=result.off_label, on_label=result.on_label,
                                             emulated=config.emulated, builds=builds).to_dict()

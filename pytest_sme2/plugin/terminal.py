@@ -113,5 +113,4 @@ def _sources(t: Any) -> list[str]:
     sme_relevant = any(reports_sme2(arm.profile.fingerprint) or (arm.analysis.trace_evidence is not None
                                                                  and arm.analysis.trace_evidence.has_sme)
                        for arm in measured)
-    return lines + [line for line in kernel_evidence_lines(t) if "no XNNPACK log" not in line
-                    and (sme_relevant or ": trace: " not in line)]
+    return lines + [line for line in kernel_evidence_lines(t, trace=sme_relevant) if "no XNNPACK log" not in line]

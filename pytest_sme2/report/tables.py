@@ -239,8 +239,9 @@ def arm_kernel_logs(test: TestResult) -> list[tuple[Arm, KernelLog]]:
     return [(arm, KernelLog.from_dict(arm.analysis.kernel_log)) for arm in arms(test) if arm.analysis.kernel_log]
 
 
-def kernel_evidence_lines(test: TestResult) -> list[str]:
-    """One line per arm: kernels selected, SME2 kernels (or none), ISAs; or where no log came from."""
+def kernel_evidence_lines(test: TestResult, *, trace: bool = True) -> list[str]:
+    """One line per arm: kernels selected, SME2 kernels (or none), ISAs; or where no log came from. ``trace``:
+    with the trace's SME evidence lines (see :func:`evidence_lines`)."""
     lines = []
     for arm in arms(test):
         if not arm.analysis.kernel_log:
@@ -255,15 +256,16 @@ def kernel_evidence_lines(test: TestResult) -> list[str]:
         evidence = (f"{len(sme2)} SME2 kernel{'s' if len(sme2) != 1 else ''}, e.g. `{sme2[0]}`" if sme2
                     else "no SME2 kernel")
         lines.append(f"{arm.label}: {len(log.kernels)} kernels selected; {evidence}; ISAs: {isas}.")
-    return lines + evidence_lines(test)
+    return lines + evidence_lines(test, trace=trace)
 
 
-def evidence_lines(test: TestResult) -> list[str]:
-    """One line per arm and source beyond the XNNPACK log: the trace's operator names, the kernels QEMU saw run."""
+def evidence_lines(test: TestResult, *, trace: bool = True) -> list[str]:
+    """One line per arm and source beyond the XNNPACK log: the trace's operator names (unless ``trace`` is False),
+    the kernels QEMU saw run."""
     lines = []
     for arm in arms(test):
         ev, ek = arm.analysis.trace_evidence, arm.analysis.executed_kernels
-        if ev is not None:
+        if ev is not None and trace:
             lines.append(f"{arm.label}: trace: {ev.summary()}.")
         if ek is not None:
             sme2 = ek.sme2_functions
