@@ -29,15 +29,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from emulated_device.device import EmulatedPhone
+from emulated_device.device import EmulatedPhone, InAsmLog
 from emulated_device.fixtures import AdbServer, MakePhone, poll
 
 from pytest_sme2.device import cpuinfo_features
+from pytest_sme2.elf import read_elf
 from pytest_sme2.errors import DeviceError, RunnerError
 from pytest_sme2.profile import profile_exported
+from pytest_sme2.qemu_log import ExecutedKernels, parse_maps, read_executed_kernels
 from pytest_sme2.runner_build import RunnerBuild
 from pytest_sme2.runners.android import REMOTE_ROOT, AndroidRunner
-from pytest_sme2.runners.base import RunRequest
+from pytest_sme2.runners.base import SME2_OFF, SME2_ON, RunRequest
 from pytest_sme2.trace import read_etdump
 
 pytestmark = pytest.mark.emulated_device
@@ -47,6 +49,10 @@ REPO = Path(__file__).resolve().parent.parent
 GEMM = re.compile(r"^(Convolution|Fully Connected) \(")
 #: XNNPACK's packed-LHS types: the SME/KleidiAI paths (this file's rule, from XNNPACK's operator names).
 PACKED = re.compile(r"\((NHWC|NC), P(F32|F16|QS8)\b")
+#: KleidiAI's SME and SME2 routines by their exported names (``..._sme2_mopa``, ``..._sme2_mla``, ``..._sme``): this
+#: file's rule, from KleidiAI's naming, not pytest_sme2's.
+SME_FUNCTION = re.compile(r"(^|_)sme2?(_|$)")
+XNNPACK_LIB = "libexecutorch_backend_xnnpack.so"
 
 
 def _libs(build: RunnerBuild) -> Path:
@@ -70,6 +76,26 @@ def _request(exported: Any, tmp_path: Path, **overrides: Any) -> RunRequest:
 def _gemms(trace: Path) -> list[str]:
     names = read_etdump(trace).operators()["event_name"].unique().tolist()
     return sorted(str(n) for n in names if GEMM.match(str(n)))
+
+
+def _executed(log: InAsmLog, run_log: Path, build: RunnerBuild) -> ExecutedKernels:
+    """The exported functions QEMU's in_asm log of a phone's runner process shows executing.
+
+    The runner prints its ``/proc/self/maps`` (device paths) on stderr, which the run's log keeps; each mapped file is
+    read from its host copy (the wheel's lib/, the runner build: the bytes that were pushed).
+    """
+    size = log.path.stat().st_size
+    assert 0 < size < 64 << 20, f"{log.path}: {size} bytes"  # one process's translated code, bounded
+    maps = [line.split("sme2_runner map: ", 1)[1] for line in run_log.read_text(errors="replace").splitlines()
+            if "sme2_runner map: " in line]
+    local = {p.name: p for p in _libs(build).iterdir()} | {log.name: build.path}
+    libraries = {m.path: read_elf(local[Path(m.path).name]) for m in parse_maps(maps) if m.executable}
+    assert f"{XNNPACK_LIB}" in {Path(p).name for p in libraries}, maps
+    return read_executed_kernels(log.path, maps, libraries)
+
+
+def _sme_functions(ran: ExecutedKernels) -> list[str]:
+    return sorted({f.name for f in ran.functions if SME_FUNCTION.search(f.name)})
 
 
 def _shell(adb_server: AdbServer, phone: EmulatedPhone, command: str) -> str:
@@ -158,11 +184,56 @@ def test_the_same_runner_on_the_phone_without_sme2(make_emulated_phone: MakePhon
                                                    aarch64_runner_build: RunnerBuild, fp32: Any,
                                                    tmp_path: Path) -> None:
     phone = make_emulated_phone("nosme_phone", arm64=True)
+    phone.record_in_asm(aarch64_runner_build.path.name)
     result = _runner(phone, aarch64_runner_build).run(_request(fp32, tmp_path))
     assert result.trace_path is not None
     gemms = _gemms(result.trace_path)
     assert gemms and not any(PACKED.search(name) for name in gemms), gemms
     assert any(name.startswith("Convolution (NHWC, F32) IGEMM") for name in gemms)
+    # What executed, from QEMU's own log of the runner's process on the phone: no SME routine, and no SME instruction
+    # anywhere (the classes QEMU decoded outside every export); XNNPACK's library did run (the maps placed its code).
+    (log,) = phone.in_asm_logs
+    assert result.log_path is not None
+    ran = _executed(log, result.log_path, aarch64_runner_build)
+    assert not _sme_functions(ran), _sme_functions(ran)
+    assert any(Path(f.library).name == XNNPACK_LIB for f in ran.functions)
+    assert not [r.library for r in ran.unmapped if r.count("smstart") or r.count("fmopa za")]
+
+
+def test_the_kernels_each_arm_executed_on_the_sme2_phone(make_emulated_phone: MakePhone,
+                                                        aarch64_runner_build: RunnerBuild, fp32: Any,
+                                                        tmp_path: Path) -> None:
+    """The executed-kernel evidence of an on/off pair on the phone: QEMU's in_asm log of one run of each arm.
+
+    The plugin cannot ask a phone (or an Android emulator) which code ran; the emulated phone's QEMU can log it for the
+    test, with the plugin's commands unchanged. The SME2-off arm is the same runner under another name, which the phone
+    runs on the SME-less CPU (one runner on two CPUs: XNNPACK cannot be rebuilt without SME2 from the wheel).
+    """
+    phone = make_emulated_phone(arm64=True, cpu_overrides={OFF_NAME: "max,sme=off"})
+    off = _copy_as(aarch64_runner_build, tmp_path / "off", OFF_NAME)
+    runner = _runner(phone, aarch64_runner_build, off=off)
+    phone.record_in_asm(aarch64_runner_build.path.name)
+    phone.record_in_asm(OFF_NAME)
+    on_run = runner.run(_request(fp32, tmp_path / "on", variant=SME2_ON, runs=1, warmup=0))
+    off_run = runner.run(_request(fp32, tmp_path / "off_run", variant=SME2_OFF, runs=1, warmup=0))
+    logs = {log.name: log for log in phone.in_asm_logs}
+    assert set(logs) == {aarch64_runner_build.path.name, OFF_NAME}  # one run of each arm, no more
+    assert on_run.log_path is not None and off_run.log_path is not None
+    on = _executed(logs[aarch64_runner_build.path.name], on_run.log_path, aarch64_runner_build)
+    off_ran = _executed(logs[OFF_NAME], off_run.log_path, aarch64_runner_build)
+    on_sme2 = [name for name in _sme_functions(on) if "sme2" in name]
+    # SME2 micro-kernels of KleidiAI ran on the on arm (e.g. kai_kernel_matmul_clamp_f32_f32p2vlx1_..._sme2_mopa) ...
+    assert any(name.startswith("kai_") and ("mopa" in name or "mla" in name) for name in on_sme2), on_sme2
+    assert all(Path(f.library).name == XNNPACK_LIB for f in on.functions if f.name in on_sme2)
+    # ... and none, nor any SME instruction, on the off arm, whose XNNPACK code did run.
+    assert not _sme_functions(off_ran), _sme_functions(off_ran)
+    assert any(Path(f.library).name == XNNPACK_LIB for f in off_ran.functions)
+    assert not [r.library for r in off_ran.unmapped if r.count("smstart") or r.count("fmopa za")]
+    # The traces agree with what ran: packed SME operators on the on arm only.
+    assert on_run.trace_path is not None and off_run.trace_path is not None
+    assert all(PACKED.search(n) for n in _gemms(on_run.trace_path))
+    assert not any(PACKED.search(n) for n in _gemms(off_run.trace_path))
+    print(f"\nSME2 functions that ran on the on arm: {on_sme2}")
 
 
 def test_without_its_libraries_the_runner_fails_saying_which_option(make_emulated_phone: MakePhone,
@@ -216,7 +287,7 @@ def _check(test: dict[str, Any], name: str) -> dict[str, Any]:
 def test_example_suite_on_the_sme2_phone_sme2_on_and_off(make_emulated_phone: MakePhone,
                                                          aarch64_runner_build: RunnerBuild,
                                                          sme2_shared_cache: Path, tmp_path: Path) -> None:
-    phone = make_emulated_phone(arm64=True, cpu_overrides=[(f"/{OFF_NAME} ", "max,sme=off")])
+    phone = make_emulated_phone(arm64=True, cpu_overrides={OFF_NAME: "max,sme=off"})
     off = _copy_as(aarch64_runner_build, tmp_path / "off", OFF_NAME)
     done, tests = _suite(phone, aarch64_runner_build, tmp_path, sme2_shared_cache,
                          f"--sme2-runner={aarch64_runner_build.path}", f"--sme2-runner-off={off}")
@@ -230,6 +301,16 @@ def test_example_suite_on_the_sme2_phone_sme2_on_and_off(make_emulated_phone: Ma
     assert on_ops and all(PACKED.search(n) for n in on_ops) and not any(PACKED.search(n) for n in off_ops)
     kernels = _check(pair, "sme2_kernels")
     assert kernels["status"] == "pass" and "(NHWC, PF32)" in kernels["message"]
+    # Which pair it was: one runner build (the same sha256 for both arms, read here) on two CPUs, which the phone's
+    # description names for every arm; never "two builds".
+    on_sha, off_sha = (pair[k]["artifact"]["build"]["runner_sha256"] for k in ("profile", "profile_off"))
+    assert on_sha == off_sha
+    findings = pair["comparison"]["findings"]
+    assert any(f.startswith(f"One runner build for both arms (sha256 {on_sha[:12]}), not two builds") for f in findings)
+    assert not any("Two runner builds" in f for f in findings), findings
+    for arm in ("profile", "profile_off"):
+        assert f"-cpu max; {OFF_NAME} on -cpu max,sme=off)" in pair[arm]["fingerprint"]["emulator"]
+    assert f"{OFF_NAME} on -cpu max,sme=off" in (tmp_path / "r.md").read_text()
     # Emulated time: labelled in every report, the ratio never gated as a speedup.
     speedup = _check(pair, "min_speedup")
     assert speedup["advisory"] and speedup["message"].startswith("not a device: not gated")
@@ -262,7 +343,7 @@ def test_an_sme2_on_arm_that_lost_its_kernels_fails_with_the_kernel_evidence(
     make_emulated_phone: MakePhone, aarch64_runner_build: RunnerBuild, sme2_shared_cache: Path, tmp_path: Path,
 ) -> None:
     # The SME2-on arm runs on the SME-less CPU of a phone that reports SME2: a build that lost its SME2 kernels.
-    phone = make_emulated_phone(arm64=True, cpu_overrides=[(f"/({OFF_NAME}|{LOST_NAME}) ", "max,sme=off")])
+    phone = make_emulated_phone(arm64=True, cpu_overrides={OFF_NAME: "max,sme=off", LOST_NAME: "max,sme=off"})
     lost = _copy_as(aarch64_runner_build, tmp_path / "on", LOST_NAME)
     off = _copy_as(aarch64_runner_build, tmp_path / "off", OFF_NAME)
     done, tests = _suite(phone, aarch64_runner_build, tmp_path, sme2_shared_cache,

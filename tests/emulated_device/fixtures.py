@@ -176,7 +176,7 @@ class MakePhone(Protocol):
         data_quota_bytes: int | None = None,
         drop_after_recv_bytes: int | None = None,
         arm64: bool = False,
-        cpu_overrides: Sequence[tuple[str, str]] = (),
+        cpu_overrides: Mapping[str, str] | None = None,
     ) -> EmulatedPhone: ...
 
 
@@ -192,9 +192,9 @@ def make_emulated_phone(
     `drop_after_recv_bytes` (cut the transport mid-pull, once). `arm64=True` makes an arm64 phone: its
     aarch64 binaries run under QEMU with the profile's CPU, its /proc/cpuinfo is QEMU's (needs the aarch64
     runner, an SME2-capable QEMU and a kernel with per-namespace binfmt_misc: skipped, or failed in CI,
-    without); `cpu_overrides` [(command pattern, QEMU CPU)] runs matching commands on another CPU. Every phone
-    is disconnected and
-    stopped at teardown, and the test fails if the emulated adbd hit an internal error.
+    without); `cpu_overrides` {binary name: QEMU CPU} runs that binary on another CPU (the phone's properties say
+    so). Every phone is disconnected and stopped at teardown, and the test fails if the emulated adbd hit an
+    internal error.
     """
     if emulated_sandbox_support is not None:
         message = f"emulated device unavailable: {emulated_sandbox_support}"
@@ -217,7 +217,7 @@ def make_emulated_phone(
         data_quota_bytes: int | None = None,
         drop_after_recv_bytes: int | None = None,
         arm64: bool = False,
-        cpu_overrides: Sequence[tuple[str, str]] = (),
+        cpu_overrides: Mapping[str, str] | None = None,
     ) -> EmulatedPhone:
         cpu: Arm64Cpu | None = None
         if arm64:
@@ -230,7 +230,6 @@ def make_emulated_phone(
                 data_quota_bytes=0 if disk_full else data_quota_bytes,
                 drop_after_recv_bytes=drop_after_recv_bytes,
             ),
-            cpu_overrides=list(cpu_overrides),
         )
         phone = EmulatedPhone(
             tmp_path / f"phone{len(phones)}-{profile}",
@@ -240,6 +239,7 @@ def make_emulated_phone(
             bwrap=find_bwrap(),
             faults=faults,
             arm64=cpu,
+            cpu_overrides=cpu_overrides,
         )
         phone.set_thermal_status(thermal_status)
         phones.append(phone)
