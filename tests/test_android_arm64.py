@@ -24,12 +24,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from emulated_device.device import EmulatedPhone, InAsmLog
+from emulated_device.device import EmulatedPhone, InAsmLog, runs_binary
 from emulated_device.fixtures import AdbServer, MakePhone, poll
 
 from pytest_sme2.device import cpuinfo_features
@@ -283,10 +284,10 @@ def _check(test: dict[str, Any], name: str) -> dict[str, Any]:
     return next(c for c in test["verdict"]["checks"] if c["name"] == name)
 
 
-@pytest.mark.usefixtures("fp32")  # exported into the shared cache the suite reads
 def test_example_suite_on_the_sme2_phone_sme2_on_and_off(make_emulated_phone: MakePhone,
-                                                         aarch64_runner_build: RunnerBuild,
+                                                         aarch64_runner_build: RunnerBuild, fp32: Any,
                                                          sme2_shared_cache: Path, tmp_path: Path) -> None:
+    # fp32: exported into the shared cache the suite reads (the same .pte it pushes)
     phone = make_emulated_phone(arm64=True, cpu_overrides={OFF_NAME: "max,sme=off"})
     off = _copy_as(aarch64_runner_build, tmp_path / "off", OFF_NAME)
     done, tests = _suite(phone, aarch64_runner_build, tmp_path, sme2_shared_cache,
@@ -331,10 +332,18 @@ def test_example_suite_on_the_sme2_phone_sme2_on_and_off(make_emulated_phone: Ma
     top = latency["analysis"]["operator_details"][0]["name"]
     assert top in named and PACKED.search(top), top
     assert latency["fingerprint"]["os"] == "android" and "sme2" in latency["fingerprint"]["isa"]
-    # Every process pinned to the big core, every file pushed once per content.
-    assert set(phone.history.taskset_masks) == {"80"}
-    pushed = [Path(p).name for p, _ in phone.history.pushes]
-    assert len(pushed) == len(set(pushed)) or sorted(pushed).count(OFF_NAME + ".part") <= 1
+    # Every runner process pinned to the big core and bounded by the device-side timeout.
+    runs = [c for c in phone.history.commands if runs_binary(c, aarch64_runner_build.path.name) or
+            runs_binary(c, OFF_NAME)]
+    assert runs and all(re.search(r"exec timeout -k 5 \S+ taskset 80 /", c) for c in runs), runs
+    assert set(phone.history.taskset_masks) == {"80"} and len(phone.history.taskset_masks) == len(runs)
+    # Every file pushed once per content (<sha256>/<name>; a push goes to <name>.<run id>.part): the runner, its copy
+    # under the off arm's name, the wheel's libraries, the .pte and its inputs, though both tests ran them many times.
+    pushed = Counter(re.sub(r"\.[^./]+\.part$", "", path) for path, _ in phone.history.pushes)
+    assert pushed and set(pushed.values()) == {1}, pushed
+    names = {Path(p).name for p in pushed}
+    libs = {p.name for p in _libs(aarch64_runner_build).iterdir() if p.name.endswith(".so")}
+    assert {aarch64_runner_build.path.name, OFF_NAME, fp32.pte_path.name, *libs} <= names, names
     print(f"\nemulated phone, toy_cnn fp32: on/off ratio {speedup['message'][:160]}")
 
 
