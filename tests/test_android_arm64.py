@@ -414,22 +414,10 @@ def test_a_real_runner_that_crashes(make_emulated_phone: MakePhone, aarch64_runn
     runner.run(_request(fp32, tmp_path))  # pushed and working
 
     def crash_it() -> None:
-        # Under binfmt the runner's process is QEMU with the runner's device path in its command line.
-        def pid() -> int | None:
-            for proc in Path("/proc").iterdir():
-                if proc.name.isdigit():
-                    try:
-                        cmdline = (proc / "cmdline").read_bytes()
-                    except OSError:
-                        continue
-                    # Not `timeout` or the taskset shim, which carry the same arguments: QEMU running the runner.
-                    if b"--num_executions=100001" in cmdline and cmdline.split(b"\0")[0].endswith(b"qemu-aarch64"):
-                        return int(proc.name)
-            return None
-
-        if poll(lambda: pid() is not None, timeout=30):
+        marker = b"--num_executions=100004"  # this test's own: xdist may run the timeout test's runner beside it
+        if poll(lambda: _runner_pid(marker) is not None, timeout=30):
             time.sleep(0.5)
-            found = pid()
+            found = _runner_pid(marker)
             if found is not None:
                 os.kill(found, signal.SIGSEGV)
 
@@ -437,7 +425,7 @@ def test_a_real_runner_that_crashes(make_emulated_phone: MakePhone, aarch64_runn
     killer.start()
     try:
         with pytest.raises(RunnerError, match=r"exited with code 139 \(killed by signal 11: the runner crashed\)"):
-            runner.run(_request(fp32, tmp_path, runs=100_000, timeout_s=40.0))
+            runner.run(_request(fp32, tmp_path, runs=100_003, timeout_s=40.0))
     finally:
         killer.join()
 
@@ -454,6 +442,49 @@ def test_disk_full_and_a_cut_pull_with_real_files(make_emulated_phone: MakePhone
     with pytest.raises(DeviceError, match=f"(Android device {cut.serial}|connection to the device broke)"):
         _runner(cut, aarch64_runner_build).run(_request(fp32, tmp_path / "cut"))
     assert not list((tmp_path / "cut").rglob("*.etdump"))
+
+
+def _runner_pid(marker: bytes) -> int | None:
+    """The QEMU process running the phone's runner with ``marker`` among its arguments (not ``timeout`` or the taskset
+    shim, which carry the same arguments): under binfmt the runner's process is QEMU."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker in cmdline and cmdline.split(b"\0")[0].endswith(b"qemu-aarch64"):
+                return int(proc.name)
+    return None
+
+
+def test_a_phone_unplugged_while_the_real_runner_runs(make_emulated_phone: MakePhone,
+                                                      aarch64_runner_build: RunnerBuild, fp32: Any,
+                                                      tmp_path: Path) -> None:
+    phone = make_emulated_phone(arm64=True)
+    runner = _runner(phone, aarch64_runner_build)
+    runner.run(_request(fp32, tmp_path / "first"))  # pushed and working
+    marker = b"--num_executions=100002"
+
+    def unplug_once_the_runner_runs() -> None:
+        if poll(lambda: _runner_pid(marker) is not None, timeout=30):
+            time.sleep(0.5)
+            phone.go_offline()
+
+    unplug = threading.Thread(target=unplug_once_the_runner_runs)
+    unplug.start()
+    try:
+        with pytest.raises(DeviceError) as err:
+            runner.run(_request(fp32, tmp_path, runs=100_000, warmup=2, timeout_s=60.0))
+    finally:
+        unplug.join()
+        phone.come_online()
+    text = str(err.value)
+    assert "while running" in text and phone.serial in text, text
+    assert re.search(r"is offline|still listed|disappeared", text), text
+    assert not list((tmp_path / "out").rglob("*.etdump"))
+    # The closed stream killed the emulated runner on the phone, as adbd kills a command whose stream is gone.
+    assert poll(lambda: _runner_pid(marker) is None, timeout=20)
 
 
 def test_unauthorized_and_offline_arm64_phones(make_emulated_phone: MakePhone, adb_server: AdbServer,
