@@ -22,7 +22,7 @@ import pytest
 from .arm64 import Arm64Cpu, probe_cpu
 from .device import CommandOverride, EmulatedPhone, Faults, validate_thermal_schedule
 from .profiles import get_profile
-from .rootfs import build_rootfs
+from .rootfs import MKSH, TOYBOX, build_rootfs
 from .sandbox import Sandbox, SandboxUnavailable, default_ro_binds, find_bwrap, probe
 from .sync import SyncFaults
 
@@ -136,6 +136,12 @@ def arm64_cpus(aarch64_runner_build: Any, sme2_qemu: Path, tmp_path_factory: pyt
     where this kernel cannot give a sandbox its own binfmt_misc."""
     from toolchain import tool_missing
 
+    # Android's shell and tools: without them the phone would fall back to dash and coreutils, and the arm64 tier
+    # would no longer catch the shell differences a phone has.
+    missing = [path for path in (MKSH, TOYBOX) if not Path(path).is_file()]
+    if missing:
+        tool_missing(f"the arm64 emulated phone runs Android's shell and tools, and {', '.join(missing)} is missing: "
+                     "apt-get install mksh toybox")
     cpus = {cpu: probe_cpu(sme2_qemu, aarch64_runner_build.path, cpu, aarch64_runner_build.sysroot)
             for cpu in ARM64_CPUS}
     if emulated_sandbox_support is None:
