@@ -355,6 +355,7 @@ def test_an_sme2_on_arm_that_lost_its_kernels_fails_with_the_kernel_evidence(
     phone = make_emulated_phone(arm64=True, cpu_overrides={OFF_NAME: "max,sme=off", LOST_NAME: "max,sme=off"})
     lost = _copy_as(aarch64_runner_build, tmp_path / "on", LOST_NAME)
     off = _copy_as(aarch64_runner_build, tmp_path / "off", OFF_NAME)
+    phone.record_in_asm(LOST_NAME)  # the first SME2-on process: what it executed, from the phone's QEMU
     done, tests = _suite(phone, aarch64_runner_build, tmp_path, sme2_shared_cache,
                          f"--sme2-runner={lost}", f"--sme2-runner-off={off}", "-k", "sme2_speedup")
     out = done.stdout + done.stderr
@@ -363,6 +364,15 @@ def test_an_sme2_on_arm_that_lost_its_kernels_fails_with_the_kernel_evidence(
     assert check["status"] == "regression" and not check["advisory"]
     assert "no SME operator" in check["message"] and "Convolution (NHWC, F32) IGEMM" in check["message"]
     assert "no SME operator" in out
+    # What the SME2-on arm executed agrees: no SME routine, no SME instruction, though XNNPACK ran. Its first process
+    # is the SME2-on run directory with the lowest sequence number (<time>-<pid>-<n>: n counts the session's runs).
+    (log,) = phone.in_asm_logs
+    first = min((tmp_path / "runs").rglob("*_sme2_on/*/*_sme2_on.log"),
+                key=lambda path: int(path.parent.name.rsplit("-", 1)[1]))
+    ran = _executed(log, first, aarch64_runner_build)
+    assert not _sme_functions(ran), _sme_functions(ran)
+    assert any(Path(f.library).name == XNNPACK_LIB for f in ran.functions)
+    assert not [r.library for r in ran.unmapped if r.count("smstart") or r.count("fmopa za")]
 
 
 @pytest.mark.usefixtures("fp32")
