@@ -8,7 +8,10 @@ loader and libc come from ``QEMU_LD_PREFIX``, as a real phone would need an NDK 
 are pushed with ``runner_libs`` (``--sme2-runner-libs``), and every trace is written on the device and pulled.
 
 Expectations are read here from what ran — the pulled traces (``read_etdump``), the runner's ``--probe`` of the
-emulated CPU — with this file's own rules, not pytest_sme2's. Latency on this phone is emulated time: no test asserts
+emulated CPU, and QEMU's in_asm log of chosen runner processes on the phone (``record_in_asm``: the kernels that
+executed, which a real phone cannot tell the plugin) — with this file's own rules, not pytest_sme2's. SME2 on/off is
+one runner on two CPUs (``cpu_overrides``), and the reports must say so: the wheel's XNNPACK cannot be rebuilt
+without its SME2 kernels. Latency on this phone is emulated time: no test asserts
 one, and the reports must say so. toy_cnn and few executions keep the tier's time modest (emulation is 150-500x
 slower than native).
 """
