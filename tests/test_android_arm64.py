@@ -8,7 +8,10 @@ loader and libc come from ``QEMU_LD_PREFIX``, as a real phone would need an NDK 
 are pushed with ``runner_libs`` (``--sme2-runner-libs``), and every trace is written on the device and pulled.
 
 Expectations are read here from what ran — the pulled traces (``read_etdump``), the runner's ``--probe`` of the
-emulated CPU — with this file's own rules, not pytest_sme2's. Latency on this phone is emulated time: no test asserts
+emulated CPU, and QEMU's in_asm log of chosen runner processes on the phone (``record_in_asm``: the kernels that
+executed, which a real phone cannot tell the plugin) — with this file's own rules, not pytest_sme2's. SME2 on/off is
+one runner on two CPUs (``cpu_overrides``), and the reports must say so: the wheel's XNNPACK cannot be rebuilt
+without its SME2 kernels. Latency on this phone is emulated time: no test asserts
 one, and the reports must say so. toy_cnn and few executions keep the tier's time modest (emulation is 150-500x
 slower than native).
 """
@@ -24,20 +27,23 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from emulated_device.device import EmulatedPhone
+from emulated_device.device import EmulatedPhone, InAsmLog, runs_binary
 from emulated_device.fixtures import AdbServer, MakePhone, poll
 
 from pytest_sme2.device import cpuinfo_features
+from pytest_sme2.elf import read_elf
 from pytest_sme2.errors import DeviceError, RunnerError
 from pytest_sme2.profile import profile_exported
+from pytest_sme2.qemu_log import ExecutedKernels, parse_maps, read_executed_kernels
 from pytest_sme2.runner_build import RunnerBuild
 from pytest_sme2.runners.android import REMOTE_ROOT, AndroidRunner
-from pytest_sme2.runners.base import RunRequest
+from pytest_sme2.runners.base import SME2_OFF, SME2_ON, RunRequest
 from pytest_sme2.trace import read_etdump
 
 pytestmark = pytest.mark.emulated_device
@@ -47,6 +53,10 @@ REPO = Path(__file__).resolve().parent.parent
 GEMM = re.compile(r"^(Convolution|Fully Connected) \(")
 #: XNNPACK's packed-LHS types: the SME/KleidiAI paths (this file's rule, from XNNPACK's operator names).
 PACKED = re.compile(r"\((NHWC|NC), P(F32|F16|QS8)\b")
+#: KleidiAI's SME and SME2 routines by their exported names (``..._sme2_mopa``, ``..._sme2_mla``, ``..._sme``): this
+#: file's rule, from KleidiAI's naming, not pytest_sme2's.
+SME_FUNCTION = re.compile(r"(^|_)sme2?(_|$)")
+XNNPACK_LIB = "libexecutorch_backend_xnnpack.so"
 
 
 def _libs(build: RunnerBuild) -> Path:
@@ -70,6 +80,26 @@ def _request(exported: Any, tmp_path: Path, **overrides: Any) -> RunRequest:
 def _gemms(trace: Path) -> list[str]:
     names = read_etdump(trace).operators()["event_name"].unique().tolist()
     return sorted(str(n) for n in names if GEMM.match(str(n)))
+
+
+def _executed(log: InAsmLog, run_log: Path, build: RunnerBuild) -> ExecutedKernels:
+    """The exported functions QEMU's in_asm log of a phone's runner process shows executing.
+
+    The runner prints its ``/proc/self/maps`` (device paths) on stderr, which the run's log keeps; each mapped file is
+    read from its host copy (the wheel's lib/, the runner build: the bytes that were pushed).
+    """
+    size = log.path.stat().st_size
+    assert 0 < size < 64 << 20, f"{log.path}: {size} bytes"  # one process's translated code, bounded
+    maps = [line.split("sme2_runner map: ", 1)[1] for line in run_log.read_text(errors="replace").splitlines()
+            if "sme2_runner map: " in line]
+    local = {p.name: p for p in _libs(build).iterdir()} | {log.name: build.path}
+    libraries = {m.path: read_elf(local[Path(m.path).name]) for m in parse_maps(maps) if m.executable}
+    assert f"{XNNPACK_LIB}" in {Path(p).name for p in libraries}, maps
+    return read_executed_kernels(log.path, maps, libraries)
+
+
+def _sme_functions(ran: ExecutedKernels) -> list[str]:
+    return sorted({f.name for f in ran.functions if SME_FUNCTION.search(f.name)})
 
 
 def _shell(adb_server: AdbServer, phone: EmulatedPhone, command: str) -> str:
@@ -158,11 +188,56 @@ def test_the_same_runner_on_the_phone_without_sme2(make_emulated_phone: MakePhon
                                                    aarch64_runner_build: RunnerBuild, fp32: Any,
                                                    tmp_path: Path) -> None:
     phone = make_emulated_phone("nosme_phone", arm64=True)
+    phone.record_in_asm(aarch64_runner_build.path.name)
     result = _runner(phone, aarch64_runner_build).run(_request(fp32, tmp_path))
     assert result.trace_path is not None
     gemms = _gemms(result.trace_path)
     assert gemms and not any(PACKED.search(name) for name in gemms), gemms
     assert any(name.startswith("Convolution (NHWC, F32) IGEMM") for name in gemms)
+    # What executed, from QEMU's own log of the runner's process on the phone: no SME routine, and no SME instruction
+    # anywhere (the classes QEMU decoded outside every export); XNNPACK's library did run (the maps placed its code).
+    (log,) = phone.in_asm_logs
+    assert result.log_path is not None
+    ran = _executed(log, result.log_path, aarch64_runner_build)
+    assert not _sme_functions(ran), _sme_functions(ran)
+    assert any(Path(f.library).name == XNNPACK_LIB for f in ran.functions)
+    assert not [r.library for r in ran.unmapped if r.count("smstart") or r.count("fmopa za")]
+
+
+def test_the_kernels_each_arm_executed_on_the_sme2_phone(make_emulated_phone: MakePhone,
+                                                        aarch64_runner_build: RunnerBuild, fp32: Any,
+                                                        tmp_path: Path) -> None:
+    """The executed-kernel evidence of an on/off pair on the phone: QEMU's in_asm log of one run of each arm.
+
+    The plugin cannot ask a phone (or an Android emulator) which code ran; the emulated phone's QEMU can log it for the
+    test, with the plugin's commands unchanged. The SME2-off arm is the same runner under another name, which the phone
+    runs on the SME-less CPU (one runner on two CPUs: XNNPACK cannot be rebuilt without SME2 from the wheel).
+    """
+    phone = make_emulated_phone(arm64=True, cpu_overrides={OFF_NAME: "max,sme=off"})
+    off = _copy_as(aarch64_runner_build, tmp_path / "off", OFF_NAME)
+    runner = _runner(phone, aarch64_runner_build, off=off)
+    phone.record_in_asm(aarch64_runner_build.path.name)
+    phone.record_in_asm(OFF_NAME)
+    on_run = runner.run(_request(fp32, tmp_path / "on", variant=SME2_ON, runs=1, warmup=0))
+    off_run = runner.run(_request(fp32, tmp_path / "off_run", variant=SME2_OFF, runs=1, warmup=0))
+    logs = {log.name: log for log in phone.in_asm_logs}
+    assert set(logs) == {aarch64_runner_build.path.name, OFF_NAME}  # one run of each arm, no more
+    assert on_run.log_path is not None and off_run.log_path is not None
+    on = _executed(logs[aarch64_runner_build.path.name], on_run.log_path, aarch64_runner_build)
+    off_ran = _executed(logs[OFF_NAME], off_run.log_path, aarch64_runner_build)
+    on_sme2 = [name for name in _sme_functions(on) if "sme2" in name]
+    # SME2 micro-kernels of KleidiAI ran on the on arm (e.g. kai_kernel_matmul_clamp_f32_f32p2vlx1_..._sme2_mopa) ...
+    assert any(name.startswith("kai_") and ("mopa" in name or "mla" in name) for name in on_sme2), on_sme2
+    assert all(Path(f.library).name == XNNPACK_LIB for f in on.functions if f.name in on_sme2)
+    # ... and none, nor any SME instruction, on the off arm, whose XNNPACK code did run.
+    assert not _sme_functions(off_ran), _sme_functions(off_ran)
+    assert any(Path(f.library).name == XNNPACK_LIB for f in off_ran.functions)
+    assert not [r.library for r in off_ran.unmapped if r.count("smstart") or r.count("fmopa za")]
+    # The traces agree with what ran: packed SME operators on the on arm only.
+    assert on_run.trace_path is not None and off_run.trace_path is not None
+    assert all(PACKED.search(n) for n in _gemms(on_run.trace_path))
+    assert not any(PACKED.search(n) for n in _gemms(off_run.trace_path))
+    print(f"\nSME2 functions that ran on the on arm: {on_sme2}")
 
 
 def test_without_its_libraries_the_runner_fails_saying_which_option(make_emulated_phone: MakePhone,
@@ -212,11 +287,11 @@ def _check(test: dict[str, Any], name: str) -> dict[str, Any]:
     return next(c for c in test["verdict"]["checks"] if c["name"] == name)
 
 
-@pytest.mark.usefixtures("fp32")  # exported into the shared cache the suite reads
 def test_example_suite_on_the_sme2_phone_sme2_on_and_off(make_emulated_phone: MakePhone,
-                                                         aarch64_runner_build: RunnerBuild,
+                                                         aarch64_runner_build: RunnerBuild, fp32: Any,
                                                          sme2_shared_cache: Path, tmp_path: Path) -> None:
-    phone = make_emulated_phone(arm64=True, cpu_overrides=[(f"/{OFF_NAME} ", "max,sme=off")])
+    # fp32: exported into the shared cache the suite reads (the same .pte it pushes)
+    phone = make_emulated_phone(arm64=True, cpu_overrides={OFF_NAME: "max,sme=off"})
     off = _copy_as(aarch64_runner_build, tmp_path / "off", OFF_NAME)
     done, tests = _suite(phone, aarch64_runner_build, tmp_path, sme2_shared_cache,
                          f"--sme2-runner={aarch64_runner_build.path}", f"--sme2-runner-off={off}")
@@ -230,6 +305,16 @@ def test_example_suite_on_the_sme2_phone_sme2_on_and_off(make_emulated_phone: Ma
     assert on_ops and all(PACKED.search(n) for n in on_ops) and not any(PACKED.search(n) for n in off_ops)
     kernels = _check(pair, "sme2_kernels")
     assert kernels["status"] == "pass" and "(NHWC, PF32)" in kernels["message"]
+    # Which pair it was: one runner build (the same sha256 for both arms, read here) on two CPUs, which the phone's
+    # description names for every arm; never "two builds".
+    on_sha, off_sha = (pair[k]["artifact"]["build"]["runner_sha256"] for k in ("profile", "profile_off"))
+    assert on_sha == off_sha
+    findings = pair["comparison"]["findings"]
+    assert any(f.startswith(f"One runner build for both arms (sha256 {on_sha[:12]}), not two builds") for f in findings)
+    assert not any("Two runner builds" in f for f in findings), findings
+    for arm in ("profile", "profile_off"):
+        assert f"-cpu max; {OFF_NAME} on -cpu max,sme=off)" in pair[arm]["fingerprint"]["emulator"]
+    assert f"{OFF_NAME} on -cpu max,sme=off" in (tmp_path / "r.md").read_text()
     # Emulated time: labelled in every report, the ratio never gated as a speedup.
     speedup = _check(pair, "min_speedup")
     assert speedup["advisory"] and speedup["message"].startswith("not a device: not gated")
@@ -250,10 +335,18 @@ def test_example_suite_on_the_sme2_phone_sme2_on_and_off(make_emulated_phone: Ma
     top = latency["analysis"]["operator_details"][0]["name"]
     assert top in named and PACKED.search(top), top
     assert latency["fingerprint"]["os"] == "android" and "sme2" in latency["fingerprint"]["isa"]
-    # Every process pinned to the big core, every file pushed once per content.
-    assert set(phone.history.taskset_masks) == {"80"}
-    pushed = [Path(p).name for p, _ in phone.history.pushes]
-    assert len(pushed) == len(set(pushed)) or sorted(pushed).count(OFF_NAME + ".part") <= 1
+    # Every runner process pinned to the big core and bounded by the device-side timeout.
+    runs = [c for c in phone.history.commands if runs_binary(c, aarch64_runner_build.path.name) or
+            runs_binary(c, OFF_NAME)]
+    assert runs and all(re.search(r"exec timeout -k 5 \S+ taskset 80 /", c) for c in runs), runs
+    assert set(phone.history.taskset_masks) == {"80"} and len(phone.history.taskset_masks) == len(runs)
+    # Every file pushed once per content (<sha256>/<name>; a push goes to <name>.<run id>.part): the runner, its copy
+    # under the off arm's name, the wheel's libraries, the .pte and its inputs, though both tests ran them many times.
+    pushed = Counter(re.sub(r"\.[^./]+\.part$", "", path) for path, _ in phone.history.pushes)
+    assert pushed and set(pushed.values()) == {1}, pushed
+    names = {Path(p).name for p in pushed}
+    libs = {p.name for p in _libs(aarch64_runner_build).iterdir() if p.name.endswith(".so")}
+    assert {aarch64_runner_build.path.name, OFF_NAME, fp32.pte_path.name, *libs} <= names, names
     print(f"\nemulated phone, toy_cnn fp32: on/off ratio {speedup['message'][:160]}")
 
 
@@ -262,9 +355,10 @@ def test_an_sme2_on_arm_that_lost_its_kernels_fails_with_the_kernel_evidence(
     make_emulated_phone: MakePhone, aarch64_runner_build: RunnerBuild, sme2_shared_cache: Path, tmp_path: Path,
 ) -> None:
     # The SME2-on arm runs on the SME-less CPU of a phone that reports SME2: a build that lost its SME2 kernels.
-    phone = make_emulated_phone(arm64=True, cpu_overrides=[(f"/({OFF_NAME}|{LOST_NAME}) ", "max,sme=off")])
+    phone = make_emulated_phone(arm64=True, cpu_overrides={OFF_NAME: "max,sme=off", LOST_NAME: "max,sme=off"})
     lost = _copy_as(aarch64_runner_build, tmp_path / "on", LOST_NAME)
     off = _copy_as(aarch64_runner_build, tmp_path / "off", OFF_NAME)
+    phone.record_in_asm(LOST_NAME)  # the first SME2-on process: what it executed, from the phone's QEMU
     done, tests = _suite(phone, aarch64_runner_build, tmp_path, sme2_shared_cache,
                          f"--sme2-runner={lost}", f"--sme2-runner-off={off}", "-k", "sme2_speedup")
     out = done.stdout + done.stderr
@@ -273,6 +367,15 @@ def test_an_sme2_on_arm_that_lost_its_kernels_fails_with_the_kernel_evidence(
     assert check["status"] == "regression" and not check["advisory"]
     assert "no SME operator" in check["message"] and "Convolution (NHWC, F32) IGEMM" in check["message"]
     assert "no SME operator" in out
+    # What the SME2-on arm executed agrees: no SME routine, no SME instruction, though XNNPACK ran. Its first process
+    # is the SME2-on run directory with the lowest sequence number (<time>-<pid>-<n>: n counts the session's runs).
+    (log,) = phone.in_asm_logs
+    first = min((tmp_path / "runs").rglob("*_sme2_on/*/*_sme2_on.log"),
+                key=lambda path: int(path.parent.name.rsplit("-", 1)[1]))
+    ran = _executed(log, first, aarch64_runner_build)
+    assert not _sme_functions(ran), _sme_functions(ran)
+    assert any(Path(f.library).name == XNNPACK_LIB for f in ran.functions)
+    assert not [r.library for r in ran.unmapped if r.count("smstart") or r.count("fmopa za")]
 
 
 @pytest.mark.usefixtures("fp32")
@@ -324,22 +427,10 @@ def test_a_real_runner_that_crashes(make_emulated_phone: MakePhone, aarch64_runn
     runner.run(_request(fp32, tmp_path))  # pushed and working
 
     def crash_it() -> None:
-        # Under binfmt the runner's process is QEMU with the runner's device path in its command line.
-        def pid() -> int | None:
-            for proc in Path("/proc").iterdir():
-                if proc.name.isdigit():
-                    try:
-                        cmdline = (proc / "cmdline").read_bytes()
-                    except OSError:
-                        continue
-                    # Not `timeout` or the taskset shim, which carry the same arguments: QEMU running the runner.
-                    if b"--num_executions=100001" in cmdline and cmdline.split(b"\0")[0].endswith(b"qemu-aarch64"):
-                        return int(proc.name)
-            return None
-
-        if poll(lambda: pid() is not None, timeout=30):
+        marker = b"--num_executions=100004"  # this test's own: xdist may run the timeout test's runner beside it
+        if poll(lambda: _runner_pid(marker) is not None, timeout=30):
             time.sleep(0.5)
-            found = pid()
+            found = _runner_pid(marker)
             if found is not None:
                 os.kill(found, signal.SIGSEGV)
 
@@ -347,7 +438,7 @@ def test_a_real_runner_that_crashes(make_emulated_phone: MakePhone, aarch64_runn
     killer.start()
     try:
         with pytest.raises(RunnerError, match=r"exited with code 139 \(killed by signal 11: the runner crashed\)"):
-            runner.run(_request(fp32, tmp_path, runs=100_000, timeout_s=40.0))
+            runner.run(_request(fp32, tmp_path, runs=100_003, timeout_s=40.0))
     finally:
         killer.join()
 
@@ -364,6 +455,49 @@ def test_disk_full_and_a_cut_pull_with_real_files(make_emulated_phone: MakePhone
     with pytest.raises(DeviceError, match=f"(Android device {cut.serial}|connection to the device broke)"):
         _runner(cut, aarch64_runner_build).run(_request(fp32, tmp_path / "cut"))
     assert not list((tmp_path / "cut").rglob("*.etdump"))
+
+
+def _runner_pid(marker: bytes) -> int | None:
+    """The QEMU process running the phone's runner with ``marker`` among its arguments (not ``timeout`` or the taskset
+    shim, which carry the same arguments): under binfmt the runner's process is QEMU."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker in cmdline and cmdline.split(b"\0")[0].endswith(b"qemu-aarch64"):
+                return int(proc.name)
+    return None
+
+
+def test_a_phone_unplugged_while_the_real_runner_runs(make_emulated_phone: MakePhone,
+                                                      aarch64_runner_build: RunnerBuild, fp32: Any,
+                                                      tmp_path: Path) -> None:
+    phone = make_emulated_phone(arm64=True)
+    runner = _runner(phone, aarch64_runner_build)
+    runner.run(_request(fp32, tmp_path / "first"))  # pushed and working
+    marker = b"--num_executions=100002"
+
+    def unplug_once_the_runner_runs() -> None:
+        if poll(lambda: _runner_pid(marker) is not None, timeout=30):
+            time.sleep(0.5)
+            phone.go_offline()
+
+    unplug = threading.Thread(target=unplug_once_the_runner_runs)
+    unplug.start()
+    try:
+        with pytest.raises(DeviceError) as err:
+            runner.run(_request(fp32, tmp_path, runs=100_000, warmup=2, timeout_s=60.0))
+    finally:
+        unplug.join()
+        phone.come_online()
+    text = str(err.value)
+    assert "while running" in text and phone.serial in text, text
+    assert re.search(r"is offline|still listed|disappeared", text), text
+    assert not list((tmp_path / "out").rglob("*.etdump"))
+    # The closed stream killed the emulated runner on the phone, as adbd kills a command whose stream is gone.
+    assert poll(lambda: _runner_pid(marker) is None, timeout=20)
 
 
 def test_unauthorized_and_offline_arm64_phones(make_emulated_phone: MakePhone, adb_server: AdbServer,

@@ -4,6 +4,11 @@ Only the phone is emulated (see tests/emulated_device/README.md for what that do
 stand-in replays real recorded traces from tests/data, so every number asserted here is read
 independently from those files with ``pytest_sme2.trace.read_etdump``; device facts are written out
 from the emulated profiles' descriptions, not read back from the profile objects.
+
+The stand-in is here because a recorded trace is the point (exact numbers), or for faults only a scripted runner
+gives on demand (no trace, a file that is not a trace, a hang, a full disk's text while writing). The same path with
+real Arm code — the aarch64 runner on an arm64 phone, SME2 on and off, throttling, crash, timeout, full storage, a
+cut pull, an unplugged phone — is ``tests/test_android_arm64.py``.
 """
 
 from __future__ import annotations

@@ -286,3 +286,7 @@ def test_two_builds_are_said_to_be_two_builds() -> None:
     two = builds_sentence({"runner_sha256": "a" * 64}, {"runner_sha256": "b" * 64})
     assert two.startswith("Two runner builds: SME2 off ran aaaaaaaaaaaa, SME2 on ran bbbbbbbbbbbb")
     assert builds_sentence({}, {"runner_sha256": "b" * 64}) == ""  # an arm that does not say: nothing claimed
+    # One binary whose arms do not say their CPUs (a phone): not two builds, and no claim that two CPUs ran them.
+    one = builds_sentence({"runner_sha256": "a" * 64}, {"runner_sha256": "a" * 64})
+    assert one.startswith("One runner build for both arms (sha256 aaaaaaaaaaaa), not two builds")
+    assert "the difference is the CPU's" not in one and "on one CPU both arms run the same kernels" in one

@@ -444,7 +444,9 @@ def builds_sentence(off_build: Mapping[str, Any], on_build: Mapping[str, Any], o
     """Which it was: two runner builds (SME2 kernels compiled in and out), or one runner on two CPUs.
 
     From the arms' artifacts (``Artifact.build``): the runner binaries' sha256 and, on the emulated device, the
-    CPU each arm ran on. "" when an arm does not say.
+    CPU each arm ran on. "" when an arm does not say. One build whose arms do not say their CPUs (a phone) is
+    not claimed to have run on two CPUs: on one CPU both arms run the same kernels, and only the device (an
+    emulator's description, the trace evidence) can tell otherwise.
     """
     a, b = off_build.get("runner_sha256"), on_build.get("runner_sha256")
     if not a or not b:
@@ -453,10 +455,13 @@ def builds_sentence(off_build: Mapping[str, Any], on_build: Mapping[str, Any], o
         return (f"Two runner builds: {off_label} ran {str(a)[:12]}, {on_label} ran {str(b)[:12]} (SME2 compiled out "
                 "and in): the comparison is of the builds on one CPU.")
     cpus = (off_build.get("cpu"), on_build.get("cpu"))
-    where = (f" ({off_label}: -cpu {cpus[0]}, {on_label}: -cpu {cpus[1]})" if all(cpus) and cpus[0] != cpus[1]
-             else "")
-    return (f"One runner build for both arms (sha256 {str(a)[:12]}): the difference is the CPU's{where}, not the "
-            "build's — XNNPACK picks SME2 kernels from the CPU's features.")
+    if all(cpus) and cpus[0] != cpus[1]:
+        return (f"One runner build for both arms (sha256 {str(a)[:12]}): the difference is the CPU's ({off_label}: "
+                f"-cpu {cpus[0]}, {on_label}: -cpu {cpus[1]}), not the build's — XNNPACK picks SME2 kernels from the "
+                "CPU's features.")
+    return (f"One runner build for both arms (sha256 {str(a)[:12]}), not two builds: XNNPACK picks SME2 kernels from "
+            "the CPU's features, so the arms differ only if the device ran them on different CPUs (an emulator "
+            "configured so says where in its description); on one CPU both arms run the same kernels.")
 
 
 def compare_on_off(

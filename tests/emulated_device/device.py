@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 from .adbd import Adbd, Handler, Stream
 from .arm64 import Arm64Cpu
 from .profiles import get_profile
-from .rootfs import Rootfs, build_rootfs
+from .rootfs import SHELL_UID, Rootfs, build_rootfs
 from .sandbox import Sandbox
 from .shell import Protocol, parse_service, run_shell
 from .sync import DeviceFs, SyncFaults, SyncSession
@@ -44,9 +45,28 @@ class Faults:
     # commands have run (applied as command n+1 starts), e.g. {3: 2} throttles from the 4th command.
     thermal_schedule: dict[int, int] = field(default_factory=dict)
     sync: SyncFaults = field(default_factory=SyncFaults)
-    # (pattern, QEMU CPU): on an arm64 phone, shell commands matching `pattern` (re.search) execute their aarch64
-    # code on that CPU instead of the profile's, e.g. a runner that must not find SME2 on a phone that reports it.
-    cpu_overrides: list[tuple[str, str]] = field(default_factory=list)
+
+
+#: Where an arm64 phone's QEMU writes the in_asm logs of `record_in_asm` (a test-side directory, like /emulated).
+IN_ASM_DIR = "/emulated/in_asm"
+
+
+def runs_binary(command: str, name: str) -> bool:
+    """Whether a shell command executes the binary called ``name``: a path ending in ``/name`` followed by an option.
+
+    (Not ``stat -c %s .../name`` or ``sha256sum .../name.part``: those only look at the file.)
+    """
+    return re.search(rf"/{re.escape(name)}\s+-", command) is not None
+
+
+@dataclass(frozen=True)
+class InAsmLog:
+    """QEMU's ``-d in_asm`` log of one command of an arm64 phone: the code its aarch64 process translated (ran)."""
+
+    index: int  # the command's position in History.commands
+    name: str  # the binary it was recorded for
+    command: str
+    path: Path  # on the host
 
 
 @dataclass
@@ -101,14 +121,24 @@ class EmulatedPhone:
         bwrap: str = "bwrap",
         faults: Faults | None = None,
         arm64: Arm64Cpu | None = None,
+        cpu_overrides: Mapping[str, str] | None = None,
     ) -> None:
         self.profile = get_profile(profile)
         self.arm64 = arm64
-        self.rootfs = build_rootfs(root, self.profile, arm64)
+        # {binary name: QEMU CPU}: on an arm64 phone, commands that run that binary execute on that CPU instead of the
+        # profile's (a runner that must not find SME2 on a phone that has it). Fixed for the phone's life: its
+        # properties (ro.boot.qemu.avd_name) say it, so every report naming the emulator names both CPUs.
+        self.cpu_overrides = dict(cpu_overrides or {})
+        if self.cpu_overrides and arm64 is None:
+            raise ValueError("cpu_overrides needs an arm64 phone (arm64=True): only QEMU has a CPU to change")
+        self.rootfs = build_rootfs(root, self.profile, arm64, self.cpu_overrides)
         self.sandbox = Sandbox(self.rootfs.root, ro_binds=ro_binds, bwrap=bwrap, arm64=arm64)
         self.faults = faults if faults is not None else Faults()
         self.history = History(self.rootfs)
         self.errors: list[BaseException] = []
+        #: binary name -> how many more of its runs QEMU logs (record_in_asm); the logs made so far
+        self._in_asm_left: dict[str, int] = {}
+        self.in_asm_logs: list[InAsmLog] = []
         self.serial = ""  # set by whoever connects it (the fixture)
         self._lock = threading.Lock()
         self._fs = DeviceFs(self.rootfs)
@@ -156,6 +186,21 @@ class EmulatedPhone:
         """Add a command override; earlier overrides win."""
         self.faults.overrides.append(CommandOverride(pattern, returncode, stdout, stderr, delay, times))
 
+    def record_in_asm(self, name: str, times: int = 1) -> None:
+        """Have QEMU log the code it translates (``-d in_asm``) in the next ``times`` runs of binary ``name``.
+
+        The phone's QEMU reads ``QEMU_LOG=in_asm`` and ``QEMU_LOG_FILENAME`` from the command's environment (the
+        plugin's command is unchanged); each log lands in ``IN_ASM_DIR`` and is listed in :attr:`in_asm_logs`. A log
+        lists every block once, when first translated: ~3 MB per process of the example models, whatever the number
+        of executions, so keep ``times`` small.
+        """
+        if self.arm64 is None:
+            raise ValueError("record_in_asm needs an arm64 phone (arm64=True): only QEMU logs executed code")
+        if times < 1:
+            raise ValueError(f"times must be 1 or more, got {times}")
+        with self._lock:
+            self._in_asm_left[name] = self._in_asm_left.get(name, 0) + times
+
     def go_offline(self) -> None:
         """Pull the cable: drop the transport and refuse reconnects until `come_online()`."""
         self.adbd.go_offline()
@@ -192,11 +237,12 @@ class EmulatedPhone:
             self.history.commands.append(command)
             status = self.faults.thermal_schedule.get(count)
             override = self._take_override(command)
-            cpu = next((c for pattern, c in self.faults.cpu_overrides if re.search(pattern, command)), None)
+            cpu = next((c for name, c in self.cpu_overrides.items() if runs_binary(command, name)), None)
+            qemu_env = self._take_in_asm(count, command)
         if status is not None:
             self.set_thermal_status(status)
         if override is None:
-            return self.sandbox.spawn(command, merge_stderr, cpu)
+            return self.sandbox.spawn(command, merge_stderr, cpu, qemu_env)
         argv = [
             sys.executable,
             "-c",
@@ -213,6 +259,19 @@ class EmulatedPhone:
             stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
             start_new_session=True,
         )
+
+    def _take_in_asm(self, index: int, command: str) -> dict[str, str] | None:
+        """QEMU's log settings for command ``index`` if it runs a binary whose runs are being logged (lock held)."""
+        name = next((n for n, left in self._in_asm_left.items() if left > 0 and runs_binary(command, n)), None)
+        if name is None:
+            return None
+        self._in_asm_left[name] -= 1
+        device = f"{IN_ASM_DIR}/{index:04d}-{name}.log"
+        host = self.rootfs.root / device.lstrip("/")
+        host.parent.mkdir(exist_ok=True)
+        os.chown(host.parent, SHELL_UID, SHELL_UID)
+        self.in_asm_logs.append(InAsmLog(index, name, command, host))
+        return {"QEMU_LOG": "in_asm", "QEMU_LOG_FILENAME": device}
 
     def _take_override(self, command: str) -> CommandOverride | None:
         for index, override in enumerate(self.faults.overrides):

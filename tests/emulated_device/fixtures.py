@@ -22,7 +22,7 @@ import pytest
 from .arm64 import Arm64Cpu, probe_cpu
 from .device import CommandOverride, EmulatedPhone, Faults, validate_thermal_schedule
 from .profiles import get_profile
-from .rootfs import build_rootfs
+from .rootfs import MKSH, TOYBOX, build_rootfs
 from .sandbox import Sandbox, SandboxUnavailable, default_ro_binds, find_bwrap, probe
 from .sync import SyncFaults
 
@@ -136,6 +136,12 @@ def arm64_cpus(aarch64_runner_build: Any, sme2_qemu: Path, tmp_path_factory: pyt
     where this kernel cannot give a sandbox its own binfmt_misc."""
     from toolchain import tool_missing
 
+    # Android's shell and tools: without them the phone would fall back to dash and coreutils, and the arm64 tier
+    # would no longer catch the shell differences a phone has.
+    missing = [path for path in (MKSH, TOYBOX) if not Path(path).is_file()]
+    if missing:
+        tool_missing(f"the arm64 emulated phone runs Android's shell and tools, and {', '.join(missing)} is missing: "
+                     "apt-get install mksh toybox")
     cpus = {cpu: probe_cpu(sme2_qemu, aarch64_runner_build.path, cpu, aarch64_runner_build.sysroot)
             for cpu in ARM64_CPUS}
     if emulated_sandbox_support is None:
@@ -176,7 +182,7 @@ class MakePhone(Protocol):
         data_quota_bytes: int | None = None,
         drop_after_recv_bytes: int | None = None,
         arm64: bool = False,
-        cpu_overrides: Sequence[tuple[str, str]] = (),
+        cpu_overrides: Mapping[str, str] | None = None,
     ) -> EmulatedPhone: ...
 
 
@@ -192,9 +198,9 @@ def make_emulated_phone(
     `drop_after_recv_bytes` (cut the transport mid-pull, once). `arm64=True` makes an arm64 phone: its
     aarch64 binaries run under QEMU with the profile's CPU, its /proc/cpuinfo is QEMU's (needs the aarch64
     runner, an SME2-capable QEMU and a kernel with per-namespace binfmt_misc: skipped, or failed in CI,
-    without); `cpu_overrides` [(command pattern, QEMU CPU)] runs matching commands on another CPU. Every phone
-    is disconnected and
-    stopped at teardown, and the test fails if the emulated adbd hit an internal error.
+    without); `cpu_overrides` {binary name: QEMU CPU} runs that binary on another CPU (the phone's properties say
+    so). Every phone is disconnected and stopped at teardown, and the test fails if the emulated adbd hit an
+    internal error.
     """
     if emulated_sandbox_support is not None:
         message = f"emulated device unavailable: {emulated_sandbox_support}"
@@ -217,7 +223,7 @@ def make_emulated_phone(
         data_quota_bytes: int | None = None,
         drop_after_recv_bytes: int | None = None,
         arm64: bool = False,
-        cpu_overrides: Sequence[tuple[str, str]] = (),
+        cpu_overrides: Mapping[str, str] | None = None,
     ) -> EmulatedPhone:
         cpu: Arm64Cpu | None = None
         if arm64:
@@ -230,7 +236,6 @@ def make_emulated_phone(
                 data_quota_bytes=0 if disk_full else data_quota_bytes,
                 drop_after_recv_bytes=drop_after_recv_bytes,
             ),
-            cpu_overrides=list(cpu_overrides),
         )
         phone = EmulatedPhone(
             tmp_path / f"phone{len(phones)}-{profile}",
@@ -240,6 +245,7 @@ def make_emulated_phone(
             bwrap=find_bwrap(),
             faults=faults,
             arm64=cpu,
+            cpu_overrides=cpu_overrides,
         )
         phone.set_thermal_status(thermal_status)
         phones.append(phone)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -224,14 +225,17 @@ def _build_sys(root: Path, profile: Profile) -> None:
             path.chmod(0o755)
 
 
-def build_rootfs(root: Path, profile: Profile, arm64: Arm64Cpu | None = None) -> Rootfs:
+def build_rootfs(root: Path, profile: Profile, arm64: Arm64Cpu | None = None,
+                 cpu_overrides: Mapping[str, str] | None = None) -> Rootfs:
     """Create the rootfs of one phone under `root` (which must not exist yet) and return it.
 
     Owners and modes follow a production phone where it matters to the shell user: /data is 0771
     root, /data/local/tmp 0771 shell, sysfs and /system root-owned. /system/bin/sh is mksh and the other
     commands are toybox's, as on Android (dash and the host's coreutils where Debian's packages are missing).
     An arm64 phone's /proc/cpuinfo is the one QEMU emulates for its CPU, and its properties say it is an
-    emulator (`ro.boot.qemu=1`, as the Android Emulator's, with the AVD name naming QEMU's CPU).
+    emulator (`ro.boot.qemu=1`, as the Android Emulator's, with the AVD name naming QEMU's CPU, and the CPU of every
+    binary `cpu_overrides` runs elsewhere: `sme2_phone (qemu-aarch64 11.1.3 -cpu max; sme2_runner_nosme on -cpu
+    max,sme=off)`).
     """
     root.mkdir(parents=True)
     root.chmod(0o755)
@@ -255,7 +259,8 @@ def build_rootfs(root: Path, profile: Profile, arm64: Arm64Cpu | None = None) ->
     _mkdir(etc)
     props = dict(profile.props)
     if arm64 is not None:
-        props.update({"ro.boot.qemu": "1", "ro.boot.qemu.avd_name": f"{profile.name} ({arm64.describe()})"})
+        elsewhere = "".join(f"; {name} on -cpu {cpu}" for name, cpu in sorted((cpu_overrides or {}).items()))
+        props.update({"ro.boot.qemu": "1", "ro.boot.qemu.avd_name": f"{profile.name} ({arm64.describe()}{elsewhere})"})
     _write(etc / "props", "".join(f"[{key}]: [{value}]\n" for key, value in sorted(props.items())))
     _write(etc / "online_mask", f"{profile.online_mask}\n")
     # bionic knows Android's ids (AID_SHELL = 2000 "shell") without /etc/passwd; glibc's toybox asks /etc/passwd and

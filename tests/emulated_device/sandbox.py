@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -117,11 +117,12 @@ class Sandbox:
             return [sys.executable, str(USERNS_LAUNCHER), *args]
         return args
 
-    def env(self, cpu: str | None = None) -> dict[str, str]:
-        """The shell environment of the phone; an arm64 phone's tells QEMU its CPU (``cpu`` overrides it)."""
+    def env(self, cpu: str | None = None, qemu_env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The shell environment of the phone; an arm64 phone's tells QEMU its CPU (``cpu`` overrides it) and,
+        with ``qemu_env``, more of QEMU's settings (``QEMU_LOG``/``QEMU_LOG_FILENAME``: its in_asm log)."""
         if self.arm64 is None:
             return dict(DEVICE_ENV)
-        return {**DEVICE_ENV, **self.arm64.env, **({"QEMU_CPU": cpu} if cpu else {})}
+        return {**DEVICE_ENV, **self.arm64.env, **({"QEMU_CPU": cpu} if cpu else {}), **(qemu_env or {})}
 
     def _extra_binds(self) -> Iterable[Path]:
         # Skip trees already visible through /usr or /etc, and nested duplicates.
@@ -132,14 +133,15 @@ class Sandbox:
                 kept.append(path)
         return kept
 
-    def spawn(self, command: str, merge_stderr: bool, cpu: str | None = None) -> subprocess.Popen[bytes]:
+    def spawn(self, command: str, merge_stderr: bool, cpu: str | None = None,
+              qemu_env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
         """Start `command`; the caller's thread must also wait for it (`--die-with-parent`)."""
         return subprocess.Popen(
             self.argv(command),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-            env=self.env(cpu),
+            env=self.env(cpu, qemu_env),
             start_new_session=True,  # its own process group, so a closed stream can kill it all
             close_fds=True,
         )
