@@ -23,10 +23,15 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .atomic import remove_stale_tmp
 from .errors import BaselineError
+from .identity import LATENCY_UNTRACED
+
+if TYPE_CHECKING:
+    from .profile import Measurement
+    from .runners.base import Runner
 
 _HASHES: dict[tuple[str, int, int], str] = {}
 
@@ -85,6 +90,19 @@ class Artifact:
     def from_dict(cls, data: Mapping[str, Any]) -> Artifact:
         return cls(str(data["pte_sha256"]), tuple(str(x) for x in data.get("inputs_sha256", ())),
                    dict(data.get("build", {})))
+
+
+def artifact_of(runner: Runner, measurement: Measurement) -> Artifact:
+    """The program, inputs and builds ``measurement`` runs: the traced build, and the timing build when the
+    latency comes from it (the builds whose runs give numbers)."""
+    build = dict(runner.build_identity(measurement.variant))
+    if measurement.build is not None:
+        build["runner_sha256"] = file_sha256(measurement.build)
+    if measurement.latency != LATENCY_UNTRACED:
+        build.pop("timing_runner_sha256", None)
+    elif measurement.timing_build is not None:
+        build["timing_runner_sha256"] = file_sha256(measurement.timing_build)
+    return Artifact.of(measurement.pte, measurement.inputs, build)
 
 
 def is_runtime(build: Mapping[str, Any]) -> bool:

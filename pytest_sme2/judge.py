@@ -99,7 +99,7 @@ class Judgement:
 def _baseline_from(test_id: str, profile: Profile, tool_version: str) -> Baseline:
     a = profile.analysis
     return Baseline(
-        test_id=test_id, identity=profile.fingerprint, samples_ms=profile.samples_ms,
+        test_id=test_id, identity=profile.identity, samples_ms=profile.samples_ms,
         block_sizes=profile.block_sizes or (len(profile.samples_ms),), artifact=profile.artifact,
         category_per_run_ms=dict(a.category_per_run_ms) if profile.per_operator else {},
         category_block_sizes=(a.block_sizes or (a.runs_measured,)) if profile.per_operator else (),
@@ -191,8 +191,8 @@ def sme2_evidence(profile: Profile, off: Profile | None, config: GateConfig) -> 
         return None
     device_sme2 = reports_sme2(profile.device)
     if device_sme2 is None:
-        device_sme2 = reports_sme2(profile.fingerprint)
-    name = (profile.fingerprint.get("summary") or profile.device.get("name") or profile.device.get("serial")
+        device_sme2 = reports_sme2(profile.identity)
+    name = (profile.identity.get("summary") or profile.device.get("name") or profile.device.get("serial")
             or "the device")
     # kernel_source is "none: <why>" when the arm has no log: the check says that why
     why = profile.kernel_source.split(": ", 1)[1] if source_head(profile.kernel_source) == "none" else ""
@@ -236,7 +236,7 @@ def _blocking_evidence(evidence: Sme2Evidence | None) -> str:
 def _other_lines(lookup: Lookup, profile: Profile) -> list[str]:
     lines = []
     for path, other in lookup.others:
-        diff = "; ".join(identity_diff(other.identity, profile.fingerprint)) or "?"
+        diff = "; ".join(identity_diff(other.identity, profile.identity)) or "?"
         lines.append(f"  a baseline exists for another device or configuration ({path.name}); differs in: {diff}")
     for path in lookup.legacy:
         lines.append(f"  {path.name} was written by an earlier pytest-sme2 without the device identity: it is "
@@ -258,7 +258,7 @@ def judge(
     progress: Progress | None = None,
 ) -> Judgement:
     """Judge ``profile`` (the SME2-on arm of an on/off pair when ``off`` is given) against its baseline."""
-    path = baselines.path_for(test_id, profile.fingerprint)
+    path = baselines.path_for(test_id, profile.identity)
     cand = profile.samples()
     off_samples = off.samples() if off is not None else None
     invalid = profile.invalid_reason or (off.invalid_reason if off is not None else "")
@@ -290,7 +290,7 @@ def judge(
         written = baselines.save(baseline)
         return Judgement(WRITTEN, absolute_only(), written, baseline, f"baseline written: {written}")
 
-    lookup = baselines.lookup(test_id, profile.fingerprint)
+    lookup = baselines.lookup(test_id, profile.identity)
     if lookup.baseline is None:
         head = f"no baseline for this device ({_identity_text(profile)}): expected {lookup.path}"
         others = _other_lines(lookup, profile)
@@ -450,7 +450,7 @@ def _remeasure_stored(runner: Runner, profile: Profile, off: Profile | None, bas
 
 
 def _identity_text(profile: Profile) -> str:
-    ident = profile.fingerprint
+    ident = profile.identity
     summary = ident.get("summary") or ident.get("description")
     if summary:
         return str(summary)

@@ -28,7 +28,6 @@ with that evidence, which the gate reports as ``invalid``, never ``regression``.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,10 +36,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .analysis import Analysis, analyze, analyze_e2e, merge
-from .artifacts import Artifact, file_sha256
+from .artifacts import Artifact, artifact_of
 from .categories import CategoryRules
 from .errors import ConfigError, Sme2Error
 from .gate import Samples
+from .identity import LATENCY_MODES, LATENCY_TRACED, LATENCY_UNTRACED, identity_of
 from .kernels import KernelLog, parse_xnnpack_log
 from .qemu_log import ExecutedKernels
 from .runners.base import (
@@ -59,11 +59,6 @@ from .trace import read_etdump
 
 SCHEMA_VERSION = 2
 
-#: E2E samples from untraced runs, breakdown from traced runs of the same blocks.
-LATENCY_UNTRACED = "untraced"
-#: E2E samples and breakdown from the same traced runs (the latency includes the tracer's cost).
-LATENCY_TRACED = "traced"
-LATENCY_MODES = (LATENCY_UNTRACED, LATENCY_TRACED)
 
 #: What the event tracer costs, as measured, per runner kind: said wherever latency comes from traced runs.
 TRACER_COST = {
@@ -234,7 +229,8 @@ class Profile:
     runner: str
     build: str
     threads: int
-    fingerprint: Mapping[str, Any]
+    #: what a baseline is keyed on (:func:`~pytest_sme2.identity.identity_of`); results files call it "fingerprint"
+    identity: Mapping[str, Any]
     analysis: Analysis
     runs: tuple[RunResult, ...] = ()
     device: Mapping[str, Any] = field(default_factory=dict)
@@ -263,8 +259,10 @@ class Profile:
         return self.analysis.per_operator
 
     @property
-    def identity(self) -> Mapping[str, Any]:
-        return self.fingerprint
+    def extra_builds(self) -> bool:
+        """Whether runs besides the traced build's gave numbers: untraced latency runs (a timing build, or the local
+        runtime's tracer off) or an XNNPACK-logging build's kernel table."""
+        return bool(self.latency_ms) or self.analysis.kernel_log is not None
 
     def samples(self) -> Samples:
         cats = self.analysis.category_per_run_ms if self.analysis.per_operator else {}
@@ -280,7 +278,7 @@ class Profile:
             "runner": self.runner,
             "build": self.build,
             "threads": self.threads,
-            "fingerprint": dict(self.fingerprint),
+            "fingerprint": dict(self.identity),  # the results files' name for it
             "device": dict(self.device),
             "invalid_reason": self.invalid_reason,
             "note": self.note,
@@ -302,7 +300,7 @@ class Profile:
         return cls(
             model=dict(d.get("model", {})), variant=d.get("variant"), runner=str(d["runner"]),
             build=str(d.get("build", "")), threads=int(d.get("threads", 1)),
-            fingerprint=dict(d.get("fingerprint", {})), analysis=Analysis.from_dict(d["analysis"]),
+            identity=dict(d.get("fingerprint", {})), analysis=Analysis.from_dict(d["analysis"]),
             runs=tuple(RunResult.from_dict(r) for r in d.get("runs", [])), device=dict(d.get("device", {})),
             invalid_reason=str(d.get("invalid_reason", "")), note=str(d.get("note", "")),
             latency_ms=tuple(float(x) for x in d.get("latency_ms", ())),
@@ -314,45 +312,6 @@ class Profile:
             measurement=Measurement.from_dict(meas) if meas else None,
             disturbance=str(d.get("disturbance", "")),
         )
-
-
-# ------------------------------------------------------------------------------------------ identity
-
-
-def identity_of(runner: Runner, measurement: Measurement) -> dict[str, Any]:
-    """What a baseline is keyed on: the device identity, how runs are made there (the runner kind; pinning and
-    clock mode on a phone), and the test's threads, dtype, backend and variant. ``summary`` is one line of it."""
-    from .identity import DeviceIdentity
-
-    device = dict(runner.identity())
-    identity = dict(device)
-    with contextlib.suppress(Sme2Error):  # a stand-in runner's own identity is keyed as it is
-        identity["summary"] = DeviceIdentity.from_dict(device).describe()
-    settings = getattr(runner, "run_settings", None)
-    if callable(settings):
-        identity.update(settings())
-    identity.update({"runner": runner.name, "dtype": measurement.model.get("dtype", "unknown"),
-                     "backend": measurement.model.get("backend", "unknown"), "threads": measurement.threads})
-    if measurement.variant is not None:
-        identity["variant"] = measurement.variant
-    if measurement.latency == LATENCY_UNTRACED:
-        # Untraced and traced latency time different things (the tracer's cost; on the local runtime the
-        # pybindings call too): never one baseline for both. Traced keeps the key absent, as before it existed.
-        identity["latency"] = LATENCY_UNTRACED
-    return identity
-
-
-def artifact_of(runner: Runner, measurement: Measurement) -> Artifact:
-    """The program, inputs and builds ``measurement`` runs: the traced build, and the timing build when the
-    latency comes from it (the builds whose runs give numbers)."""
-    build = dict(runner.build_identity(measurement.variant))
-    if measurement.build is not None:
-        build["runner_sha256"] = file_sha256(measurement.build)
-    if measurement.latency != LATENCY_UNTRACED:
-        build.pop("timing_runner_sha256", None)
-    elif measurement.timing_build is not None:
-        build["timing_runner_sha256"] = file_sha256(measurement.timing_build)
-    return Artifact.of(measurement.pte, measurement.inputs, build)
 
 
 def has_build(runner: Runner, variant: str | None, mode: str) -> bool:
@@ -582,7 +541,7 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
                                         kernel_log=kernel_log)
     return Profile(
         model=dict(measurement.model), variant=measurement.variant, runner=runner.name, build=first.build,
-        threads=measurement.threads, fingerprint=identity_of(runner, measurement), analysis=analysis,
+        threads=measurement.threads, identity=identity_of(runner, measurement), analysis=analysis,
         runs=tuple(r for block in blocks for r in block), device=device if isinstance(device, Mapping) else {},
         invalid_reason="; ".join(dict.fromkeys(reasons)), note=" ".join(notes), latency_ms=latency,
         latency_blocks=latency_blocks, latency_source=source, artifact=artifact_of(runner, measurement),

@@ -264,8 +264,8 @@ def test_on_off_interleaved_speedup_from_the_recorded_traces(make_emulated_phone
     assert order == [SME2_OFF, SME2_ON, SME2_ON, SME2_OFF]
     assert on.device["serial"] == off.device["serial"] == phone.serial
     # One phone, two builds: the identity differs only in the variant, the artifact in the runner build.
-    assert {k: v for k, v in on.fingerprint.items() if k != "variant"} == \
-        {k: v for k, v in off.fingerprint.items() if k != "variant"}
+    assert {k: v for k, v in on.identity.items() if k != "variant"} == \
+        {k: v for k, v in off.identity.items() if k != "variant"}
     assert on.artifact.build["runner_sha256"] != off.artifact.build["runner_sha256"]
     assert on.artifact.pte_sha256 == off.artifact.pte_sha256
     from pytest_sme2.report.comparison import compare_on_off

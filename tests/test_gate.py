@@ -304,7 +304,7 @@ def test_a_category_threshold_without_per_operator_data_says_so() -> None:
 
 def _toy_profile(invalid_reason: str = "") -> Profile:
     return Profile(model={"name": "toy_cnn", "dtype": "fp32", "backend": "xnnpack"}, variant=None, runner="host",
-                   build="", threads=1, fingerprint={"arch": "test"},
+                   build="", threads=1, identity={"arch": "test"},
                    analysis=analyze(read_etdump(TOY_TRACE), warmup=1), invalid_reason=invalid_reason)
 
 
