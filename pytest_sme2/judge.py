@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .artifacts import Artifact, ArtifactStore, is_runtime
+from .artifacts import Artifact, ArtifactStore, comparable_builds, is_runtime
 from .baseline import Baseline, BaselineStore, Lookup, identity_diff, identity_id, now_iso
 from .categories import CategoryRules
 from .gate import (
@@ -132,43 +132,58 @@ def keep_artifacts(store: ArtifactStore, profile: Profile, runner: Runner) -> No
         store.put(m.timing_build, mode=0o755)
 
 
-def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner,
-                          store: ArtifactStore) -> tuple[Measurement | None, str]:
+@dataclass(frozen=True)
+class Reference:
+    """How to measure the baseline's artifact now, or why it cannot be (``measurement`` None)."""
+
+    measurement: Measurement | None
+    why: str = ""
+    #: the reason is another runtime (executorch, or the libraries a runner loads), not a missing file: the verdict
+    #: is then :attr:`~pytest_sme2.gate.Comparison.RUNTIME`
+    runtime_changed: bool = False
+
+
+def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner, store: ArtifactStore) -> Reference:
     """How to measure the baseline's artifact now, or why it cannot be (the store lacks it, another runtime)."""
     m = candidate.measurement
     if m is None:
-        return None, "the candidate does not say how it was measured"
+        return Reference(None, "the candidate does not say how it was measured")
     pte = store.get(baseline.pte_sha256)
     inputs = [store.get(sha) for sha in baseline.inputs_sha256]
     if pte is None or any(p is None for p in inputs):
-        return None, f"the artifact store {store.root} does not hold the baseline's program and inputs"
+        return Reference(None, f"the artifact store {store.root} does not hold the baseline's program and inputs")
     build: Path | None = None
     timing_build: Path | None = None
     current = dict(runner.build_identity(m.variant))
     if is_runtime(baseline.build) or is_runtime(current):
-        if _without_path(baseline.build) != _without_path(current):
-            return None, (f"the baseline ran on another runtime ({_describe(baseline.build)}; this one is "
-                          f"{_describe(current)}), which cannot run in this process")
+        mine, now = comparable_builds(baseline.build, current)
+        if mine != now:
+            return Reference(None, (f"the baseline ran on another runtime ({_describe(baseline.build)}; this one is "
+                                    f"{_describe(current)}), which cannot run in this process"), runtime_changed=True)
     else:
+        libs = baseline.build.get("libraries")
+        now_libs = candidate.artifact.build.get("libraries") if candidate.artifact is not None else None
+        if libs is not None and libs != now_libs:
+            changed = sorted(k for k in {*libs, *(now_libs or {})} if libs.get(k) != (now_libs or {}).get(k))
+            return Reference(None, (f"the baseline's runner loaded other shared libraries ({', '.join(changed)}); "
+                                    "the store keeps runner binaries, not the libraries they load, so the baseline's "
+                                    "build cannot run here"), runtime_changed=True)
         sha = str(baseline.build.get("runner_sha256", ""))
         if sha and sha != current.get("runner_sha256"):
             build = store.get(sha)
             if build is None:
-                return None, f"the artifact store {store.root} does not hold the baseline's runner build ({sha[:12]})"
+                return Reference(None, f"the artifact store {store.root} does not hold the baseline's runner build "
+                                       f"({sha[:12]})")
         timing_sha = str(baseline.build.get("timing_runner_sha256", ""))
         if timing_sha and timing_sha != current.get("timing_runner_sha256"):
             # The baseline's latency came from another timing build: re-measure that one, or the comparison
             # would time the current timing build twice and hide its change.
             timing_build = store.get(timing_sha)
             if timing_build is None:
-                return None, (f"the artifact store {store.root} does not hold the baseline's timing build "
-                              f"({timing_sha[:12]})")
-    return replace(m, pte=pte, inputs=tuple(p for p in inputs if p is not None), build=build,
-                   timing_build=timing_build, label=f"{m.label}_reference"), ""
-
-
-def _without_path(build: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in build.items() if k != "path"}
+                return Reference(None, (f"the artifact store {store.root} does not hold the baseline's timing build "
+                                        f"({timing_sha[:12]})"))
+    return Reference(replace(m, pte=pte, inputs=tuple(p for p in inputs if p is not None), build=build,
+                             timing_build=timing_build, label=f"{m.label}_reference"))
 
 
 def _describe(build: Mapping[str, Any]) -> str:
@@ -326,8 +341,9 @@ def judge(
         notes.append("unchanged artifact (same program, inputs and build as the baseline): only the machine can "
                      "differ, so a slower median is reported as drift, not gated")
     else:
-        ref_m, why = (reference_measurement(baseline.artifact, profile, runner, artifacts) if baseline.artifact
-                      else (None, "the baseline does not record its artifact"))
+        ref = (reference_measurement(baseline.artifact, profile, runner, artifacts) if baseline.artifact
+               else Reference(None, "the baseline does not record its artifact"))
+        ref_m, why = ref.measurement, ref.why
         what = "; ".join(changes) or "the artifact is unknown"
         if ref_m is not None and profile.measurement is not None and not invalid:
             comparison = Comparison.SESSION
@@ -346,11 +362,21 @@ def judge(
 
             measure_again = again_session
             base = first_ref
+        elif ref.runtime_changed:
+            comparison = Comparison.RUNTIME
+            notes.append(f"changed since the baseline: {what}; compared with the stored samples of "
+                         f"{baseline.created or 'an earlier session'} ({why}): a runtime change is gated only "
+                         "beyond the margin plus the drift allowance (re-record the baseline on this runtime, "
+                         "--sme2-update-baseline, to gate later changes in the same session)")
+            measure_again = _remeasure_stored(runner, profile, off, base, rules=rules, progress=progress)
         else:
             comparison = Comparison.STORED
             notes.append(f"changed since the baseline: {what}; compared with the stored samples of "
                          f"{baseline.created or 'an earlier session'} ({why or 'the measurement is invalid'})")
             measure_again = _remeasure_stored(runner, profile, off, base, rules=rules, progress=progress)
+    if comparison is Comparison.UNCHANGED and baseline.artifact is not None and not baseline.artifact.recipe:
+        notes.append("the baseline records no measurement recipe (written by an earlier pytest-sme2): its runs, "
+                     "warm-up, measuring code and SME2-off arm are not compared; --sme2-update-baseline records them")
     verdict = decide((base, cand, off_samples), measure_again if policy.confirm else None, config,
                      comparison=comparison, notes=notes, evidence=evidence)
     warnings = _inputs_warning(baseline.artifact, profile.artifact)
@@ -459,5 +485,5 @@ def _identity_text(profile: Profile) -> str:
 
 
 __all__ = ["GATED", "MISSING", "NOT_WRITTEN", "RECORDED", "WRITTEN", "Judgement", "Policy", "Recorded",
-           "RecordedComparison", "compare_recorded", "judge", "keep_artifacts", "reference_measurement",
+           "RecordedComparison", "Reference", "compare_recorded", "judge", "keep_artifacts", "reference_measurement",
            "sme2_evidence"]

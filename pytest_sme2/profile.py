@@ -70,6 +70,12 @@ TRACER_COST = {
                         "take latency without it"),
 }
 
+#: The version of how a measurement turns runs into numbers (which runs count, how they are timed and blocked, how
+#: warm-up and disturbed blocks are handled). Bump it when that changes, as ``export.RECIPE_VERSION`` is bumped when
+#: an export recipe changes: every artifact records it (``Artifact.recipe``), so a baseline measured by other
+#: measuring code is a changed artifact, re-measured beside the candidate, never "unchanged".
+MEASUREMENT_RECIPE = 1
+
 #: A block whose measuring thread was preempted (or waited for a CPU) for more than this share of its wall
 #: time ran on a busy machine (measured, MobileNetV3, 1 thread: quiet 0.1 %, one CPU burner on the two
 #: cores 0.7 %, two burners 35 %; benchmarks/results/disturbance.txt).
@@ -184,6 +190,12 @@ class Measurement:
         return RunRequest(pte=self.pte, runs=self.runs, warmup=self.warmup, threads=self.threads,
                           out_dir=self.out_dir, inputs=self.inputs or None, variant=self.variant,
                           timeout_s=self.timeout_s, label=self.label, mode=mode, build=build)
+
+    def recipe(self) -> dict[str, Any]:
+        """How this measurement makes its numbers, for its artifact: the measuring code's version
+        (:data:`MEASUREMENT_RECIPE`) and the runs and warm-up per block asked for (``--sme2-runs``,
+        ``--sme2-warmup``; a time budget's shrinking is the machine's, not the recipe's)."""
+        return {"measurement_recipe": MEASUREMENT_RECIPE, "runs": self.runs, "warmup": self.warmup}
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -539,12 +551,14 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
         latency, latency_blocks = (), ()
     source, breakdown, kernels = _sources(runner, measurement, analysis, traced=traced, timing=timing,
                                         kernel_log=kernel_log)
+    libraries = {path: sha for block in blocks for r in block for path, sha in r.metadata.get("libraries", {}).items()}
     return Profile(
         model=dict(measurement.model), variant=measurement.variant, runner=runner.name, build=first.build,
         threads=measurement.threads, identity=identity_of(runner, measurement), analysis=analysis,
         runs=tuple(r for block in blocks for r in block), device=device if isinstance(device, Mapping) else {},
         invalid_reason="; ".join(dict.fromkeys(reasons)), note=" ".join(notes), latency_ms=latency,
-        latency_blocks=latency_blocks, latency_source=source, artifact=artifact_of(runner, measurement),
+        latency_blocks=latency_blocks, latency_source=source,
+        artifact=artifact_of(runner, measurement, libraries=libraries),
         measurement=measurement, disturbance=disturbance, breakdown_source=breakdown, kernel_source=kernels,
     )
 

@@ -72,6 +72,7 @@ issue 18 defect 11 (the README's CLI line and the benchmarks' quick run):
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -83,12 +84,12 @@ from emulated_device.fixtures import MakePhone
 from standin import make_standin
 
 from pytest_sme2.analysis import analyze
-from pytest_sme2.artifacts import ArtifactStore
+from pytest_sme2.artifacts import ArtifactStore, file_sha256
 from pytest_sme2.baseline import Baseline, BaselineStore
 from pytest_sme2.errors import BaselineError, RunnerError
-from pytest_sme2.gate import GateConfig, Samples, Status, decide, gate
-from pytest_sme2.judge import NOT_WRITTEN, Policy, judge
-from pytest_sme2.profile import Profile
+from pytest_sme2.gate import Comparison, GateConfig, Samples, Status, decide, gate
+from pytest_sme2.judge import NOT_WRITTEN, RECORDED, Judgement, Policy, judge
+from pytest_sme2.profile import Measurement, Profile, measure
 from pytest_sme2.report.results import TestResult
 from pytest_sme2.runners.android import AndroidRunner
 from pytest_sme2.runners.base import RunRequest
@@ -480,3 +481,109 @@ def test_a_category_of_one_xnnpack_operator_allows_a_couple_of_ticks() -> None:
     assert "allowed +0.0020 ms (2 ticks of 1 µs for each of its 1 XNNPACK operator(s)" in check.message
     three = gate(ref, _toy_samples_with_operators(15, 29, blocks, elementwise_plus_ms=0.003), config)
     assert next(c for c in three.checks if c.name == "category:Elementwise").status is Status.REGRESSION
+
+
+# ------------------------------------------------------------------- defect 9: what decides the number is compared
+
+
+def _standin_measurement(tmp_path: Path, **kwargs: object) -> Measurement:
+    settings = {"runs": 4, "warmup": 1, "blocks": 2, "busy_limit": 1.0, **kwargs}  # what is compared, not how much
+    return Measurement(pte=TOY_PTE, inputs=(TOY_INPUT,), label="toy_cnn_fp32_xnnpack", out_dir=tmp_path / "out",
+                       model={"name": "toy_cnn", "dtype": "fp32", "backend": "xnnpack"}, **settings)  # type: ignore[arg-type]
+
+
+def _judge_twice(tmp_path: Path, runner: HostRunner, first: Measurement, second: Measurement,
+                 between: Callable[[], None] = lambda: None) -> Judgement:
+    """Record a baseline from ``first``, then judge ``second`` against it (no confirmation: one measurement)."""
+    common = {"test_id": "t.py::test_a", "runner": runner, "baselines": BaselineStore(tmp_path / "baselines"),
+              "artifacts": ArtifactStore(tmp_path / "artifacts"), "config": GateConfig(margin=0.5),
+              "policy": Policy(confirm=False)}
+    recorded = judge(measure(runner, first), **common)  # type: ignore[arg-type]
+    assert recorded.outcome == RECORDED
+    between()
+    return judge(measure(runner, second), **common)  # type: ignore[arg-type]
+
+
+def test_runs_warmup_and_the_measuring_code_are_part_of_the_artifact(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 18 defect 9: other ``--sme2-runs`` / ``--sme2-warmup`` or another measuring code make a changed artifact.
+
+    Before: the artifact held the program, inputs and build only, so a baseline of 4 runs after 1 warm-up judged a
+    measurement of 6 runs after 0 as ``unchanged`` (drift at worst, never failed), and so did a measurement made by
+    other measuring code (``tool_version`` was stored, never compared).
+    """
+    from pytest_sme2 import profile as profile_module
+
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
+    m = _standin_measurement(tmp_path)
+    other = _judge_twice(tmp_path, runner, m, replace(m, runs=6, warmup=0))
+    assert other.verdict.comparison is Comparison.SESSION
+    assert "measurement changed (runs 4 -> 6; warmup 1 -> 0)" in other.verdict.summary()
+    same = _judge_twice(tmp_path / "same", runner, m, m)
+    assert same.verdict.comparison is Comparison.UNCHANGED
+    monkeypatch.setattr(profile_module, "MEASUREMENT_RECIPE", profile_module.MEASUREMENT_RECIPE + 1)
+    newer = judge(measure(runner, m), test_id="t.py::test_a", runner=runner,
+                  baselines=BaselineStore(tmp_path / "same" / "baselines"),
+                  artifacts=ArtifactStore(tmp_path / "same" / "artifacts"), config=GateConfig(margin=0.5),
+                  policy=Policy(confirm=False))
+    assert newer.verdict.comparison is Comparison.SESSION
+    recipe = profile_module.MEASUREMENT_RECIPE
+    assert f"measurement changed (measurement_recipe {recipe - 1} -> {recipe})" in newer.verdict.summary()
+
+
+def test_a_baseline_without_a_recipe_keeps_working_and_says_what_is_not_compared(tmp_path: Path) -> None:
+    """Issue 18 defect 9: a baseline written before the recipe was recorded is still ``unchanged`` for the same
+    program, inputs and build (its runs and warm-up are unknown, not changed), and the verdict says so."""
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
+    m = _standin_measurement(tmp_path)
+    store = BaselineStore(tmp_path / "baselines")
+
+    def strip_recipe() -> None:
+        (path,) = store.root.glob("*.json")
+        data = json.loads(path.read_text())
+        data["artifact"].pop("recipe")
+        path.write_text(json.dumps(data))
+
+    old = _judge_twice(tmp_path, runner, m, replace(m, runs=6), between=strip_recipe)
+    assert old.verdict.comparison is Comparison.UNCHANGED
+    assert "the baseline records no measurement recipe (written by an earlier pytest-sme2)" in old.verdict.summary()
+
+
+def _library(directory: Path, extra: bytes = b"") -> Path:
+    """A real shared library under a non-system path (a copy of the system's libz, loadable; ``extra`` appended
+    after its ELF contents changes its bytes, not how it loads), named as executorch's libraries are."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lib = directory / "libexecutorch_standin.so"
+    lib.write_bytes(_libz().read_bytes() + extra)
+    return lib
+
+
+def _libz() -> Path:
+    found = sorted([*Path("/lib").glob("*/libz.so.1"), *Path("/usr/lib").glob("*/libz.so.1"),
+                    *Path("/lib64").glob("libz.so.1")])
+    if not found:
+        pytest.skip("no libz.so.1 on this machine to load as a stand-in runtime library")
+    return found[0]
+
+
+def test_a_runners_non_system_shared_libraries_are_part_of_its_build(tmp_path: Path) -> None:
+    """Issue 18 defect 9: the same runner binary over a rebuilt shared library is a changed artifact, named.
+
+    The runner process prints its ``/proc/self/maps`` (pytest-sme2's own runner does; the stand-in prints the real
+    maps of the library it really loaded). Before: only the binary's sha256 was recorded, so a rebuilt
+    ``libexecutorch*.so`` beside it was ``unchanged``. The baseline's libraries cannot run here (the store keeps
+    binaries, not what they load), so the verdict is the ``runtime`` comparison, never a same-session one that would
+    re-measure the new libraries twice.
+    """
+    lib = _library(tmp_path / "lib")
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE, libraries=(lib,)))
+    m = _standin_measurement(tmp_path)
+    first = measure(runner, m)
+    assert first.artifact is not None
+    assert first.artifact.build["libraries"] == {lib.name: file_sha256(lib)}
+    assert not any(name.startswith(("libc.", "libpython")) for name in first.artifact.build["libraries"])
+    rebuilt = _judge_twice(tmp_path, runner, m, m, between=lambda: _library(tmp_path / "lib", b"\0rebuilt"))
+    assert rebuilt.verdict.comparison is Comparison.RUNTIME
+    summary = rebuilt.verdict.summary()
+    assert f"runner build changed (libraries.{lib.name} " in summary
+    assert "the baseline's runner loaded other shared libraries (libexecutorch_standin.so)" in summary
