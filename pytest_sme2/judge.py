@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .artifacts import Artifact, ArtifactStore, comparable_builds, is_runtime
 from .baseline import Baseline, BaselineStore, Lookup, identity_diff, identity_id, now_iso
@@ -50,6 +50,7 @@ from .gate import (
 from .identity import reports_sme2
 from .kernels import KernelLog
 from .numerics import NumericsComparison
+from .onoff import Pair, decide_speedup, remeasure, with_speedup
 from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair, source_head
 from .runners.base import MODE_TIMING, Runner
 
@@ -328,6 +329,7 @@ def judge(
 
     baseline = lookup.baseline
     base = baseline.samples()
+    again_pair = _once(lambda: remeasure(runner, Pair(off, profile), rules=rules, progress=progress)) if off else None
     notes: list[str] = []
     reference: Profile | None = None
     candidate = profile
@@ -368,17 +370,25 @@ def judge(
                          f"{baseline.created or 'an earlier session'} ({why}): a runtime change is gated only "
                          "beyond the margin plus the drift allowance (re-record the baseline on this runtime, "
                          "--sme2-update-baseline, to gate later changes in the same session)")
-            measure_again = _remeasure_stored(runner, profile, off, base, rules=rules, progress=progress)
+            measure_again = _remeasure_stored(runner, profile, again_pair, base, rules=rules, progress=progress)
         else:
             comparison = Comparison.STORED
             notes.append(f"changed since the baseline: {what}; compared with the stored samples of "
                          f"{baseline.created or 'an earlier session'} ({why or 'the measurement is invalid'})")
-            measure_again = _remeasure_stored(runner, profile, off, base, rules=rules, progress=progress)
+            measure_again = _remeasure_stored(runner, profile, again_pair, base, rules=rules, progress=progress)
     if comparison is Comparison.UNCHANGED and baseline.artifact is not None and not baseline.artifact.recipe:
         notes.append("the baseline records no measurement recipe (written by an earlier pytest-sme2): its runs, "
                      "warm-up, measuring code and SME2-off arm are not compared; --sme2-update-baseline records them")
-    verdict = decide((base, cand, off_samples), measure_again if policy.confirm else None, config,
-                     comparison=comparison, notes=notes, evidence=evidence)
+    if off is None:
+        verdict = decide((base, cand, None), measure_again if policy.confirm else None, config,
+                         comparison=comparison, notes=notes, evidence=evidence)
+    else:
+        # The latency is judged against the baseline; the speedup on the pair's own interleaved arms, confirmed on
+        # the pair measured again (pytest_sme2.onoff) — never the pair's off arm over another measurement's on arm.
+        verdict = decide((base, cand, None), measure_again if policy.confirm else None,
+                         replace(config, min_speedup=None), comparison=comparison, notes=notes, evidence=evidence)
+        pair = Pair(off, profile)
+        verdict = with_speedup(verdict, decide_speedup(pair, config, again_pair if policy.confirm else None))
     warnings = _inputs_warning(baseline.artifact, profile.artifact)
     return Judgement(GATED, verdict, lookup.path, baseline, verdict.summary(), reference, candidate, warnings)
 
@@ -454,25 +464,35 @@ def compare_recorded(old: Recorded, new: Recorded, config: GateConfig) -> Record
     return RecordedComparison(verdict, (), rule)
 
 
-def _remeasure_stored(runner: Runner, profile: Profile, off: Profile | None, base: Samples, *,
+def _remeasure_stored(runner: Runner, profile: Profile, again_pair: Callable[[], Pair] | None, base: Samples, *,
                       rules: CategoryRules | None, progress: Progress | None
                       ) -> Callable[[], tuple[Samples | None, Samples, Samples | None]] | None:
     m = profile.measurement
     if m is None:
         return None
-    if off is not None and off.measurement is not None:
-        off_m = off.measurement
-
-        def again_pair() -> tuple[Samples | None, Samples, Samples | None]:
-            o, c = measure_pair(runner, off_m, m, rules=rules, progress=progress, what=f"{m.label} (confirming)")
-            return base, c.samples(), o.samples()
-
-        return again_pair
+    if again_pair is not None:
+        # An on/off pair is measured again as a pair: the same measurement confirms the latency and the speedup.
+        return lambda: (base, again_pair().on.samples(), None)
 
     def again() -> tuple[Samples | None, Samples, Samples | None]:
         return base, measure(runner, m, rules=rules, progress=progress).samples(), None
 
     return again
+
+
+_T = TypeVar("_T")
+
+
+def _once(make: Callable[[], _T]) -> Callable[[], _T]:
+    """``make`` called at most once; later calls return its first result."""
+    done: list[_T] = []
+
+    def call() -> _T:
+        if not done:
+            done.append(make())
+        return done[0]
+
+    return call
 
 
 def _identity_text(profile: Profile) -> str:

@@ -47,8 +47,6 @@ from .runners.base import (
     MODE_LOG,
     MODE_TIMING,
     MODE_TRACE,
-    SME2_OFF,
-    SME2_ON,
     Runner,
     RunRequest,
     RunResult,
@@ -626,35 +624,3 @@ def profile_exported(
     m = Measurement.of(exported, runs=runs, warmup=warmup, threads=threads, out_dir=out_dir, variant=variant,
                        blocks=blocks, timeout_s=timeout_s, label=label, latency=latency, busy_limit=busy_limit)
     return measure(runner, m, kernel_log=kernel_log, rules=rules, progress=progress)
-
-
-def profile_on_off(
-    exported: ExportedLike,
-    runner: Runner,
-    *,
-    runs: int,
-    warmup: int = 1,
-    threads: int = 1,
-    out_dir: Path = Path("sme2_out"),
-    blocks: int = 4,
-    timeout_s: float = 600.0,
-    kernel_logs: Mapping[str, KernelLog] | None = None,
-    label: str | None = None,
-    latency: str = LATENCY_TRACED,
-    rules: CategoryRules | None = None,
-    progress: Progress | None = None,
-) -> tuple[Profile, Profile]:
-    """Measure the SME2-off and SME2-on builds in interleaved blocks; returns ``(off, on)``."""
-    available = runner.variants()
-    missing = [v for v in (SME2_ON, SME2_OFF) if v not in available]
-    if missing:
-        raise ConfigError(
-            f"the {runner.name} runner has no {' / '.join(missing)} build: an SME2 on/off comparison needs two "
-            "executor_runner builds (--sme2-runner for SME2 on, --sme2-runner-off for SME2 off)"
-        )
-    base = Measurement.of(exported, runs=runs, warmup=warmup, threads=threads, out_dir=out_dir, blocks=blocks,
-                          timeout_s=timeout_s, label=label, latency=latency)
-    logs = kernel_logs or {}
-    return measure_pair(runner, replace(base, variant=SME2_OFF), replace(base, variant=SME2_ON),
-                        kernel_logs=(logs.get(SME2_OFF), logs.get(SME2_ON)), rules=rules, progress=progress,
-                        what=f"{exported.name} SME2 off/on")

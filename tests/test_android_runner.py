@@ -33,7 +33,8 @@ from pytest_sme2.device import device_info_from_facts
 from pytest_sme2.errors import ConfigError, DeviceError, ExportError, RunnerError
 from pytest_sme2.gate import GateConfig, Status, gate
 from pytest_sme2.identity import DeviceIdentity, explain_difference
-from pytest_sme2.profile import profile_exported, profile_on_off
+from pytest_sme2.onoff import profile_on_off
+from pytest_sme2.profile import profile_exported
 from pytest_sme2.runners import SME2_OFF, SME2_ON, make_runner
 from pytest_sme2.runners.android import REMOTE_ROOT, AndroidRunner, choose_serial
 from pytest_sme2.runners.base import RunRequest
@@ -251,7 +252,8 @@ def test_on_off_interleaved_speedup_from_the_recorded_traces(make_emulated_phone
     phone = make_emulated_phone()
     runner = _runner(phone, tmp_path, trace=MOBILE_ON, off_trace=MOBILE_OFF)
     exported = _Exported("mobilenet_v3_small_like", TOY_PTE)
-    off, on = profile_on_off(exported, runner, runs=29, warmup=1, blocks=2, out_dir=tmp_path / "out", timeout_s=60)
+    pair = profile_on_off(exported, runner, runs=29, warmup=1, blocks=2, out_dir=tmp_path / "out", timeout_s=60)
+    off, on = pair.off, pair.on
     off_runs, on_runs = _e2e(MOBILE_OFF)[1:], _e2e(MOBILE_ON)[1:]
     assert list(off.samples_ms) == off_runs * 2 and list(on.samples_ms) == on_runs * 2
     expected = statistics.median(off_runs) / statistics.median(on_runs)

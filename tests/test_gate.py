@@ -89,10 +89,11 @@ from pytest_sme2.baseline import Baseline, BaselineStore
 from pytest_sme2.errors import BaselineError, RunnerError
 from pytest_sme2.gate import Comparison, GateConfig, Samples, Status, decide, gate
 from pytest_sme2.judge import NOT_WRITTEN, RECORDED, Judgement, Policy, judge
+from pytest_sme2.onoff import Pair
 from pytest_sme2.profile import Measurement, Profile, measure
 from pytest_sme2.report.results import TestResult
 from pytest_sme2.runners.android import AndroidRunner
-from pytest_sme2.runners.base import RunRequest
+from pytest_sme2.runners.base import SME2_OFF, SME2_ON, RunRequest, RunResult
 from pytest_sme2.runners.host import HostRunner, check_what_ran
 from pytest_sme2.trace import KIND_LEAF, Timeline, read_etdump
 
@@ -587,3 +588,88 @@ def test_a_runners_non_system_shared_libraries_are_part_of_its_build(tmp_path: P
     summary = rebuilt.verdict.summary()
     assert f"runner build changed (libraries.{lib.name} " in summary
     assert "the baseline's runner loaded other shared libraries (libexecutorch_standin.so)" in summary
+
+
+# ------------------------------------------------------------------- defect 3: the speedup is its own pair's
+
+MOBILE = "mobilenet_v3_small_like_fp32_xnnpack"
+
+
+class _OnArmChangesLater(HostRunner):
+    """A host runner whose SME2-on arm, from ``later`` on, runs another real recording: the machine's state minutes
+    after the pair was measured (the 2-thread recording of the same model: another speed, really measured)."""
+
+    later: Path | None = None
+
+    def run(self, request: RunRequest) -> RunResult:
+        if self.later is not None and request.variant == SME2_ON:
+            request = replace(request, build=self.later)
+        return super().run(request)
+
+
+def test_a_changed_models_speedup_is_judged_on_its_own_pair_and_reported_as_gated(tmp_path: Path) -> None:
+    """Issue 18 defect 3: a changed model of an on/off pair, compared in the same session with its baseline's artifact.
+
+    The same-session comparison measures the SME2-on arm again, beside the baseline's artifact, minutes after the
+    pair. Before, the gated speedup divided the pair's SME2-off arm by that later SME2-on measurement (another
+    thermal state; here the later recording), and the report showed it beside the pair's own arms. Now the speedup
+    is the pair's own off/on, the report renders the verdict's check, and the latency is still judged against the
+    re-measured reference.
+    """
+    from pytest_sme2.onoff import measure_on_off, report_of
+
+    bins = tmp_path / "bin"
+    runner = _OnArmChangesLater(variants={
+        SME2_OFF: make_standin(bins / "off", trace=DATA / f"{MOBILE}_simd-off_t1.etdump"),
+        SME2_ON: make_standin(bins / "on", trace=DATA / f"{MOBILE}_simd-on_t1.etdump")})
+    later = make_standin(bins / "later", trace=DATA / f"{MOBILE}_simd-on_t2.etdump")
+
+    def pair_of(pte: Path) -> Pair:
+        m = _standin_measurement(tmp_path, runs=4, warmup=1, blocks=2)
+        m = replace(m, pte=pte, inputs=())
+        return measure_on_off(runner, replace(m, variant=SME2_OFF), replace(m, variant=SME2_ON))
+
+    common = {"test_id": "t.py::test_on_off", "runner": runner, "baselines": BaselineStore(tmp_path / "baselines"),
+              "artifacts": ArtifactStore(tmp_path / "artifacts"), "config": GateConfig(margin=5.0),
+              "policy": Policy(confirm=False)}
+    first = pair_of(TOY_PTE)
+    assert judge(first.on, off=first.off, **common).outcome == RECORDED  # type: ignore[arg-type]
+    pair = pair_of(DATA / "toy_cnn_fp16_xnnpack.pte")  # the model changed
+    runner.later = later  # ... and the machine, after the pair was measured
+    judgement = judge(pair.on, off=pair.off, **common)  # type: ignore[arg-type]
+    verdict = judgement.verdict
+    assert verdict.comparison is Comparison.SESSION and judgement.candidate is not None
+    off_ms, on_ms = (p.samples().median_ms for p in (pair.off, pair.on))
+    later_ms = judgement.candidate.samples().median_ms
+    assert later_ms != pytest.approx(on_ms, rel=0.05), "the recordings differ: a mixed speedup would show"
+    speedup = verdict.speedup
+    assert speedup is not None
+    assert (speedup.baseline, speedup.candidate) == (pytest.approx(off_ms), pytest.approx(on_ms))
+    assert f"speedup {off_ms / on_ms:.2f}x" in speedup.message
+    e2e = verdict.e2e
+    assert e2e is not None and e2e.candidate == pytest.approx(later_ms)  # latency: beside the reference
+    shown = report_of(pair, verdict, emulated=False)
+    assert shown.speedup_check == speedup and shown.speedup.estimate == pytest.approx(off_ms / on_ms)
+
+
+def test_a_speedup_is_confirmed_on_the_pair_measured_again() -> None:
+    """Issue 18 defect 3: a failing speedup is re-measured as a pair, both arms, never one arm against an old one."""
+    from pytest_sme2.onoff import decide_speedup
+
+    blocks = (4, 4, 3, 3)
+    on, off = _toy_samples(1, 15, blocks), _toy_samples(15, 29, blocks)  # A/A: ~1.0x
+    pair = Pair(replace(_toy_profile(), latency_ms=off.e2e_ms, latency_blocks=blocks),
+                replace(_toy_profile(), latency_ms=on.e2e_ms, latency_blocks=blocks))
+    slow_off = _toy_samples(15, 29, blocks, data_movement_plus_ms=1.0).e2e_ms
+    again = Pair(replace(pair.off, latency_ms=slow_off), pair.on)  # the fresh pair: off 1 ms slower per run
+    calls: list[int] = []
+
+    def measure_again() -> Pair:
+        calls.append(1)
+        return again
+
+    verdict = decide_speedup(pair, GateConfig(min_speedup=2.0), measure_again)
+    assert calls == [1] and verdict.attempts == 2
+    assert verdict.speedup is not None
+    assert verdict.speedup.baseline == pytest.approx(float(np.median(slow_off)))  # the fresh pair's off arm ...
+    assert verdict.speedup.candidate == pytest.approx(float(np.median(on.e2e_ms)))  # ... over its own on arm
