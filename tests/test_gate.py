@@ -673,3 +673,32 @@ def test_a_speedup_is_confirmed_on_the_pair_measured_again() -> None:
     assert verdict.speedup is not None
     assert verdict.speedup.baseline == pytest.approx(float(np.median(slow_off)))  # the fresh pair's off arm ...
     assert verdict.speedup.candidate == pytest.approx(float(np.median(on.e2e_ms)))  # ... over its own on arm
+
+
+def test_the_sme2_off_runner_of_a_pair_is_part_of_the_measured_arms_artifact(tmp_path: Path) -> None:
+    """Issue 18 defect 9: a new SME2-off runner changes what the pair's speedup is over: a changed artifact, named.
+
+    Before: the SME2-on arm's artifact held its own program and build only, so a rebuilt SME2-off runner (which
+    moves the gated speedup) left the test ``unchanged``.
+    """
+    from pytest_sme2.onoff import measure_on_off
+
+    bins = tmp_path / "bin"
+    on = make_standin(bins / "on", trace=DATA / f"{MOBILE}_simd-on_t1.etdump")
+    runner = HostRunner(variants={SME2_OFF: make_standin(bins / "off", trace=DATA / f"{MOBILE}_simd-off_t1.etdump"),
+                                  SME2_ON: on})
+    m = replace(_standin_measurement(tmp_path), pte=TOY_PTE, inputs=())
+    common = {"test_id": "t.py::test_on_off", "runner": runner, "baselines": BaselineStore(tmp_path / "baselines"),
+              "artifacts": ArtifactStore(tmp_path / "artifacts"), "config": GateConfig(margin=5.0),
+              "policy": Policy(confirm=False)}
+
+    def judged() -> Judgement:
+        pair = measure_on_off(runner, replace(m, variant=SME2_OFF), replace(m, variant=SME2_ON))
+        return judge(pair.on, off=pair.off, **common)  # type: ignore[arg-type]
+
+    assert judged().outcome == RECORDED
+    assert judged().verdict.comparison is Comparison.UNCHANGED
+    make_standin(bins / "off", trace=DATA / f"{MOBILE}_simd-on_t2.etdump")  # the SME2-off runner rebuilt
+    verdict = judged().verdict
+    assert verdict.comparison is Comparison.SESSION
+    assert "measurement changed (off_arm.build.runner_sha256 " in verdict.summary()
