@@ -40,6 +40,7 @@ from .artifacts import Artifact, artifact_of
 from .categories import CategoryRules
 from .errors import ConfigError, Sme2Error
 from .gate import Samples
+from .hostlock import measuring
 from .identity import LATENCY_MODES, LATENCY_TRACED, LATENCY_UNTRACED, identity_of
 from .kernels import KernelLog, parse_xnnpack_log
 from .qemu_log import ExecutedKernels
@@ -82,6 +83,11 @@ PREEMPTED_LIMIT = 0.05
 PROCESS_PREEMPTED_LIMIT = 0.30
 #: ... or whose host lost more than this share of CPU time to steal (other tenants of the VM host).
 STEAL_LIMIT = 0.10
+#: ... or whose host gave more than this share of its CPU time to other processes (``BlockLoad.others_busy_share``):
+#: one busy process on the other core of this 2-CPU VM slowed XNNPACK 4-14 % without preempting the measuring thread
+#: (benchmarks/results/disturbance.txt, MobileNetV3, 1 thread: host busy 51 % alone and 100 % beside one burner, the
+#: block's own share 50 %, so others ~1 % vs ~50 %). A quarter of the host is halfway between the two.
+HOST_BUSY_LIMIT = 0.25
 
 #: A time budget never cuts a measurement below this many blocks (the gate's interval needs >= 4 per arm,
 #: and a confirmation pools two measurements) or runs per block.
@@ -163,6 +169,9 @@ class Measurement:
     #: seconds the blocks of one measurement may take (0 = no limit): a slow model gets fewer runs per block,
     #: then fewer blocks (never fewer than MIN_BLOCKS), decided from the first block's time
     time_budget_s: float = 0.0
+    #: the host's measuring lock (:mod:`pytest_sme2.hostlock`): held for the blocks, so measurements of other
+    #: processes on this host (xdist workers) never overlap them; None = not serialized
+    lock_file: Path | None = None
 
     def __post_init__(self) -> None:
         if self.runs < 1:
@@ -208,6 +217,7 @@ class Measurement:
             "warmup": self.warmup, "blocks": self.blocks, "threads": self.threads,
             "timeout_s": self.timeout_s, "out_dir": str(self.out_dir), "latency": self.latency,
             "busy_limit": self.busy_limit, "time_budget_s": self.time_budget_s,
+            "lock_file": str(self.lock_file) if self.lock_file else None,
         }
 
     @classmethod
@@ -221,6 +231,7 @@ class Measurement:
             blocks=int(d["blocks"]), threads=int(d["threads"]), timeout_s=float(d.get("timeout_s", 600.0)),
             out_dir=Path(d.get("out_dir", "sme2_out")), latency=str(d.get("latency", LATENCY_TRACED)),
             busy_limit=float(d.get("busy_limit", PREEMPTED_LIMIT)), time_budget_s=float(d.get("time_budget_s", 0.0)),
+            lock_file=Path(d["lock_file"]) if d.get("lock_file") else None,
         )
 
 
@@ -379,7 +390,8 @@ def disturbance_of(result: RunResult, limit: float = PREEMPTED_LIMIT) -> str:
     One runtime thread timed by its own CPU clock: preempted for more than ``PREEMPTED_LIMIT`` of the block,
     or waiting for a CPU that long. A thread pool idles by design, so only its wait for a CPU counts; a
     runner subprocess' CPU/wall also holds its start-up, so only a gross shortfall counts there. Any: more
-    than ``STEAL_LIMIT`` of the host's time stolen by the VM host.
+    than ``STEAL_LIMIT`` of the host's time stolen by the VM host, or more than ``HOST_BUSY_LIMIT`` of it used by
+    other processes (a busy neighbour on the other core slows XNNPACK without preempting it).
     """
     load = result.load
     if load is None or limit >= 1.0:
@@ -395,6 +407,9 @@ def disturbance_of(result: RunResult, limit: float = PREEMPTED_LIMIT) -> str:
     elif load.source != SOURCE_THREAD and load.threads == 1:
         busy = load.preempted_share > max(limit, PROCESS_PREEMPTED_LIMIT)
     if load.steal_share is not None and load.steal_share > STEAL_LIMIT:
+        busy = True
+    others = load.others_busy_share
+    if others is not None and others > HOST_BUSY_LIMIT:
         busy = True
     return load.describe() if busy else ""
 
@@ -566,8 +581,9 @@ def measure(runner: Runner, measurement: Measurement, *, kernel_log: KernelLog |
             executed: ExecutedKernels | None = None) -> Profile:
     """Run ``measurement`` in its blocks on ``runner`` and analyze it (``executed``: the kernels an emulator saw
     run, :func:`record_executed_kernels`)."""
-    (blocks,), note, invalid = _measure_blocks(runner, [measurement], blocks=measurement.blocks, progress=progress,
-                                               what=measurement.label)
+    with measuring(measurement.lock_file, what=measurement.label, progress=progress):
+        (blocks,), note, invalid = _measure_blocks(runner, [measurement], blocks=measurement.blocks,
+                                                   progress=progress, what=measurement.label)
     return _profile(runner, measurement, blocks, kernel_log=kernel_log, rules=rules, disturbance=note,
                     invalid=invalid, executed=executed)
 
@@ -579,8 +595,10 @@ def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs:
     if a.blocks != b.blocks:
         raise ConfigError(f"an interleaved comparison needs the same number of blocks per arm ({a.blocks} != "
                           f"{b.blocks})")
-    (blocks_a, blocks_b), note, invalid = _measure_blocks(runner, [a, b], blocks=a.blocks, progress=progress,
-                                                          what=what or f"{a.label} vs {b.label}")
+    label = what or f"{a.label} vs {b.label}"
+    with measuring(a.lock_file or b.lock_file, what=label, progress=progress):
+        (blocks_a, blocks_b), note, invalid = _measure_blocks(runner, [a, b], blocks=a.blocks, progress=progress,
+                                                              what=label)
     logs = [*list(kernel_logs), None, None]
     ran = [*list(executed), None, None]
     return (_profile(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid,

@@ -61,7 +61,9 @@ class Sme2Baseline:
         with session.third_party(self._item.nodeid):
             judgement = call(lambda: judge(
                 profile, test_id=self._item.nodeid, runner=self._runner.runner, baselines=session.baselines,
-                artifacts=session.artifacts, config=config, policy=policy, off=off, rules=session.rules))
+                artifacts=session.artifacts, config=config, policy=policy, off=off, rules=session.rules,
+                progress=session.progress))
+        session.status.clear()
         verdict = judgement.verdict
         if isinstance(result, OnOff):
             from ..onoff import report_of

@@ -115,14 +115,18 @@ class Sme2Runner:
     def measurement(self, exported: Any, *, variant: str | None = None, runs: int | None = None,
                     blocks: int | None = None) -> Any:
         """How this session measures ``exported`` (runs, warm-up, blocks, threads, latency source)."""
+        from ..hostlock import LOCK_NAME
         from ..profile import Measurement
 
         o = self._session.options
+        # Measurements on this host's CPUs are serialized across xdist workers (a phone per worker is its own device).
+        lock = o.cache_dir / LOCK_NAME if o.device in ("local", "host", "qemu") else None
         return call(lambda: Measurement.of(
             exported, runs=o.runs if runs is None else runs, warmup=o.warmup, threads=o.threads,
             out_dir=self._session.out_dir / _safe(self._item.nodeid), variant=variant,
             blocks=o.blocks if blocks is None else blocks, timeout_s=o.timeout,
-            latency=self._session.latency, busy_limit=o.busy_limit / 100, time_budget_s=o.time_budget))
+            latency=self._session.latency, busy_limit=o.busy_limit / 100, time_budget_s=o.time_budget,
+            lock_file=lock))
 
     def profile(self, exported: Any, *, variant: str | None = None, runs: int | None = None) -> Any:
         """Measure ``exported`` (``--sme2-blocks`` blocks of ``--sme2-runs``); returns a Profile."""
@@ -150,7 +154,9 @@ class Sme2Runner:
         with self._session.third_party(self._item.nodeid):
             log = call(lambda: self._session.kernel_log(m))
             ran = call(lambda: self._session.executed_kernels(m))
-            result = call(lambda: measure(self.runner, m, kernel_log=log, rules=self._session.rules, executed=ran))
+            result = call(lambda: measure(self.runner, m, kernel_log=log, rules=self._session.rules, executed=ran,
+                                          progress=self._session.progress))
+        self._session.status.clear()
         record(self._item).profile = result.to_dict()
         return result
 
@@ -170,7 +176,8 @@ class Sme2Runner:
                    call(lambda: self._session.executed_kernels(on_m)))
             pair: Pair = call(lambda: measure_on_off(self.runner, off_m, on_m, kernel_logs=logs,
                                                      rules=self._session.rules, what=f"{exported.name} SME2 off/on",
-                                                     executed=ran))
+                                                     executed=ran, progress=self._session.progress))
+        self._session.status.clear()
         rec = record(self._item)
         rec.profile, rec.profile_off = pair.on.to_dict(), pair.off.to_dict()
         return pair
@@ -206,7 +213,8 @@ class Sme2Runner:
         with self._session.third_party(self._item.nodeid):
             pair: Pair = call(lambda: measure_on_off(self.runner, a_m, b_m, rules=self._session.rules,
                                                      what=f"{exported.name} {slower} vs {faster}", off_label=slower,
-                                                     on_label=faster))
+                                                     on_label=faster, progress=self._session.progress))
+        self._session.status.clear()
         rec = record(self._item)
         rec.profile, rec.profile_off = pair.on.to_dict(), pair.off.to_dict()
         return pair
