@@ -41,10 +41,16 @@ defect 9 (margin asymmetry):
 
 Issue 18 (the gate where CI lives), mapped the same way:
 
-issue 18 defect 1 (the reference was never seeded in CI) — the part done: seeding and ordering, not yet a
-reference measured on another runtime:
+issue 18 defect 1 (the reference was never seeded in CI): seeding and ordering; a runtime change is its own
+verdict (``runtime``: the stored rule, named, saying what it can catch) rather than a reference measured on the
+baseline's runtime (README "What a test is compared with" says why):
     tests/test_reference_seeding.py::test_an_unchanged_run_seeds_the_artifact_store;
-    tests/test_reference_seeding.py::test_the_store_removes_what_a_killed_writer_left
+    tests/test_reference_seeding.py::test_the_store_removes_what_a_killed_writer_left;
+    tests/test_reference_seeding.py::test_a_runtime_change_is_its_own_verdict_and_says_what_it_can_catch;
+    test_a_runners_non_system_shared_libraries_are_part_of_its_build (a runner's libraries: ``runtime`` too)
+issue 18 defect 3 (the SME2 speedup mixed measurements that were not interleaved):
+    test_a_changed_models_speedup_is_judged_on_its_own_pair_and_reported_as_gated;
+    test_a_speedup_is_confirmed_on_the_pair_measured_again
 issue 18 defect 5 (green could mean nothing was gated):
     tests/test_fail_closed.py::test_in_ci_a_missing_baseline_fails_with_the_command_and_on_a_laptop_it_records;
     tests/test_fail_closed.py::test_ci_opts_in_to_record_with_fail_on_none;
@@ -54,6 +60,15 @@ issue 18 defect 7 (``pytest-sme2 compare`` judged two sessions as one):
     tests/test_cli.py::test_compare_refuses_measurements_of_another_identity;
     tests/test_cli.py::test_compare_of_an_unchanged_artifact_is_drift_never_a_failure;
     tests/test_cli.py::test_compare_of_a_changed_artifact_takes_the_stored_rule_and_the_drift_allowance
+issue 18 defect 8 (parallel workers skewed measurements unflagged):
+    tests/test_load.py::test_two_processes_measuring_on_one_host_never_overlap (the host's measuring lock);
+    tests/test_load.py::test_a_busy_neighbour_on_the_other_core_marks_the_block_disturbed (recorded blocks);
+    tests/test_load.py::test_a_live_block_beside_one_burner_is_disturbed
+issue 18 defect 9 (what the artifact left out could never fail):
+    test_runs_warmup_and_the_measuring_code_are_part_of_the_artifact;
+    test_a_baseline_without_a_recipe_keeps_working_and_says_what_is_not_compared;
+    test_a_runners_non_system_shared_libraries_are_part_of_its_build;
+    test_the_sme2_off_runner_of_a_pair_is_part_of_the_measured_arms_artifact
 issue 18 defect 10 (smaller: seeds, inputs, updates, ticks):
     test_a_readme_style_factory_builds_the_same_weights_and_inputs_every_time (factories under a fixed seed);
     test_inputs_that_differ_from_the_baselines_are_warned_about;
