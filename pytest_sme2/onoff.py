@@ -24,7 +24,7 @@ from typing import Any
 from .artifacts import Artifact
 from .categories import CategoryRules
 from .errors import ConfigError
-from .gate import Comparison, GateConfig, Samples, Verdict, decide, overall
+from .gate import Comparison, GateConfig, Samples, Verdict, decide, overall, speedup_check
 from .kernels import KernelLog
 from .profile import ExportedLike, Measurement, Profile, Progress, measure_pair
 from .qemu_log import ExecutedKernels
@@ -112,7 +112,10 @@ def report_of(pair: Pair, verdict: Verdict, *, emulated: bool) -> Any:
     off, on = pair.off, pair.on
     builds = builds_sentence(_build(off.artifact), _build(on.artifact), pair.off_label,
                              pair.on_label) if off.variant == SME2_OFF else ""
-    return compare_on_off(off.analysis, on.analysis, speedup=verdict.speedup, off_label=pair.off_label,
+    # A verdict without a speedup check (an invalid measurement) still shows the pair's ratio: on the samples the
+    # gate would have judged (the latency runs), advisory — never a ratio of other runs.
+    speedup = verdict.speedup or speedup_check(*pair.samples(), GateConfig(emulated=emulated))
+    return compare_on_off(off.analysis, on.analysis, speedup=speedup, off_label=pair.off_label,
                           on_label=pair.on_label, emulated=emulated, builds=builds)
 
 
