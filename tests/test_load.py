@@ -96,9 +96,11 @@ def test_block_load_shares_and_round_trip() -> None:
     assert load.steal_share == pytest.approx(6 / 200) and load.host_busy_share == pytest.approx(1 - 50 / 200)
     assert load.cpu_share == pytest.approx(0.62) and load.preempted_share == pytest.approx(0.38)
     assert load.run_delay_share == pytest.approx(0.38)
+    # others: the host was busy 75 % of its CPU time, 0.62 s of 2 CPUs x 1 s of it was the block's own
+    assert load.others_busy_share == pytest.approx(0.75 - 0.62 / 2)
     assert load.describe() == (
-        "preempted 38 % of wall time (thread cpu time, 1 thread); waited for a CPU 38 %; load 2.9 on 2 CPUs; "
-        "3 runnable; steal 3.0 %"
+        "preempted 38 % of wall time (thread cpu time, 1 thread); waited for a CPU 38 %; other processes used 44 % of "
+        "the host's CPU time; load 2.9 on 2 CPUs; 3 runnable; steal 3.0 %"
     )
     assert BlockLoad.from_dict(load.to_dict()) == load
     # Two threads: the share is taken over threads x wall; a share above 1 (clock reads) is not negative.
