@@ -23,10 +23,15 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .atomic import remove_stale_tmp
 from .errors import BaselineError
+from .identity import LATENCY_UNTRACED
+
+if TYPE_CHECKING:
+    from .profile import Measurement
+    from .runners.base import Runner
 
 _HASHES: dict[tuple[str, int, int], str] = {}
 
@@ -48,48 +53,102 @@ def file_sha256(path: str | Path) -> str:
 
 @dataclass(frozen=True)
 class Artifact:
-    """The program, inputs and build one measurement ran.
+    """The program, inputs, build and measuring recipe of one measurement: what decides its number.
 
     ``build`` is the runner's ``build_identity(variant)``: for the local runtime the executorch version and
     the sha256 of its extension module and libraries (``runtime_*``), for ``executor_runner`` builds the
-    binary's sha256 (``runner_sha256``). Two artifacts are the same when all three parts are.
+    binary's sha256 (``runner_sha256``) and, for a runner that names them (pytest-sme2's own), the non-system
+    shared libraries it loaded (``libraries``: file name -> sha256). ``recipe`` is how it was measured
+    (``Measurement.recipe()``: the measuring code's version, runs and warm-up per block; for the measured arm of
+    an SME2 on/off pair, the SME2-off arm's program and build). Two artifacts are the same when all four parts are;
+    a baseline written before ``recipe`` existed records none, and its recipe is then not compared (see
+    :meth:`differences`).
     """
 
     pte_sha256: str
     inputs_sha256: tuple[str, ...] = ()
     build: Mapping[str, Any] = field(default_factory=dict)
+    recipe: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, pte: Path, inputs: Sequence[Path], build: Mapping[str, Any]) -> Artifact:
-        return cls(file_sha256(pte), tuple(file_sha256(p) for p in inputs), dict(build))
+    def of(cls, pte: Path, inputs: Sequence[Path], build: Mapping[str, Any],
+           recipe: Mapping[str, Any] | None = None) -> Artifact:
+        return cls(file_sha256(pte), tuple(file_sha256(p) for p in inputs), dict(build), dict(recipe or {}))
 
     def differences(self, other: Artifact) -> list[str]:
-        """What changed from ``self`` (the baseline's) to ``other`` (the candidate's), in words."""
+        """What changed from ``self`` (the baseline's) to ``other`` (the candidate's), in words.
+
+        A baseline without a recipe (written before pytest-sme2 recorded one) is compared on its program, inputs
+        and build only: its runs, warm-up, measuring code and SME2-off arm are unknown, not "changed" (re-record it
+        with ``--sme2-update-baseline`` to compare them too).
+        """
         out = []
         if self.pte_sha256 != other.pte_sha256:
             out.append(f"model program changed (.pte {self.pte_sha256[:10]} -> {other.pte_sha256[:10]})")
         if self.inputs_sha256 != other.inputs_sha256:
             out.append("input files changed")
-        if _without_path(self.build) != _without_path(other.build):
-            keys = sorted(set(self.build) | set(other.build))
-            parts = [f"{k} {_short(self.build.get(k))} -> {_short(other.build.get(k))}" for k in keys
-                     if self.build.get(k) != other.build.get(k) and k != "path"]
+        mine, theirs = comparable_builds(self.build, other.build)
+        if mine != theirs:
             what = "runtime" if is_runtime(self.build) or is_runtime(other.build) else "runner build"
-            out.append(f"{what} changed ({'; '.join(parts) or 'path only'})")
+            out.append(f"{what} changed ({'; '.join(_changed(mine, theirs)) or 'path only'})")
+        if self.recipe and dict(self.recipe) != dict(other.recipe):
+            out.append(f"measurement changed ({'; '.join(_changed(self.recipe, other.recipe))})")
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pte_sha256": self.pte_sha256, "inputs_sha256": list(self.inputs_sha256), "build": dict(self.build)}
+        return {"pte_sha256": self.pte_sha256, "inputs_sha256": list(self.inputs_sha256), "build": dict(self.build),
+                "recipe": dict(self.recipe)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Artifact:
         return cls(str(data["pte_sha256"]), tuple(str(x) for x in data.get("inputs_sha256", ())),
-                   dict(data.get("build", {})))
+                   dict(data.get("build", {})), dict(data.get("recipe", {})))
+
+
+def _changed(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``key old -> new`` for every key whose value differs (nested mappings by their own keys)."""
+    parts = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if a == b or k == "path":
+            continue
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            parts += _changed(a, b, f"{prefix}{k}.")
+        else:
+            parts.append(f"{prefix}{k} {_short(a)} -> {_short(b)}")
+    return parts
+
+
+def artifact_of(runner: Runner, measurement: Measurement, *,
+                libraries: Mapping[str, str] | None = None) -> Artifact:
+    """The program, inputs, builds and recipe ``measurement`` runs: the traced build, the timing build when the
+    latency comes from it (the builds whose runs give numbers), and ``libraries`` (``{path: sha256}``, the
+    non-system shared libraries its runs mapped) by file name — where they lie is not what they are."""
+    build = dict(runner.build_identity(measurement.variant))
+    if libraries:
+        build["libraries"] = {Path(path).name: sha for path, sha in sorted(libraries.items())}
+    if measurement.build is not None:
+        build["runner_sha256"] = file_sha256(measurement.build)
+    if measurement.latency != LATENCY_UNTRACED:
+        build.pop("timing_runner_sha256", None)
+    elif measurement.timing_build is not None:
+        build["timing_runner_sha256"] = file_sha256(measurement.timing_build)
+    return Artifact.of(measurement.pte, measurement.inputs, build, measurement.recipe())
 
 
 def is_runtime(build: Mapping[str, Any]) -> bool:
     """Is this the build identity of an in-process runtime (the pybindings), not of a runner binary?"""
     return "runtime_module" in build
+
+
+def comparable_builds(baseline: Mapping[str, Any], candidate: Mapping[str, Any]
+                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two builds as they compare: without where the binaries lie, and without the loaded ``libraries`` when
+    the baseline does not record them (written before they were recorded: unknown, not changed)."""
+    mine, theirs = _without_path(baseline), _without_path(candidate)
+    if "libraries" not in mine:
+        theirs.pop("libraries", None)
+    return mine, theirs
 
 
 def _without_path(build: Mapping[str, Any]) -> dict[str, Any]:

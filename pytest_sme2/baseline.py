@@ -83,11 +83,6 @@ class Baseline:
     def identity_id(self) -> str:
         return identity_id(self.identity)
 
-    @property
-    def fingerprint(self) -> Mapping[str, Any]:
-        """The identity (the name reports of the first release used)."""
-        return self.identity
-
     def samples(self) -> Samples:
         cats = self.category_per_run_ms if self.per_operator else {}
         return Samples(self.samples_ms, self.block_sizes, cats, self.category_block_sizes if cats else (),

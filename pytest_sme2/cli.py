@@ -372,7 +372,7 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
         out = {}
         for t in results.tests:
             if t.profile is not None:
-                out[t.test_id] = Recorded(t.profile.samples(), t.profile.fingerprint, t.profile.artifact)
+                out[t.test_id] = Recorded(t.profile.samples(), t.profile.identity, t.profile.artifact)
         return out
     raise ConfigError(
         f"{path} is neither an analysis summary (pytest-sme2 analyze/profile), a baseline file, "

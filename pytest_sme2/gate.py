@@ -79,6 +79,10 @@ class Comparison(str, Enum):
     SESSION = "session"
     STORED = "stored"
     UNCHANGED = "unchanged"
+    #: the stored samples because the *runtime* changed (another executorch on the local runtime, other shared
+    #: libraries under a runner): the baseline's runtime cannot run here, so its artifact cannot be re-measured.
+    #: Judged as ``stored`` (margin + drift allowance); named apart so CI sees that an upgrade was gated this weakly
+    RUNTIME = "runtime"
 
     def __str__(self) -> str:
         return self.value
@@ -89,7 +93,14 @@ class Comparison(str, Enum):
             Comparison.SESSION: "the baseline's artifact re-measured in this session, interleaved",
             Comparison.STORED: "the stored baseline samples (the baseline's artifact is not available here)",
             Comparison.UNCHANGED: "the stored baseline samples of the same artifact (only the machine can differ)",
+            Comparison.RUNTIME: ("the stored baseline samples: the runtime changed and the baseline's runtime cannot "
+                                 "run here, so only a slowdown beyond the margin plus the drift allowance is caught"),
         }[self]
+
+    @property
+    def widened(self) -> bool:
+        """Whether the reference is from another session, so the margin takes the drift allowance."""
+        return self in (Comparison.STORED, Comparison.RUNTIME)
 
 
 @dataclass(frozen=True)
@@ -306,7 +317,7 @@ def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comp
         return Check("e2e", Status.INVALID, "the reference median is 0 ms: below the timer's resolution")
     effect = block_ratio_ci(reference.e2e_ms, candidate.e2e_ms, baseline_blocks=reference.blocks,
                             candidate_blocks=candidate.blocks, confidence=config.confidence)
-    margin = config.margin + (config.drift_allowance if comparison is Comparison.STORED else 0.0)
+    margin = config.margin + (config.drift_allowance if comparison.widened else 0.0)
     head = f"median {ref_med:.4f} -> {cand_med:.4f} ms"
     if effect.interval is None:
         return Check("e2e", Status.INCONCLUSIVE,
@@ -315,7 +326,7 @@ def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comp
     iv = effect.interval
     where = f"{head}, {_ratio_text(iv)}"
     m = f"+{margin * 100:.1f}% margin"
-    if comparison is Comparison.STORED and config.drift_allowance:
+    if comparison.widened and config.drift_allowance:
         m += (f" ({config.margin * 100:.0f}% + {config.drift_allowance * 100:.0f}% allowed drift "
               "between sessions)")
     if comparison is Comparison.UNCHANGED:

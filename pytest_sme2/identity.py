@@ -21,13 +21,25 @@ This module is pure data: :mod:`pytest_sme2.device` reads the facts and builds i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import DeviceError
+from .errors import DeviceError, Sme2Error
+
+if TYPE_CHECKING:
+    from .profile import Measurement
+    from .runners.base import Runner
+
+#: Where a measurement's latency comes from (``Measurement.latency``), part of the identity: E2E samples from
+#: untraced runs, breakdown from traced runs of the same blocks ...
+LATENCY_UNTRACED = "untraced"
+#: ... or E2E samples and breakdown from the same traced runs (the latency includes the tracer's cost).
+LATENCY_TRACED = "traced"
+LATENCY_MODES = (LATENCY_UNTRACED, LATENCY_TRACED)
 
 #: Bumped when the meaning of a field changes; identities of different versions never match.
 IDENTITY_VERSION = 1
@@ -312,3 +324,24 @@ def reports_sme2(facts: Mapping[str, Any]) -> bool | None:
     if isinstance(isa, (list, tuple)):
         return "sme2" in isa or "sme2p1" in isa
     return None
+
+
+def identity_of(runner: Runner, measurement: Measurement) -> dict[str, Any]:
+    """What a baseline is keyed on: the device identity, how runs are made there (the runner kind; pinning and
+    clock mode on a phone), and the test's threads, dtype, backend and variant. ``summary`` is one line of it."""
+    device = dict(runner.identity())
+    identity = dict(device)
+    with contextlib.suppress(Sme2Error):  # a stand-in runner's own identity is keyed as it is
+        identity["summary"] = DeviceIdentity.from_dict(device).describe()
+    settings = getattr(runner, "run_settings", None)
+    if callable(settings):
+        identity.update(settings())
+    identity.update({"runner": runner.name, "dtype": measurement.model.get("dtype", "unknown"),
+                     "backend": measurement.model.get("backend", "unknown"), "threads": measurement.threads})
+    if measurement.variant is not None:
+        identity["variant"] = measurement.variant
+    if measurement.latency == LATENCY_UNTRACED:
+        # Untraced and traced latency time different things (the tracer's cost; on the local runtime the
+        # pybindings call too): never one baseline for both. Traced keeps the key absent, as before it existed.
+        identity["latency"] = LATENCY_UNTRACED
+    return identity

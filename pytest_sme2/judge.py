@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from .artifacts import Artifact, ArtifactStore, is_runtime
+from .artifacts import Artifact, ArtifactStore, comparable_builds, is_runtime
 from .baseline import Baseline, BaselineStore, Lookup, identity_diff, identity_id, now_iso
 from .categories import CategoryRules
 from .gate import (
@@ -50,6 +50,7 @@ from .gate import (
 from .identity import reports_sme2
 from .kernels import KernelLog
 from .numerics import NumericsComparison
+from .onoff import Pair, decide_speedup, remeasure, with_speedup
 from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair, source_head
 from .runners.base import MODE_TIMING, Runner
 
@@ -99,7 +100,7 @@ class Judgement:
 def _baseline_from(test_id: str, profile: Profile, tool_version: str) -> Baseline:
     a = profile.analysis
     return Baseline(
-        test_id=test_id, identity=profile.fingerprint, samples_ms=profile.samples_ms,
+        test_id=test_id, identity=profile.identity, samples_ms=profile.samples_ms,
         block_sizes=profile.block_sizes or (len(profile.samples_ms),), artifact=profile.artifact,
         category_per_run_ms=dict(a.category_per_run_ms) if profile.per_operator else {},
         category_block_sizes=(a.block_sizes or (a.runs_measured,)) if profile.per_operator else (),
@@ -132,43 +133,58 @@ def keep_artifacts(store: ArtifactStore, profile: Profile, runner: Runner) -> No
         store.put(m.timing_build, mode=0o755)
 
 
-def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner,
-                          store: ArtifactStore) -> tuple[Measurement | None, str]:
+@dataclass(frozen=True)
+class Reference:
+    """How to measure the baseline's artifact now, or why it cannot be (``measurement`` None)."""
+
+    measurement: Measurement | None
+    why: str = ""
+    #: the reason is another runtime (executorch, or the libraries a runner loads), not a missing file: the verdict
+    #: is then :attr:`~pytest_sme2.gate.Comparison.RUNTIME`
+    runtime_changed: bool = False
+
+
+def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner, store: ArtifactStore) -> Reference:
     """How to measure the baseline's artifact now, or why it cannot be (the store lacks it, another runtime)."""
     m = candidate.measurement
     if m is None:
-        return None, "the candidate does not say how it was measured"
+        return Reference(None, "the candidate does not say how it was measured")
     pte = store.get(baseline.pte_sha256)
     inputs = [store.get(sha) for sha in baseline.inputs_sha256]
     if pte is None or any(p is None for p in inputs):
-        return None, f"the artifact store {store.root} does not hold the baseline's program and inputs"
+        return Reference(None, f"the artifact store {store.root} does not hold the baseline's program and inputs")
     build: Path | None = None
     timing_build: Path | None = None
     current = dict(runner.build_identity(m.variant))
     if is_runtime(baseline.build) or is_runtime(current):
-        if _without_path(baseline.build) != _without_path(current):
-            return None, (f"the baseline ran on another runtime ({_describe(baseline.build)}; this one is "
-                          f"{_describe(current)}), which cannot run in this process")
+        mine, now = comparable_builds(baseline.build, current)
+        if mine != now:
+            return Reference(None, (f"the baseline ran on another runtime ({_describe(baseline.build)}; this one is "
+                                    f"{_describe(current)}), which cannot run in this process"), runtime_changed=True)
     else:
+        libs = baseline.build.get("libraries")
+        now_libs = candidate.artifact.build.get("libraries") if candidate.artifact is not None else None
+        if libs is not None and libs != now_libs:
+            changed = sorted(k for k in {*libs, *(now_libs or {})} if libs.get(k) != (now_libs or {}).get(k))
+            return Reference(None, (f"the baseline's runner loaded other shared libraries ({', '.join(changed)}); "
+                                    "the store keeps runner binaries, not the libraries they load, so the baseline's "
+                                    "build cannot run here"), runtime_changed=True)
         sha = str(baseline.build.get("runner_sha256", ""))
         if sha and sha != current.get("runner_sha256"):
             build = store.get(sha)
             if build is None:
-                return None, f"the artifact store {store.root} does not hold the baseline's runner build ({sha[:12]})"
+                return Reference(None, f"the artifact store {store.root} does not hold the baseline's runner build "
+                                       f"({sha[:12]})")
         timing_sha = str(baseline.build.get("timing_runner_sha256", ""))
         if timing_sha and timing_sha != current.get("timing_runner_sha256"):
             # The baseline's latency came from another timing build: re-measure that one, or the comparison
             # would time the current timing build twice and hide its change.
             timing_build = store.get(timing_sha)
             if timing_build is None:
-                return None, (f"the artifact store {store.root} does not hold the baseline's timing build "
-                              f"({timing_sha[:12]})")
-    return replace(m, pte=pte, inputs=tuple(p for p in inputs if p is not None), build=build,
-                   timing_build=timing_build, label=f"{m.label}_reference"), ""
-
-
-def _without_path(build: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in build.items() if k != "path"}
+                return Reference(None, (f"the artifact store {store.root} does not hold the baseline's timing build "
+                                        f"({timing_sha[:12]})"))
+    return Reference(replace(m, pte=pte, inputs=tuple(p for p in inputs if p is not None), build=build,
+                             timing_build=timing_build, label=f"{m.label}_reference"))
 
 
 def _describe(build: Mapping[str, Any]) -> str:
@@ -191,8 +207,8 @@ def sme2_evidence(profile: Profile, off: Profile | None, config: GateConfig) -> 
         return None
     device_sme2 = reports_sme2(profile.device)
     if device_sme2 is None:
-        device_sme2 = reports_sme2(profile.fingerprint)
-    name = (profile.fingerprint.get("summary") or profile.device.get("name") or profile.device.get("serial")
+        device_sme2 = reports_sme2(profile.identity)
+    name = (profile.identity.get("summary") or profile.device.get("name") or profile.device.get("serial")
             or "the device")
     # kernel_source is "none: <why>" when the arm has no log: the check says that why
     why = profile.kernel_source.split(": ", 1)[1] if source_head(profile.kernel_source) == "none" else ""
@@ -236,7 +252,7 @@ def _blocking_evidence(evidence: Sme2Evidence | None) -> str:
 def _other_lines(lookup: Lookup, profile: Profile) -> list[str]:
     lines = []
     for path, other in lookup.others:
-        diff = "; ".join(identity_diff(other.identity, profile.fingerprint)) or "?"
+        diff = "; ".join(identity_diff(other.identity, profile.identity)) or "?"
         lines.append(f"  a baseline exists for another device or configuration ({path.name}); differs in: {diff}")
     for path in lookup.legacy:
         lines.append(f"  {path.name} was written by an earlier pytest-sme2 without the device identity: it is "
@@ -258,7 +274,7 @@ def judge(
     progress: Progress | None = None,
 ) -> Judgement:
     """Judge ``profile`` (the SME2-on arm of an on/off pair when ``off`` is given) against its baseline."""
-    path = baselines.path_for(test_id, profile.fingerprint)
+    path = baselines.path_for(test_id, profile.identity)
     cand = profile.samples()
     off_samples = off.samples() if off is not None else None
     invalid = profile.invalid_reason or (off.invalid_reason if off is not None else "")
@@ -290,7 +306,7 @@ def judge(
         written = baselines.save(baseline)
         return Judgement(WRITTEN, absolute_only(), written, baseline, f"baseline written: {written}")
 
-    lookup = baselines.lookup(test_id, profile.fingerprint)
+    lookup = baselines.lookup(test_id, profile.identity)
     if lookup.baseline is None:
         head = f"no baseline for this device ({_identity_text(profile)}): expected {lookup.path}"
         others = _other_lines(lookup, profile)
@@ -313,6 +329,7 @@ def judge(
 
     baseline = lookup.baseline
     base = baseline.samples()
+    again_pair = _once(lambda: remeasure(runner, Pair(off, profile), rules=rules, progress=progress)) if off else None
     notes: list[str] = []
     reference: Profile | None = None
     candidate = profile
@@ -326,8 +343,9 @@ def judge(
         notes.append("unchanged artifact (same program, inputs and build as the baseline): only the machine can "
                      "differ, so a slower median is reported as drift, not gated")
     else:
-        ref_m, why = (reference_measurement(baseline.artifact, profile, runner, artifacts) if baseline.artifact
-                      else (None, "the baseline does not record its artifact"))
+        ref = (reference_measurement(baseline.artifact, profile, runner, artifacts) if baseline.artifact
+               else Reference(None, "the baseline does not record its artifact"))
+        ref_m, why = ref.measurement, ref.why
         what = "; ".join(changes) or "the artifact is unknown"
         if ref_m is not None and profile.measurement is not None and not invalid:
             comparison = Comparison.SESSION
@@ -346,13 +364,31 @@ def judge(
 
             measure_again = again_session
             base = first_ref
+        elif ref.runtime_changed:
+            comparison = Comparison.RUNTIME
+            notes.append(f"changed since the baseline: {what}; compared with the stored samples of "
+                         f"{baseline.created or 'an earlier session'} ({why}): a runtime change is gated only "
+                         "beyond the margin plus the drift allowance (re-record the baseline on this runtime, "
+                         "--sme2-update-baseline, to gate later changes in the same session)")
+            measure_again = _remeasure_stored(runner, profile, again_pair, base, rules=rules, progress=progress)
         else:
             comparison = Comparison.STORED
             notes.append(f"changed since the baseline: {what}; compared with the stored samples of "
                          f"{baseline.created or 'an earlier session'} ({why or 'the measurement is invalid'})")
-            measure_again = _remeasure_stored(runner, profile, off, base, rules=rules, progress=progress)
-    verdict = decide((base, cand, off_samples), measure_again if policy.confirm else None, config,
-                     comparison=comparison, notes=notes, evidence=evidence)
+            measure_again = _remeasure_stored(runner, profile, again_pair, base, rules=rules, progress=progress)
+    if comparison is Comparison.UNCHANGED and baseline.artifact is not None and not baseline.artifact.recipe:
+        notes.append("the baseline records no measurement recipe (written by an earlier pytest-sme2): its runs, "
+                     "warm-up, measuring code and SME2-off arm are not compared; --sme2-update-baseline records them")
+    if off is None:
+        verdict = decide((base, cand, None), measure_again if policy.confirm else None, config,
+                         comparison=comparison, notes=notes, evidence=evidence)
+    else:
+        # The latency is judged against the baseline; the speedup on the pair's own interleaved arms, confirmed on
+        # the pair measured again (pytest_sme2.onoff) — never the pair's off arm over another measurement's on arm.
+        verdict = decide((base, cand, None), measure_again if policy.confirm else None,
+                         replace(config, min_speedup=None), comparison=comparison, notes=notes, evidence=evidence)
+        pair = Pair(off, profile)
+        verdict = with_speedup(verdict, decide_speedup(pair, config, again_pair if policy.confirm else None))
     warnings = _inputs_warning(baseline.artifact, profile.artifact)
     return Judgement(GATED, verdict, lookup.path, baseline, verdict.summary(), reference, candidate, warnings)
 
@@ -428,20 +464,15 @@ def compare_recorded(old: Recorded, new: Recorded, config: GateConfig) -> Record
     return RecordedComparison(verdict, (), rule)
 
 
-def _remeasure_stored(runner: Runner, profile: Profile, off: Profile | None, base: Samples, *,
+def _remeasure_stored(runner: Runner, profile: Profile, again_pair: Callable[[], Pair] | None, base: Samples, *,
                       rules: CategoryRules | None, progress: Progress | None
                       ) -> Callable[[], tuple[Samples | None, Samples, Samples | None]] | None:
     m = profile.measurement
     if m is None:
         return None
-    if off is not None and off.measurement is not None:
-        off_m = off.measurement
-
-        def again_pair() -> tuple[Samples | None, Samples, Samples | None]:
-            o, c = measure_pair(runner, off_m, m, rules=rules, progress=progress, what=f"{m.label} (confirming)")
-            return base, c.samples(), o.samples()
-
-        return again_pair
+    if again_pair is not None:
+        # An on/off pair is measured again as a pair: the same measurement confirms the latency and the speedup.
+        return lambda: (base, again_pair().on.samples(), None)
 
     def again() -> tuple[Samples | None, Samples, Samples | None]:
         return base, measure(runner, m, rules=rules, progress=progress).samples(), None
@@ -449,8 +480,23 @@ def _remeasure_stored(runner: Runner, profile: Profile, off: Profile | None, bas
     return again
 
 
+_T = TypeVar("_T")
+
+
+def _once(make: Callable[[], _T]) -> Callable[[], _T]:
+    """``make`` called at most once; later calls return its first result."""
+    done: list[_T] = []
+
+    def call() -> _T:
+        if not done:
+            done.append(make())
+        return done[0]
+
+    return call
+
+
 def _identity_text(profile: Profile) -> str:
-    ident = profile.fingerprint
+    ident = profile.identity
     summary = ident.get("summary") or ident.get("description")
     if summary:
         return str(summary)
@@ -459,5 +505,5 @@ def _identity_text(profile: Profile) -> str:
 
 
 __all__ = ["GATED", "MISSING", "NOT_WRITTEN", "RECORDED", "WRITTEN", "Judgement", "Policy", "Recorded",
-           "RecordedComparison", "compare_recorded", "judge", "keep_artifacts", "reference_measurement",
+           "RecordedComparison", "Reference", "compare_recorded", "judge", "keep_artifacts", "reference_measurement",
            "sme2_evidence"]

@@ -24,7 +24,8 @@ preemption hits some executions whole and spares the rest: the 10th percentile d
 judge a block by its share, its run delay or its low percentiles, not by the median execution. One
 burner on the other CPU slowed the median 4-14 % with CPU/wall at 1: the cores share caches and
 the host's physical cores; only ``host_busy_share`` (~100 % instead of ~50 %) and
-``procs_running`` show that.
+``procs_running`` show that. :attr:`BlockLoad.others_busy_share` takes the block's own CPU time off
+``host_busy_share``: ~1 % alone, ~50 % beside one burner (1 thread on 2 CPUs).
 
 Everything here reads ``/proc``; where it does not exist (macOS) the host snapshot is ``None`` and
 only the CPU/wall evidence remains. The verdict (is a block disturbed?) is the gate's business;
@@ -217,12 +218,24 @@ class BlockLoad:
             return None
         return self.run_delay_s / (self.threads * self.wall_s)
 
+    @property
+    def others_busy_share(self) -> float | None:
+        """The share of the host's CPU time that others used during the block: ``host_busy_share`` less the block's
+        own CPU time over ``cpus x wall_s``. ~0 on a quiet machine whatever the threads; None when not measured."""
+        if self.host_busy_share is None or self.wall_s <= 0 or self.cpus <= 0:
+            return None
+        own = min(1.0, self.cpu_s / (self.cpus * self.wall_s))
+        return max(0.0, self.host_busy_share - own)
+
     def describe(self) -> str:
         """One line of evidence, e.g. ``preempted 38 % of wall time (thread cpu time); load 2.9 on 2 CPUs``."""
         parts = [f"preempted {100 * self.preempted_share:.0f} % of wall time ({self.source}, {self.threads} thread"
                  f"{'s' if self.threads != 1 else ''})"]
         if self.run_delay_share is not None:
             parts.append(f"waited for a CPU {100 * self.run_delay_share:.0f} %")
+        others = self.others_busy_share
+        if others is not None:
+            parts.append(f"other processes used {100 * others:.0f} % of the host's CPU time")
         if self.loadavg_1m is not None:
             parts.append(f"load {self.loadavg_1m:.1f} on {self.cpus} CPUs")
         if self.procs_running is not None:
@@ -239,6 +252,7 @@ class BlockLoad:
             "run_delay_s": self.run_delay_s, "involuntary_switches": self.involuntary_switches,
             # derived, for readers of the JSON; from_dict recomputes them
             "cpu_share": self.cpu_share, "preempted_share": self.preempted_share,
+            "others_busy_share": self.others_busy_share,
         }
 
     @classmethod

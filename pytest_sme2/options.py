@@ -218,7 +218,8 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                choices=("traced", "untraced")),
     OptionSpec("busy-limit", "percent of a block's time the runtime may be preempted or wait for a CPU before the "
                "block counts as disturbed by other load and is measured again (a machine that stays busy gives an "
-               "invalid verdict, never a regression); 100 switches the check off (default 5)", 5.0,
+               "invalid verdict, never a regression); so does a block during which other processes used over a quarter "
+               "of the host's CPU time; 100 switches both checks off (default 5)", 5.0,
                nonnegative_percent),
     OptionSpec("runs", "measured executions per block (default 10)", 10, positive_int),
     OptionSpec("time-budget", "seconds one measurement may take: when the first block shows that blocks x runs "

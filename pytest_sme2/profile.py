@@ -28,7 +28,6 @@ with that evidence, which the gate reports as ``invalid``, never ``regression``.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,18 +36,18 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .analysis import Analysis, analyze, analyze_e2e, merge
-from .artifacts import Artifact, file_sha256
+from .artifacts import Artifact, artifact_of
 from .categories import CategoryRules
 from .errors import ConfigError, Sme2Error
 from .gate import Samples
+from .hostlock import measuring
+from .identity import LATENCY_MODES, LATENCY_TRACED, LATENCY_UNTRACED, identity_of
 from .kernels import KernelLog, parse_xnnpack_log
 from .qemu_log import ExecutedKernels
 from .runners.base import (
     MODE_LOG,
     MODE_TIMING,
     MODE_TRACE,
-    SME2_OFF,
-    SME2_ON,
     Runner,
     RunRequest,
     RunResult,
@@ -59,11 +58,6 @@ from .trace import read_etdump
 
 SCHEMA_VERSION = 2
 
-#: E2E samples from untraced runs, breakdown from traced runs of the same blocks.
-LATENCY_UNTRACED = "untraced"
-#: E2E samples and breakdown from the same traced runs (the latency includes the tracer's cost).
-LATENCY_TRACED = "traced"
-LATENCY_MODES = (LATENCY_UNTRACED, LATENCY_TRACED)
 
 #: What the event tracer costs, as measured, per runner kind: said wherever latency comes from traced runs.
 TRACER_COST = {
@@ -75,6 +69,12 @@ TRACER_COST = {
                         "take latency without it"),
 }
 
+#: The version of how a measurement turns runs into numbers (which runs count, how they are timed and blocked, how
+#: warm-up and disturbed blocks are handled). Bump it when that changes, as ``export.RECIPE_VERSION`` is bumped when
+#: an export recipe changes: every artifact records it (``Artifact.recipe``), so a baseline measured by other
+#: measuring code is a changed artifact, re-measured beside the candidate, never "unchanged".
+MEASUREMENT_RECIPE = 1
+
 #: A block whose measuring thread was preempted (or waited for a CPU) for more than this share of its wall
 #: time ran on a busy machine (measured, MobileNetV3, 1 thread: quiet 0.1 %, one CPU burner on the two
 #: cores 0.7 %, two burners 35 %; benchmarks/results/disturbance.txt).
@@ -83,6 +83,11 @@ PREEMPTED_LIMIT = 0.05
 PROCESS_PREEMPTED_LIMIT = 0.30
 #: ... or whose host lost more than this share of CPU time to steal (other tenants of the VM host).
 STEAL_LIMIT = 0.10
+#: ... or whose host gave more than this share of its CPU time to other processes (``BlockLoad.others_busy_share``):
+#: one busy process on the other core of this 2-CPU VM slowed XNNPACK 4-14 % without preempting the measuring thread
+#: (benchmarks/results/disturbance.txt, MobileNetV3, 1 thread: host busy 51 % alone and 100 % beside one burner, the
+#: block's own share 50 %, so others ~1 % vs ~50 %). A quarter of the host is halfway between the two.
+HOST_BUSY_LIMIT = 0.25
 
 #: A time budget never cuts a measurement below this many blocks (the gate's interval needs >= 4 per arm,
 #: and a confirmation pools two measurements) or runs per block.
@@ -164,6 +169,9 @@ class Measurement:
     #: seconds the blocks of one measurement may take (0 = no limit): a slow model gets fewer runs per block,
     #: then fewer blocks (never fewer than MIN_BLOCKS), decided from the first block's time
     time_budget_s: float = 0.0
+    #: the host's measuring lock (:mod:`pytest_sme2.hostlock`): held for the blocks, so measurements of other
+    #: processes on this host (xdist workers) never overlap them; None = not serialized
+    lock_file: Path | None = None
 
     def __post_init__(self) -> None:
         if self.runs < 1:
@@ -190,6 +198,12 @@ class Measurement:
                           out_dir=self.out_dir, inputs=self.inputs or None, variant=self.variant,
                           timeout_s=self.timeout_s, label=self.label, mode=mode, build=build)
 
+    def recipe(self) -> dict[str, Any]:
+        """How this measurement makes its numbers, for its artifact: the measuring code's version
+        (:data:`MEASUREMENT_RECIPE`) and the runs and warm-up per block asked for (``--sme2-runs``,
+        ``--sme2-warmup``; a time budget's shrinking is the machine's, not the recipe's)."""
+        return {"measurement_recipe": MEASUREMENT_RECIPE, "runs": self.runs, "warmup": self.warmup}
+
     @property
     def modes(self) -> tuple[str, ...]:
         """The runs of one block: an untraced timing run then a traced one, or one traced run."""
@@ -203,6 +217,7 @@ class Measurement:
             "warmup": self.warmup, "blocks": self.blocks, "threads": self.threads,
             "timeout_s": self.timeout_s, "out_dir": str(self.out_dir), "latency": self.latency,
             "busy_limit": self.busy_limit, "time_budget_s": self.time_budget_s,
+            "lock_file": str(self.lock_file) if self.lock_file else None,
         }
 
     @classmethod
@@ -216,6 +231,7 @@ class Measurement:
             blocks=int(d["blocks"]), threads=int(d["threads"]), timeout_s=float(d.get("timeout_s", 600.0)),
             out_dir=Path(d.get("out_dir", "sme2_out")), latency=str(d.get("latency", LATENCY_TRACED)),
             busy_limit=float(d.get("busy_limit", PREEMPTED_LIMIT)), time_budget_s=float(d.get("time_budget_s", 0.0)),
+            lock_file=Path(d["lock_file"]) if d.get("lock_file") else None,
         )
 
 
@@ -234,7 +250,8 @@ class Profile:
     runner: str
     build: str
     threads: int
-    fingerprint: Mapping[str, Any]
+    #: what a baseline is keyed on (:func:`~pytest_sme2.identity.identity_of`); results files call it "fingerprint"
+    identity: Mapping[str, Any]
     analysis: Analysis
     runs: tuple[RunResult, ...] = ()
     device: Mapping[str, Any] = field(default_factory=dict)
@@ -263,8 +280,10 @@ class Profile:
         return self.analysis.per_operator
 
     @property
-    def identity(self) -> Mapping[str, Any]:
-        return self.fingerprint
+    def extra_builds(self) -> bool:
+        """Whether runs besides the traced build's gave numbers: untraced latency runs (a timing build, or the local
+        runtime's tracer off) or an XNNPACK-logging build's kernel table."""
+        return bool(self.latency_ms) or self.analysis.kernel_log is not None
 
     def samples(self) -> Samples:
         cats = self.analysis.category_per_run_ms if self.analysis.per_operator else {}
@@ -280,7 +299,7 @@ class Profile:
             "runner": self.runner,
             "build": self.build,
             "threads": self.threads,
-            "fingerprint": dict(self.fingerprint),
+            "fingerprint": dict(self.identity),  # the results files' name for it
             "device": dict(self.device),
             "invalid_reason": self.invalid_reason,
             "note": self.note,
@@ -302,7 +321,7 @@ class Profile:
         return cls(
             model=dict(d.get("model", {})), variant=d.get("variant"), runner=str(d["runner"]),
             build=str(d.get("build", "")), threads=int(d.get("threads", 1)),
-            fingerprint=dict(d.get("fingerprint", {})), analysis=Analysis.from_dict(d["analysis"]),
+            identity=dict(d.get("fingerprint", {})), analysis=Analysis.from_dict(d["analysis"]),
             runs=tuple(RunResult.from_dict(r) for r in d.get("runs", [])), device=dict(d.get("device", {})),
             invalid_reason=str(d.get("invalid_reason", "")), note=str(d.get("note", "")),
             latency_ms=tuple(float(x) for x in d.get("latency_ms", ())),
@@ -314,45 +333,6 @@ class Profile:
             measurement=Measurement.from_dict(meas) if meas else None,
             disturbance=str(d.get("disturbance", "")),
         )
-
-
-# ------------------------------------------------------------------------------------------ identity
-
-
-def identity_of(runner: Runner, measurement: Measurement) -> dict[str, Any]:
-    """What a baseline is keyed on: the device identity, how runs are made there (the runner kind; pinning and
-    clock mode on a phone), and the test's threads, dtype, backend and variant. ``summary`` is one line of it."""
-    from .identity import DeviceIdentity
-
-    device = dict(runner.identity())
-    identity = dict(device)
-    with contextlib.suppress(Sme2Error):  # a stand-in runner's own identity is keyed as it is
-        identity["summary"] = DeviceIdentity.from_dict(device).describe()
-    settings = getattr(runner, "run_settings", None)
-    if callable(settings):
-        identity.update(settings())
-    identity.update({"runner": runner.name, "dtype": measurement.model.get("dtype", "unknown"),
-                     "backend": measurement.model.get("backend", "unknown"), "threads": measurement.threads})
-    if measurement.variant is not None:
-        identity["variant"] = measurement.variant
-    if measurement.latency == LATENCY_UNTRACED:
-        # Untraced and traced latency time different things (the tracer's cost; on the local runtime the
-        # pybindings call too): never one baseline for both. Traced keeps the key absent, as before it existed.
-        identity["latency"] = LATENCY_UNTRACED
-    return identity
-
-
-def artifact_of(runner: Runner, measurement: Measurement) -> Artifact:
-    """The program, inputs and builds ``measurement`` runs: the traced build, and the timing build when the
-    latency comes from it (the builds whose runs give numbers)."""
-    build = dict(runner.build_identity(measurement.variant))
-    if measurement.build is not None:
-        build["runner_sha256"] = file_sha256(measurement.build)
-    if measurement.latency != LATENCY_UNTRACED:
-        build.pop("timing_runner_sha256", None)
-    elif measurement.timing_build is not None:
-        build["timing_runner_sha256"] = file_sha256(measurement.timing_build)
-    return Artifact.of(measurement.pte, measurement.inputs, build)
 
 
 def has_build(runner: Runner, variant: str | None, mode: str) -> bool:
@@ -410,7 +390,8 @@ def disturbance_of(result: RunResult, limit: float = PREEMPTED_LIMIT) -> str:
     One runtime thread timed by its own CPU clock: preempted for more than ``PREEMPTED_LIMIT`` of the block,
     or waiting for a CPU that long. A thread pool idles by design, so only its wait for a CPU counts; a
     runner subprocess' CPU/wall also holds its start-up, so only a gross shortfall counts there. Any: more
-    than ``STEAL_LIMIT`` of the host's time stolen by the VM host.
+    than ``STEAL_LIMIT`` of the host's time stolen by the VM host, or more than ``HOST_BUSY_LIMIT`` of it used by
+    other processes (a busy neighbour on the other core slows XNNPACK without preempting it).
     """
     load = result.load
     if load is None or limit >= 1.0:
@@ -426,6 +407,9 @@ def disturbance_of(result: RunResult, limit: float = PREEMPTED_LIMIT) -> str:
     elif load.source != SOURCE_THREAD and load.threads == 1:
         busy = load.preempted_share > max(limit, PROCESS_PREEMPTED_LIMIT)
     if load.steal_share is not None and load.steal_share > STEAL_LIMIT:
+        busy = True
+    others = load.others_busy_share
+    if others is not None and others > HOST_BUSY_LIMIT:
         busy = True
     return load.describe() if busy else ""
 
@@ -580,12 +564,14 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
         latency, latency_blocks = (), ()
     source, breakdown, kernels = _sources(runner, measurement, analysis, traced=traced, timing=timing,
                                         kernel_log=kernel_log)
+    libraries = {path: sha for block in blocks for r in block for path, sha in r.metadata.get("libraries", {}).items()}
     return Profile(
         model=dict(measurement.model), variant=measurement.variant, runner=runner.name, build=first.build,
-        threads=measurement.threads, fingerprint=identity_of(runner, measurement), analysis=analysis,
+        threads=measurement.threads, identity=identity_of(runner, measurement), analysis=analysis,
         runs=tuple(r for block in blocks for r in block), device=device if isinstance(device, Mapping) else {},
         invalid_reason="; ".join(dict.fromkeys(reasons)), note=" ".join(notes), latency_ms=latency,
-        latency_blocks=latency_blocks, latency_source=source, artifact=artifact_of(runner, measurement),
+        latency_blocks=latency_blocks, latency_source=source,
+        artifact=artifact_of(runner, measurement, libraries=libraries),
         measurement=measurement, disturbance=disturbance, breakdown_source=breakdown, kernel_source=kernels,
     )
 
@@ -595,8 +581,9 @@ def measure(runner: Runner, measurement: Measurement, *, kernel_log: KernelLog |
             executed: ExecutedKernels | None = None) -> Profile:
     """Run ``measurement`` in its blocks on ``runner`` and analyze it (``executed``: the kernels an emulator saw
     run, :func:`record_executed_kernels`)."""
-    (blocks,), note, invalid = _measure_blocks(runner, [measurement], blocks=measurement.blocks, progress=progress,
-                                               what=measurement.label)
+    with measuring(measurement.lock_file, what=measurement.label, progress=progress):
+        (blocks,), note, invalid = _measure_blocks(runner, [measurement], blocks=measurement.blocks,
+                                                   progress=progress, what=measurement.label)
     return _profile(runner, measurement, blocks, kernel_log=kernel_log, rules=rules, disturbance=note,
                     invalid=invalid, executed=executed)
 
@@ -608,8 +595,10 @@ def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs:
     if a.blocks != b.blocks:
         raise ConfigError(f"an interleaved comparison needs the same number of blocks per arm ({a.blocks} != "
                           f"{b.blocks})")
-    (blocks_a, blocks_b), note, invalid = _measure_blocks(runner, [a, b], blocks=a.blocks, progress=progress,
-                                                          what=what or f"{a.label} vs {b.label}")
+    label = what or f"{a.label} vs {b.label}"
+    with measuring(a.lock_file or b.lock_file, what=label, progress=progress):
+        (blocks_a, blocks_b), note, invalid = _measure_blocks(runner, [a, b], blocks=a.blocks, progress=progress,
+                                                              what=label)
     logs = [*list(kernel_logs), None, None]
     ran = [*list(executed), None, None]
     return (_profile(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid,
@@ -653,35 +642,3 @@ def profile_exported(
     m = Measurement.of(exported, runs=runs, warmup=warmup, threads=threads, out_dir=out_dir, variant=variant,
                        blocks=blocks, timeout_s=timeout_s, label=label, latency=latency, busy_limit=busy_limit)
     return measure(runner, m, kernel_log=kernel_log, rules=rules, progress=progress)
-
-
-def profile_on_off(
-    exported: ExportedLike,
-    runner: Runner,
-    *,
-    runs: int,
-    warmup: int = 1,
-    threads: int = 1,
-    out_dir: Path = Path("sme2_out"),
-    blocks: int = 4,
-    timeout_s: float = 600.0,
-    kernel_logs: Mapping[str, KernelLog] | None = None,
-    label: str | None = None,
-    latency: str = LATENCY_TRACED,
-    rules: CategoryRules | None = None,
-    progress: Progress | None = None,
-) -> tuple[Profile, Profile]:
-    """Measure the SME2-off and SME2-on builds in interleaved blocks; returns ``(off, on)``."""
-    available = runner.variants()
-    missing = [v for v in (SME2_ON, SME2_OFF) if v not in available]
-    if missing:
-        raise ConfigError(
-            f"the {runner.name} runner has no {' / '.join(missing)} build: an SME2 on/off comparison needs two "
-            "executor_runner builds (--sme2-runner for SME2 on, --sme2-runner-off for SME2 off)"
-        )
-    base = Measurement.of(exported, runs=runs, warmup=warmup, threads=threads, out_dir=out_dir, blocks=blocks,
-                          timeout_s=timeout_s, label=label, latency=latency)
-    logs = kernel_logs or {}
-    return measure_pair(runner, replace(base, variant=SME2_OFF), replace(base, variant=SME2_ON),
-                        kernel_logs=(logs.get(SME2_OFF), logs.get(SME2_ON)), rules=rules, progress=progress,
-                        what=f"{exported.name} SME2 off/on")

@@ -38,7 +38,8 @@ from pytest_sme2.device import device_info_from_facts
 from pytest_sme2.errors import ConfigError, DeviceError, ExportError, RunnerError
 from pytest_sme2.gate import GateConfig, Status, gate
 from pytest_sme2.identity import DeviceIdentity, explain_difference
-from pytest_sme2.profile import profile_exported, profile_on_off
+from pytest_sme2.onoff import profile_on_off
+from pytest_sme2.profile import profile_exported
 from pytest_sme2.runners import SME2_OFF, SME2_ON, make_runner
 from pytest_sme2.runners.android import REMOTE_ROOT, AndroidRunner, choose_serial
 from pytest_sme2.runners.base import RunRequest
@@ -256,7 +257,8 @@ def test_on_off_interleaved_speedup_from_the_recorded_traces(make_emulated_phone
     phone = make_emulated_phone()
     runner = _runner(phone, tmp_path, trace=MOBILE_ON, off_trace=MOBILE_OFF)
     exported = _Exported("mobilenet_v3_small_like", TOY_PTE)
-    off, on = profile_on_off(exported, runner, runs=29, warmup=1, blocks=2, out_dir=tmp_path / "out", timeout_s=60)
+    pair = profile_on_off(exported, runner, runs=29, warmup=1, blocks=2, out_dir=tmp_path / "out", timeout_s=60)
+    off, on = pair.off, pair.on
     off_runs, on_runs = _e2e(MOBILE_OFF)[1:], _e2e(MOBILE_ON)[1:]
     assert list(off.samples_ms) == off_runs * 2 and list(on.samples_ms) == on_runs * 2
     expected = statistics.median(off_runs) / statistics.median(on_runs)
@@ -269,8 +271,8 @@ def test_on_off_interleaved_speedup_from_the_recorded_traces(make_emulated_phone
     assert order == [SME2_OFF, SME2_ON, SME2_ON, SME2_OFF]
     assert on.device["serial"] == off.device["serial"] == phone.serial
     # One phone, two builds: the identity differs only in the variant, the artifact in the runner build.
-    assert {k: v for k, v in on.fingerprint.items() if k != "variant"} == \
-        {k: v for k, v in off.fingerprint.items() if k != "variant"}
+    assert {k: v for k, v in on.identity.items() if k != "variant"} == \
+        {k: v for k, v in off.identity.items() if k != "variant"}
     assert on.artifact.build["runner_sha256"] != off.artifact.build["runner_sha256"]
     assert on.artifact.pte_sha256 == off.artifact.pte_sha256
     from pytest_sme2.report.comparison import compare_on_off

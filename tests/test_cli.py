@@ -53,7 +53,7 @@ def _profile(trace: Path, blocks: int = 5, *, identity: dict[str, Any] | None = 
     judges blocks, and one trace is one block — too few for any verdict."""
     one = analyze(read_etdump(trace))
     return Profile(model={"name": trace.stem}, variant=None, runner="host", build="recorded", threads=1,
-                   fingerprint=identity or {"device_kind": "host"}, analysis=merge([one] * blocks, source=one.source),
+                   identity=identity or {"device_kind": "host"}, analysis=merge([one] * blocks, source=one.source),
                    artifact=artifact)
 
 

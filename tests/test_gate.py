@@ -41,10 +41,16 @@ defect 9 (margin asymmetry):
 
 Issue 18 (the gate where CI lives), mapped the same way:
 
-issue 18 defect 1 (the reference was never seeded in CI) — the part done: seeding and ordering, not yet a
-reference measured on another runtime:
+issue 18 defect 1 (the reference was never seeded in CI): seeding and ordering; a runtime change is its own
+verdict (``runtime``: the stored rule, named, saying what it can catch) rather than a reference measured on the
+baseline's runtime (README "What a test is compared with" says why):
     tests/test_reference_seeding.py::test_an_unchanged_run_seeds_the_artifact_store;
-    tests/test_reference_seeding.py::test_the_store_removes_what_a_killed_writer_left
+    tests/test_reference_seeding.py::test_the_store_removes_what_a_killed_writer_left;
+    tests/test_reference_seeding.py::test_a_runtime_change_is_its_own_verdict_and_says_what_it_can_catch;
+    test_a_runners_non_system_shared_libraries_are_part_of_its_build (a runner's libraries: ``runtime`` too)
+issue 18 defect 3 (the SME2 speedup mixed measurements that were not interleaved):
+    test_a_changed_models_speedup_is_judged_on_its_own_pair_and_reported_as_gated;
+    test_a_speedup_is_confirmed_on_the_pair_measured_again
 issue 18 defect 5 (green could mean nothing was gated):
     tests/test_fail_closed.py::test_in_ci_a_missing_baseline_fails_with_the_command_and_on_a_laptop_it_records;
     tests/test_fail_closed.py::test_ci_opts_in_to_record_with_fail_on_none;
@@ -54,6 +60,15 @@ issue 18 defect 7 (``pytest-sme2 compare`` judged two sessions as one):
     tests/test_cli.py::test_compare_refuses_measurements_of_another_identity;
     tests/test_cli.py::test_compare_of_an_unchanged_artifact_is_drift_never_a_failure;
     tests/test_cli.py::test_compare_of_a_changed_artifact_takes_the_stored_rule_and_the_drift_allowance
+issue 18 defect 8 (parallel workers skewed measurements unflagged):
+    tests/test_load.py::test_two_processes_measuring_on_one_host_never_overlap (the host's measuring lock);
+    tests/test_load.py::test_a_busy_neighbour_on_the_other_core_marks_the_block_disturbed (recorded blocks);
+    tests/test_load.py::test_a_live_block_beside_one_burner_is_disturbed
+issue 18 defect 9 (what the artifact left out could never fail):
+    test_runs_warmup_and_the_measuring_code_are_part_of_the_artifact;
+    test_a_baseline_without_a_recipe_keeps_working_and_says_what_is_not_compared;
+    test_a_runners_non_system_shared_libraries_are_part_of_its_build;
+    test_the_sme2_off_runner_of_a_pair_is_part_of_the_measured_arms_artifact
 issue 18 defect 10 (smaller: seeds, inputs, updates, ticks):
     test_a_readme_style_factory_builds_the_same_weights_and_inputs_every_time (factories under a fixed seed);
     test_inputs_that_differ_from_the_baselines_are_warned_about;
@@ -72,6 +87,7 @@ issue 18 defect 11 (the README's CLI line and the benchmarks' quick run):
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -83,15 +99,16 @@ from emulated_device.fixtures import MakePhone
 from standin import make_standin
 
 from pytest_sme2.analysis import analyze
-from pytest_sme2.artifacts import ArtifactStore
+from pytest_sme2.artifacts import ArtifactStore, file_sha256
 from pytest_sme2.baseline import Baseline, BaselineStore
 from pytest_sme2.errors import BaselineError, RunnerError
-from pytest_sme2.gate import GateConfig, Samples, Status, decide, gate
-from pytest_sme2.judge import NOT_WRITTEN, Policy, judge
-from pytest_sme2.profile import Profile
+from pytest_sme2.gate import Comparison, GateConfig, Samples, Status, decide, gate
+from pytest_sme2.judge import NOT_WRITTEN, RECORDED, Judgement, Policy, judge
+from pytest_sme2.onoff import Pair
+from pytest_sme2.profile import Measurement, Profile, measure
 from pytest_sme2.report.results import TestResult
 from pytest_sme2.runners.android import AndroidRunner
-from pytest_sme2.runners.base import RunRequest
+from pytest_sme2.runners.base import SME2_OFF, SME2_ON, RunRequest, RunResult
 from pytest_sme2.runners.host import HostRunner, check_what_ran
 from pytest_sme2.trace import KIND_LEAF, Timeline, read_etdump
 
@@ -304,7 +321,7 @@ def test_a_category_threshold_without_per_operator_data_says_so() -> None:
 
 def _toy_profile(invalid_reason: str = "") -> Profile:
     return Profile(model={"name": "toy_cnn", "dtype": "fp32", "backend": "xnnpack"}, variant=None, runner="host",
-                   build="", threads=1, fingerprint={"arch": "test"},
+                   build="", threads=1, identity={"arch": "test"},
                    analysis=analyze(read_etdump(TOY_TRACE), warmup=1), invalid_reason=invalid_reason)
 
 
@@ -480,3 +497,223 @@ def test_a_category_of_one_xnnpack_operator_allows_a_couple_of_ticks() -> None:
     assert "allowed +0.0020 ms (2 ticks of 1 µs for each of its 1 XNNPACK operator(s)" in check.message
     three = gate(ref, _toy_samples_with_operators(15, 29, blocks, elementwise_plus_ms=0.003), config)
     assert next(c for c in three.checks if c.name == "category:Elementwise").status is Status.REGRESSION
+
+
+# ------------------------------------------------------------------- defect 9: what decides the number is compared
+
+
+def _standin_measurement(tmp_path: Path, **kwargs: object) -> Measurement:
+    settings = {"runs": 4, "warmup": 1, "blocks": 2, "busy_limit": 1.0, **kwargs}  # what is compared, not how much
+    return Measurement(pte=TOY_PTE, inputs=(TOY_INPUT,), label="toy_cnn_fp32_xnnpack", out_dir=tmp_path / "out",
+                       model={"name": "toy_cnn", "dtype": "fp32", "backend": "xnnpack"}, **settings)  # type: ignore[arg-type]
+
+
+def _judge_twice(tmp_path: Path, runner: HostRunner, first: Measurement, second: Measurement,
+                 between: Callable[[], None] = lambda: None) -> Judgement:
+    """Record a baseline from ``first``, then judge ``second`` against it (no confirmation: one measurement)."""
+    common = {"test_id": "t.py::test_a", "runner": runner, "baselines": BaselineStore(tmp_path / "baselines"),
+              "artifacts": ArtifactStore(tmp_path / "artifacts"), "config": GateConfig(margin=0.5),
+              "policy": Policy(confirm=False)}
+    recorded = judge(measure(runner, first), **common)  # type: ignore[arg-type]
+    assert recorded.outcome == RECORDED
+    between()
+    return judge(measure(runner, second), **common)  # type: ignore[arg-type]
+
+
+def test_runs_warmup_and_the_measuring_code_are_part_of_the_artifact(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 18 defect 9: other ``--sme2-runs`` / ``--sme2-warmup`` or another measuring code make a changed artifact.
+
+    Before: the artifact held the program, inputs and build only, so a baseline of 4 runs after 1 warm-up judged a
+    measurement of 6 runs after 0 as ``unchanged`` (drift at worst, never failed), and so did a measurement made by
+    other measuring code (``tool_version`` was stored, never compared).
+    """
+    from pytest_sme2 import profile as profile_module
+
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
+    m = _standin_measurement(tmp_path)
+    other = _judge_twice(tmp_path, runner, m, replace(m, runs=6, warmup=0))
+    assert other.verdict.comparison is Comparison.SESSION
+    assert "measurement changed (runs 4 -> 6; warmup 1 -> 0)" in other.verdict.summary()
+    same = _judge_twice(tmp_path / "same", runner, m, m)
+    assert same.verdict.comparison is Comparison.UNCHANGED
+    monkeypatch.setattr(profile_module, "MEASUREMENT_RECIPE", profile_module.MEASUREMENT_RECIPE + 1)
+    newer = judge(measure(runner, m), test_id="t.py::test_a", runner=runner,
+                  baselines=BaselineStore(tmp_path / "same" / "baselines"),
+                  artifacts=ArtifactStore(tmp_path / "same" / "artifacts"), config=GateConfig(margin=0.5),
+                  policy=Policy(confirm=False))
+    assert newer.verdict.comparison is Comparison.SESSION
+    recipe = profile_module.MEASUREMENT_RECIPE
+    assert f"measurement changed (measurement_recipe {recipe - 1} -> {recipe})" in newer.verdict.summary()
+
+
+def test_a_baseline_without_a_recipe_keeps_working_and_says_what_is_not_compared(tmp_path: Path) -> None:
+    """Issue 18 defect 9: a baseline written before the recipe was recorded is still ``unchanged`` for the same
+    program, inputs and build (its runs and warm-up are unknown, not changed), and the verdict says so."""
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
+    m = _standin_measurement(tmp_path)
+    store = BaselineStore(tmp_path / "baselines")
+
+    def strip_recipe() -> None:
+        (path,) = store.root.glob("*.json")
+        data = json.loads(path.read_text())
+        data["artifact"].pop("recipe")
+        path.write_text(json.dumps(data))
+
+    old = _judge_twice(tmp_path, runner, m, replace(m, runs=6), between=strip_recipe)
+    assert old.verdict.comparison is Comparison.UNCHANGED
+    assert "the baseline records no measurement recipe (written by an earlier pytest-sme2)" in old.verdict.summary()
+
+
+def _library(directory: Path, extra: bytes = b"") -> Path:
+    """A real shared library under a non-system path (a copy of the system's libz, loadable; ``extra`` appended
+    after its ELF contents changes its bytes, not how it loads), named as executorch's libraries are."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lib = directory / "libexecutorch_standin.so"
+    lib.write_bytes(_libz().read_bytes() + extra)
+    return lib
+
+
+def _libz() -> Path:
+    found = sorted([*Path("/lib").glob("*/libz.so.1"), *Path("/usr/lib").glob("*/libz.so.1"),
+                    *Path("/lib64").glob("libz.so.1")])
+    if not found:
+        pytest.skip("no libz.so.1 on this machine to load as a stand-in runtime library")
+    return found[0]
+
+
+def test_a_runners_non_system_shared_libraries_are_part_of_its_build(tmp_path: Path) -> None:
+    """Issue 18 defect 9: the same runner binary over a rebuilt shared library is a changed artifact, named.
+
+    The runner process prints its ``/proc/self/maps`` (pytest-sme2's own runner does; the stand-in prints the real
+    maps of the library it really loaded). Before: only the binary's sha256 was recorded, so a rebuilt
+    ``libexecutorch*.so`` beside it was ``unchanged``. The baseline's libraries cannot run here (the store keeps
+    binaries, not what they load), so the verdict is the ``runtime`` comparison, never a same-session one that would
+    re-measure the new libraries twice.
+    """
+    lib = _library(tmp_path / "lib")
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE, libraries=(lib,)))
+    m = _standin_measurement(tmp_path)
+    first = measure(runner, m)
+    assert first.artifact is not None
+    assert first.artifact.build["libraries"] == {lib.name: file_sha256(lib)}
+    assert not any(name.startswith(("libc.", "libpython")) for name in first.artifact.build["libraries"])
+    rebuilt = _judge_twice(tmp_path, runner, m, m, between=lambda: _library(tmp_path / "lib", b"\0rebuilt"))
+    assert rebuilt.verdict.comparison is Comparison.RUNTIME
+    summary = rebuilt.verdict.summary()
+    assert f"runner build changed (libraries.{lib.name} " in summary
+    assert "the baseline's runner loaded other shared libraries (libexecutorch_standin.so)" in summary
+
+
+# ------------------------------------------------------------------- defect 3: the speedup is its own pair's
+
+MOBILE = "mobilenet_v3_small_like_fp32_xnnpack"
+
+
+class _OnArmChangesLater(HostRunner):
+    """A host runner whose SME2-on arm, from ``later`` on, runs another real recording: the machine's state minutes
+    after the pair was measured (the 2-thread recording of the same model: another speed, really measured)."""
+
+    later: Path | None = None
+
+    def run(self, request: RunRequest) -> RunResult:
+        if self.later is not None and request.variant == SME2_ON:
+            request = replace(request, build=self.later)
+        return super().run(request)
+
+
+def test_a_changed_models_speedup_is_judged_on_its_own_pair_and_reported_as_gated(tmp_path: Path) -> None:
+    """Issue 18 defect 3: a changed model of an on/off pair, compared in the same session with its baseline's artifact.
+
+    The same-session comparison measures the SME2-on arm again, beside the baseline's artifact, minutes after the
+    pair. Before, the gated speedup divided the pair's SME2-off arm by that later SME2-on measurement (another
+    thermal state; here the later recording), and the report showed it beside the pair's own arms. Now the speedup
+    is the pair's own off/on, the report renders the verdict's check, and the latency is still judged against the
+    re-measured reference.
+    """
+    from pytest_sme2.onoff import measure_on_off, report_of
+
+    bins = tmp_path / "bin"
+    runner = _OnArmChangesLater(variants={
+        SME2_OFF: make_standin(bins / "off", trace=DATA / f"{MOBILE}_simd-off_t1.etdump"),
+        SME2_ON: make_standin(bins / "on", trace=DATA / f"{MOBILE}_simd-on_t1.etdump")})
+    later = make_standin(bins / "later", trace=DATA / f"{MOBILE}_simd-on_t2.etdump")
+
+    def pair_of(pte: Path) -> Pair:
+        m = _standin_measurement(tmp_path, runs=4, warmup=1, blocks=2)
+        m = replace(m, pte=pte, inputs=())
+        return measure_on_off(runner, replace(m, variant=SME2_OFF), replace(m, variant=SME2_ON))
+
+    common = {"test_id": "t.py::test_on_off", "runner": runner, "baselines": BaselineStore(tmp_path / "baselines"),
+              "artifacts": ArtifactStore(tmp_path / "artifacts"), "config": GateConfig(margin=5.0),
+              "policy": Policy(confirm=False)}
+    first = pair_of(TOY_PTE)
+    assert judge(first.on, off=first.off, **common).outcome == RECORDED  # type: ignore[arg-type]
+    pair = pair_of(DATA / "toy_cnn_fp16_xnnpack.pte")  # the model changed
+    runner.later = later  # ... and the machine, after the pair was measured
+    judgement = judge(pair.on, off=pair.off, **common)  # type: ignore[arg-type]
+    verdict = judgement.verdict
+    assert verdict.comparison is Comparison.SESSION and judgement.candidate is not None
+    off_ms, on_ms = (p.samples().median_ms for p in (pair.off, pair.on))
+    later_ms = judgement.candidate.samples().median_ms
+    assert later_ms != pytest.approx(on_ms, rel=0.05), "the recordings differ: a mixed speedup would show"
+    speedup = verdict.speedup
+    assert speedup is not None
+    assert (speedup.baseline, speedup.candidate) == (pytest.approx(off_ms), pytest.approx(on_ms))
+    assert f"speedup {off_ms / on_ms:.2f}x" in speedup.message
+    e2e = verdict.e2e
+    assert e2e is not None and e2e.candidate == pytest.approx(later_ms)  # latency: beside the reference
+    shown = report_of(pair, verdict, emulated=False)
+    assert shown.speedup_check == speedup and shown.speedup.estimate == pytest.approx(off_ms / on_ms)
+
+
+def test_a_speedup_is_confirmed_on_the_pair_measured_again() -> None:
+    """Issue 18 defect 3: a failing speedup is re-measured as a pair, both arms, never one arm against an old one."""
+    from pytest_sme2.onoff import decide_speedup
+
+    blocks = (4, 4, 3, 3)
+    on, off = _toy_samples(1, 15, blocks), _toy_samples(15, 29, blocks)  # A/A: ~1.0x
+    pair = Pair(replace(_toy_profile(), latency_ms=off.e2e_ms, latency_blocks=blocks),
+                replace(_toy_profile(), latency_ms=on.e2e_ms, latency_blocks=blocks))
+    slow_off = _toy_samples(15, 29, blocks, data_movement_plus_ms=1.0).e2e_ms
+    again = Pair(replace(pair.off, latency_ms=slow_off), pair.on)  # the fresh pair: off 1 ms slower per run
+    calls: list[int] = []
+
+    def measure_again() -> Pair:
+        calls.append(1)
+        return again
+
+    verdict = decide_speedup(pair, GateConfig(min_speedup=2.0), measure_again)
+    assert calls == [1] and verdict.attempts == 2
+    assert verdict.speedup is not None
+    assert verdict.speedup.baseline == pytest.approx(float(np.median(slow_off)))  # the fresh pair's off arm ...
+    assert verdict.speedup.candidate == pytest.approx(float(np.median(on.e2e_ms)))  # ... over its own on arm
+
+
+def test_the_sme2_off_runner_of_a_pair_is_part_of_the_measured_arms_artifact(tmp_path: Path) -> None:
+    """Issue 18 defect 9: a new SME2-off runner changes what the pair's speedup is over: a changed artifact, named.
+
+    Before: the SME2-on arm's artifact held its own program and build only, so a rebuilt SME2-off runner (which
+    moves the gated speedup) left the test ``unchanged``.
+    """
+    from pytest_sme2.onoff import measure_on_off
+
+    bins = tmp_path / "bin"
+    on = make_standin(bins / "on", trace=DATA / f"{MOBILE}_simd-on_t1.etdump")
+    runner = HostRunner(variants={SME2_OFF: make_standin(bins / "off", trace=DATA / f"{MOBILE}_simd-off_t1.etdump"),
+                                  SME2_ON: on})
+    m = replace(_standin_measurement(tmp_path), pte=TOY_PTE, inputs=())
+    common = {"test_id": "t.py::test_on_off", "runner": runner, "baselines": BaselineStore(tmp_path / "baselines"),
+              "artifacts": ArtifactStore(tmp_path / "artifacts"), "config": GateConfig(margin=5.0),
+              "policy": Policy(confirm=False)}
+
+    def judged() -> Judgement:
+        pair = measure_on_off(runner, replace(m, variant=SME2_OFF), replace(m, variant=SME2_ON))
+        return judge(pair.on, off=pair.off, **common)  # type: ignore[arg-type]
+
+    assert judged().outcome == RECORDED
+    assert judged().verdict.comparison is Comparison.UNCHANGED
+    make_standin(bins / "off", trace=DATA / f"{MOBILE}_simd-on_t2.etdump")  # the SME2-off runner rebuilt
+    verdict = judged().verdict
+    assert verdict.comparison is Comparison.SESSION
+    assert "measurement changed (off_arm.build.runner_sha256 " in verdict.summary()

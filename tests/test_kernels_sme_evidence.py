@@ -243,7 +243,7 @@ def _profile(names: list[str], *, sme2: bool, variant: str) -> Profile:
     analysis = analyze(read_etdump(DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"),
                        trace_evidence=trace_evidence(names, source=f"{variant}.etdump"))
     return Profile(model={"name": "toy_cnn"}, variant=variant, runner="host", build="", threads=1,
-                   fingerprint={"summary": "QEMU -cpu max"}, device={"sme2": sme2}, analysis=analysis)
+                   identity={"summary": "QEMU -cpu max"}, device={"sme2": sme2}, analysis=analysis)
 
 
 def test_judge_passes_each_arms_trace_evidence_to_the_gate() -> None:

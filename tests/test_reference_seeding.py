@@ -76,3 +76,40 @@ def test_the_store_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
     assert store.get(file_sha256(program)) is not None
     assert not debris.exists(), "a stale temporary file of a killed writer is removed"
     assert fresh.exists(), "a recent one may belong to a concurrent writer and is kept"
+
+
+def test_a_runtime_change_is_its_own_verdict_and_says_what_it_can_catch(tmp_path: Path) -> None:
+    """Issue 18 defect 1, the rest: a new runtime on the local device (an executorch patch release, a rebuilt wheel).
+
+    The baseline's runtime cannot run in this process, so its artifact cannot be re-measured: the stored samples
+    decide, at the margin plus the drift allowance. Before, that verdict was the plain ``stored`` one, as if the
+    artifact cache had merely been evicted; now it is ``runtime``, and it says that only a slowdown beyond margin +
+    allowance is caught and how to gate later changes in the same session again (re-record on this runtime).
+    """
+    from pytest_sme2.baseline import BaselineStore
+    from pytest_sme2.gate import Comparison, GateConfig
+    from pytest_sme2.judge import RECORDED, Policy, judge
+    from pytest_sme2.profile import Measurement, ProgramFile, measure
+    from pytest_sme2.runners.local import LocalRunner
+
+    data = Path(__file__).parent / "data"
+    runner = LocalRunner()
+    m = Measurement.of(ProgramFile(data / "toy_cnn_fp32_xnnpack.pte", (data / "toy_cnn_input_fp32.bin",), "fp32",
+                                   "xnnpack"), runs=3, warmup=1, blocks=2, out_dir=tmp_path / "runs", busy_limit=1.0)
+    common = {"test_id": "t::toy", "runner": runner, "baselines": BaselineStore(tmp_path / "baselines"),
+              "artifacts": ArtifactStore(tmp_path / "artifacts"), "config": GateConfig(margin=0.1, drift_allowance=0.5),
+              "policy": Policy(confirm=False)}
+    assert judge(measure(runner, m), **common).outcome == RECORDED  # type: ignore[arg-type]
+    # The baseline as a previous build of the wheel recorded it: another runtime library, all else the same.
+    (path,) = (tmp_path / "baselines").glob("*.json")
+    stored = json.loads(path.read_text())
+    stored["artifact"]["build"]["runtime_sha256"] = "0" * 64
+    path.write_text(json.dumps(stored))
+    verdict = judge(measure(runner, m), **common).verdict  # type: ignore[arg-type]
+    assert verdict.comparison is Comparison.RUNTIME
+    summary = verdict.summary()
+    assert "runtime changed (runtime_sha256 000000000000 -> " in summary
+    assert "the baseline ran on another runtime" in summary
+    assert "a runtime change is gated only beyond the margin plus the drift allowance" in summary
+    e2e = verdict.e2e
+    assert e2e is not None and e2e.margin == 0.6  # margin + drift allowance, as a stored comparison

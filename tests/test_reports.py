@@ -72,7 +72,7 @@ def recorded_profile(stem: str, variant: str | None) -> Profile:
     return Profile(
         model={"name": man["model"], "dtype": man["dtype"], "backend": man["backend"],
                "pte_path": man["files"]["pte"], "executorch_version": man["executorch_version"]},
-        variant=variant, runner="host", build=man["runner"], threads=man["threads"], fingerprint=fingerprint,
+        variant=variant, runner="host", build=man["runner"], threads=man["threads"], identity=fingerprint,
         analysis=analysis,
         device={"kind": "host", "arch": "x86_64", "cpu_model": man["cpu_model"], "cores": man["logical_cpus"],
                 "sme2": False, "os_version": man["os"]},
@@ -104,7 +104,7 @@ def regression_result() -> TestResult:
     base = _replayed(recorded_profile(f"{MN}_simd-on_t1", None))
     cur = _replayed(recorded_profile(f"{MN}_simd-off_t1", None))
     a = base.analysis
-    built = Baseline(test_id="tests/test_perf.py::test_latency[mobilenet]", identity=base.fingerprint,
+    built = Baseline(test_id="tests/test_perf.py::test_latency[mobilenet]", identity=base.identity,
                      samples_ms=a.measured_ms, block_sizes=a.block_sizes,
                      category_totals_ms=a.category_totals_ms, category_per_run_ms=a.category_per_run_ms,
                      category_block_sizes=a.block_sizes, per_operator=True,
@@ -687,7 +687,7 @@ def test_fingerprint_shows_any_keys_nested_values_and_the_identity(tt: TestResul
              "clusters": [{"cpus": [0, 1, 2, 3], "max_khz": 2000000}, {"cpus": [4, 5], "max_khz": 3600000}],
              "runner_sha256": {"sme2_on": "e678bfeb", "sme2_off": "31778236"}, "sme2": True}
     assert tt.profile is not None
-    test = replace(tt, profile=replace(tt.profile, fingerprint={**tt.profile.fingerprint, **facts}, device={}))
+    test = replace(tt, profile=replace(tt.profile, identity={**tt.profile.identity, **facts}, device={}))
     table = fingerprint_table(test)
     assert table is not None and table.keyed
     values = {cell_text(r[0]): cell_text(r[1]) for r in table.rows}
@@ -715,7 +715,7 @@ def test_fingerprint_with_missing_facts_and_the_runner_label(regression: TestRes
     frag = html_section(regression)
     assert not re.search(r"runner \(runner\)", frag, flags=re.I)  # a single build has no variant to name
     assert "<th>Runner</th><td>host · simd-off · 1 thread</td>" in frag
-    bare = replace(regression, profile=replace(regression.profile, fingerprint={}, device={}, build=""))
+    bare = replace(regression, profile=replace(regression.profile, identity={}, device={}, build=""))
     values = {cell_text(r[0]): cell_text(r[1]) for r in fingerprint_table(bare).rows}  # type: ignore[union-attr]
     assert values == {"Device": "—", "Runner": "host · build unknown · 1 thread",
                       "Baseline": "145 samples in 5 blocks, created 2026-11-20T10:00:00+00:00",

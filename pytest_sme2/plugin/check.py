@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from .markers import parse_threshold_marker
-from .measure import OnOff, Sme2Runner
+from .measure import Sme2Runner
 from .records import record
 from .session import Sme2Session, call
 
@@ -46,6 +46,7 @@ class Sme2Baseline:
     def check(self, result: Any) -> Any:
         """Judge ``result`` (a Profile, or an on/off pair) and fail the test on a regression."""
         from ..judge import GATED, MISSING, NOT_WRITTEN, RECORDED, WRITTEN, judge
+        from ..onoff import Pair as OnOff
 
         if not (isinstance(result, OnOff) or hasattr(result, "measurement")):
             pytest.fail(f"sme2_baseline.check() takes what sme2_runner.profile() or profile_on_off() returned; got "
@@ -60,22 +61,22 @@ class Sme2Baseline:
         with session.third_party(self._item.nodeid):
             judgement = call(lambda: judge(
                 profile, test_id=self._item.nodeid, runner=self._runner.runner, baselines=session.baselines,
-                artifacts=session.artifacts, config=config, policy=policy, off=off, rules=session.rules))
+                artifacts=session.artifacts, config=config, policy=policy, off=off, rules=session.rules,
+                progress=session.progress))
+        session.status.clear()
         verdict = judgement.verdict
-        if off is not None:
-            from ..report.comparison import builds_sentence, compare_on_off
-            from ..runners.base import SME2_OFF
+        if isinstance(result, OnOff):
+            from ..onoff import report_of
 
-            builds = builds_sentence(off.artifact.build if off.artifact else {},
-                                     profile.artifact.build if profile.artifact else {},
-                                     result.off_label, result.on_label) if off.variant == SME2_OFF else ""
-            rec.comparison = compare_on_off(off.analysis, profile.analysis, speedup=verdict.speedup,
-                                            off_label=result.off_label, on_label=result.on_label,
-                                            emulated=config.emulated, builds=builds).to_dict()
+            # The reports render the pair with the speedup check the verdict gated (decided in pytest_sme2.onoff).
+            rec.comparison = report_of(result, verdict, emulated=config.emulated).to_dict()
         rec.baseline_path = str(judgement.baseline_path)
         rec.baseline = judgement.baseline.to_dict() if judgement.baseline is not None else None
         rec.reference = judgement.reference.to_dict() if judgement.reference is not None else None
-        if judgement.candidate is not None and judgement.candidate is not profile:
+        if judgement.candidate is not None and judgement.candidate is not profile and off is None:
+            # The candidate as measured beside the baseline's artifact. A pair keeps its own on arm: the reports show
+            # its off and on arms side by side, and their speedup is the pair's (the verdict's E2E line gives the
+            # numbers measured beside the baseline's artifact).
             rec.profile = judgement.candidate.to_dict()
         rec.verdict = verdict.to_dict()
         rec.baseline_written = judgement.outcome == WRITTEN

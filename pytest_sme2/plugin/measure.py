@@ -11,8 +11,7 @@ Each arm with an XNNPACK-logging build gets its kernel log (run once per session
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,6 +19,11 @@ from ..errors import Sme2Error
 from .markers import ModelRequest, parse_threshold_marker
 from .records import record
 from .session import Sme2Session, call
+
+if TYPE_CHECKING:
+    # Two interleaved measurements of one model (SME2 off/on, or two backends): ``sme2_baseline.check`` judges the
+    # speedup ``off`` -> ``on`` on the pair, and ``on`` against the baseline (see pytest_sme2.onoff).
+    from ..onoff import Pair
 
 MODEL_REQUEST_KEY = pytest.StashKey[ModelRequest]()
 LOCAL_VARIANTS = ("xnnpack", "portable")
@@ -55,17 +59,6 @@ def export(session: Sme2Session, request: ModelRequest, backend: str | None = No
     finally:
         session.status.clear()
     return exported
-
-
-@dataclass(frozen=True)
-class OnOff:
-    """Two interleaved measurements of one model: SME2 off/on, or two backends (the gate judges the speedup
-    ``off`` -> ``on`` once; ``on`` is the arm checked against the baseline)."""
-
-    off: Any
-    on: Any
-    off_label: str = "SME2 off"
-    on_label: str = "SME2 on"
 
 
 class Sme2Runner:
@@ -122,14 +115,18 @@ class Sme2Runner:
     def measurement(self, exported: Any, *, variant: str | None = None, runs: int | None = None,
                     blocks: int | None = None) -> Any:
         """How this session measures ``exported`` (runs, warm-up, blocks, threads, latency source)."""
+        from ..hostlock import LOCK_NAME
         from ..profile import Measurement
 
         o = self._session.options
+        # Measurements on this host's CPUs are serialized across xdist workers (a phone per worker is its own device).
+        lock = o.cache_dir / LOCK_NAME if o.device in ("local", "host", "qemu") else None
         return call(lambda: Measurement.of(
             exported, runs=o.runs if runs is None else runs, warmup=o.warmup, threads=o.threads,
             out_dir=self._session.out_dir / _safe(self._item.nodeid), variant=variant,
             blocks=o.blocks if blocks is None else blocks, timeout_s=o.timeout,
-            latency=self._session.latency, busy_limit=o.busy_limit / 100, time_budget_s=o.time_budget))
+            latency=self._session.latency, busy_limit=o.busy_limit / 100, time_budget_s=o.time_budget,
+            lock_file=lock))
 
     def profile(self, exported: Any, *, variant: str | None = None, runs: int | None = None) -> Any:
         """Measure ``exported`` (``--sme2-blocks`` blocks of ``--sme2-runs``); returns a Profile."""
@@ -157,13 +154,15 @@ class Sme2Runner:
         with self._session.third_party(self._item.nodeid):
             log = call(lambda: self._session.kernel_log(m))
             ran = call(lambda: self._session.executed_kernels(m))
-            result = call(lambda: measure(self.runner, m, kernel_log=log, rules=self._session.rules, executed=ran))
+            result = call(lambda: measure(self.runner, m, kernel_log=log, rules=self._session.rules, executed=ran,
+                                          progress=self._session.progress))
+        self._session.status.clear()
         record(self._item).profile = result.to_dict()
         return result
 
-    def profile_on_off(self, exported: Any, *, runs: int | None = None, blocks: int | None = None) -> OnOff:
+    def profile_on_off(self, exported: Any, *, runs: int | None = None, blocks: int | None = None) -> Pair:
         """Measure the SME2-off and SME2-on builds in interleaved blocks (ABBA)."""
-        from ..profile import measure_pair
+        from ..onoff import measure_on_off
         from ..runners.base import SME2_OFF, SME2_ON
 
         check_exported(exported, "profile_on_off")
@@ -175,20 +174,22 @@ class Sme2Runner:
             logs = (call(lambda: self._session.kernel_log(off_m)), call(lambda: self._session.kernel_log(on_m)))
             ran = (call(lambda: self._session.executed_kernels(off_m)),
                    call(lambda: self._session.executed_kernels(on_m)))
-            off, on = call(lambda: measure_pair(self.runner, off_m, on_m, kernel_logs=logs, rules=self._session.rules,
-                                                what=f"{exported.name} SME2 off/on", executed=ran))
+            pair: Pair = call(lambda: measure_on_off(self.runner, off_m, on_m, kernel_logs=logs,
+                                                     rules=self._session.rules, what=f"{exported.name} SME2 off/on",
+                                                     executed=ran, progress=self._session.progress))
+        self._session.status.clear()
         rec = record(self._item)
-        rec.profile, rec.profile_off = on.to_dict(), off.to_dict()
-        return OnOff(off, on)
+        rec.profile, rec.profile_off = pair.on.to_dict(), pair.off.to_dict()
+        return pair
 
-    def compare_backends(self, exported: Any, slower: str = "portable", faster: str = "xnnpack") -> OnOff:
+    def compare_backends(self, exported: Any, slower: str = "portable", faster: str = "xnnpack") -> Pair:
         """Measure the model exported for two backends in interleaved blocks on the local runtime.
 
-        Returns an :class:`OnOff` pair (``off`` = ``slower``, ``on`` = ``faster``): ``sme2_baseline.check(pair)``
-        judges the speedup (``min_speedup``) and the ``faster`` arm against its baseline, and the reports show the
-        per-category speedups, as for SME2 on/off on a device.
+        Returns a :class:`~pytest_sme2.onoff.Pair` (``off`` = ``slower``, ``on`` = ``faster``):
+        ``sme2_baseline.check(pair)`` judges the speedup (``min_speedup``) and the ``faster`` arm against its baseline,
+        and the reports show the per-category speedups, as for SME2 on/off on a device.
         """
-        from ..profile import measure_pair
+        from ..onoff import measure_on_off
 
         check_exported(exported, "compare_backends")
         for backend in (slower, faster):
@@ -210,11 +211,13 @@ class Sme2Runner:
         arms = [export_for(b) for b in (slower, faster)]
         a_m, b_m = (self.measurement(x) for x in arms)
         with self._session.third_party(self._item.nodeid):
-            off, on = call(lambda: measure_pair(self.runner, a_m, b_m, rules=self._session.rules,
-                                                what=f"{exported.name} {slower} vs {faster}"))
+            pair: Pair = call(lambda: measure_on_off(self.runner, a_m, b_m, rules=self._session.rules,
+                                                     what=f"{exported.name} {slower} vs {faster}", off_label=slower,
+                                                     on_label=faster, progress=self._session.progress))
+        self._session.status.clear()
         rec = record(self._item)
-        rec.profile, rec.profile_off = on.to_dict(), off.to_dict()
-        return OnOff(off, on, slower, faster)
+        rec.profile, rec.profile_off = pair.on.to_dict(), pair.off.to_dict()
+        return pair
 
 
 _VARIANTS = (None, *LOCAL_VARIANTS, "sme2_on", "sme2_off")

@@ -101,16 +101,14 @@ def _sources(t: Any) -> list[str]:
     measured = arms(t)
     # One build per arm, traced (the local runtime, or a traced runner alone): the same line on every test, which
     # the reports carry; the terminal names the sources only when extra builds (timing, log) took part.
-    extra = any(arm.profile.kernel_source.startswith("log build")
-                or arm.profile.latency_source.startswith(("timing build", "local runtime, untraced"))
-                for arm in measured)
+    extra = any(arm.profile.extra_builds for arm in measured)
     lines = [f"{arm.label + ': ' if len(measured) > 1 else ''}{source_summary(arm.profile)}" for arm in measured
              if extra and source_summary(arm.profile)]
     # The trace's SME evidence matters where SME can run: a device that reports SME2, or a trace with SME
     # operators. On an x86 host it would only repeat "0 of N on the SME path" under every test (the reports keep it).
     from ..identity import reports_sme2
 
-    sme_relevant = any(reports_sme2(arm.profile.fingerprint) or (arm.analysis.trace_evidence is not None
+    sme_relevant = any(reports_sme2(arm.profile.identity) or (arm.analysis.trace_evidence is not None
                                                                  and arm.analysis.trace_evidence.has_sme)
                        for arm in measured)
     return lines + [line for line in kernel_evidence_lines(t, trace=sme_relevant) if "no XNNPACK log" not in line]

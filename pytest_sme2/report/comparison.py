@@ -482,8 +482,9 @@ def compare_on_off(
 
     Kernel logs default to the ones stored in the analyses (``Analysis.kernel_log``). With
     ``min_speedup`` the speedup check is judged on its CI's lower bound (pass / regression /
-    inconclusive), otherwise it is advisory. ``speedup``: the gate's own speedup check of the pair (the
-    plugin passes it, so the speedup is computed once and the reports show the gated number).
+    inconclusive), otherwise it is advisory. ``speedup``: the speedup check decided for the pair
+    (:func:`pytest_sme2.onoff.report_of` always passes it, so the reports render the gated number); without it (an
+    analysis read from files, no verdict) the ratio of the analyses' own runs is shown, with the same rule.
     """
     cfg = config or GateConfig(min_speedup=min_speedup)
     check = speedup if speedup is not None else speedup_check(

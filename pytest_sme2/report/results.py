@@ -137,7 +137,7 @@ class TestResult:
     @property
     def emulated(self) -> bool:
         """Measured on an emulated device (QEMU): its identity names the emulator."""
-        return any(p is not None and bool(p.fingerprint.get("emulator"))
+        return any(p is not None and bool(p.identity.get("emulator"))
                    for p in (self.profile, self.profile_off, self.reference))
 
     @property
@@ -320,7 +320,7 @@ class SessionResults:
             for p in (t.profile, t.profile_off):
                 if p is None:
                     continue
-                dev, fp = p.device, p.fingerprint
+                dev, fp = p.device, p.identity
                 name = dev.get("model") or dev.get("name") or fp.get("model") or fp.get("cpu_model")
                 if name:
                     return str(name)

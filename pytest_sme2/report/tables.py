@@ -640,7 +640,7 @@ _SHOWN_WITH_RUNNER = frozenset({"runner", "runner_path", "variant", "threads", "
 
 
 def _runner_line(p: Profile) -> str:
-    runner_path = p.fingerprint.get("runner_path")
+    runner_path = p.identity.get("runner_path")
     where = f" (`{runner_path}`)" if runner_path and runner_path != p.runner else ""
     return f"{p.runner} · {p.build or 'build unknown'}{where} · {p.threads} thread{'s' if p.threads != 1 else ''}"
 
@@ -655,13 +655,13 @@ def fingerprint_table(test: TestResult) -> Table | None:
     rows: list[list[Cell]] = []
     p = test.profile or test.profile_off
     if p is not None:
-        rows.append([c.text("Device"), c.text(device_summary(p.device, p.fingerprint), strong=True)])
+        rows.append([c.text("Device"), c.text(device_summary(p.device, p.identity), strong=True)])
     for arm in arms(test):
         name = f"Runner ({arm.label})" if (test.comparison is not None or arm.profile.variant) else "Runner"
         rows.append([c.text(name), c.text(_runner_line(arm.profile))])
     if p is not None:
         seen: set[str] = set()
-        for key, value in [*p.device.items(), *p.fingerprint.items()]:
+        for key, value in [*p.device.items(), *p.identity.items()]:
             if key in seen or key in _SHOWN_WITH_RUNNER or value in (None, "", [], {}):
                 continue
             seen.add(key)
@@ -717,7 +717,7 @@ def devices_table(sessions: Sequence[SessionResults], names: Sequence[str]) -> T
     rows = []
     for name, r in zip(names, sessions, strict=True):
         p = next((t.profile for t in r.tests if t.profile is not None), None)
-        dev = device_summary(p.device, p.fingerprint) if p is not None else "—"
+        dev = device_summary(p.device, p.identity) if p is not None else "—"
         et = r.environment.get("executorch_version") or next(
             (t.model_info.get("executorch_version") for t in r.tests if t.model_info.get("executorch_version")), "—")
         rows.append([c.text(name), c.text(dev), c.count(len(r.tests)), c.text(r.created or "—"), c.text(str(et))])

@@ -36,7 +36,8 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -255,18 +256,23 @@ class HostRunner(BinaryBuilds):
                 command=cmd, returncode=returncode, stderr_tail=log_tail,
             )
         build = self.build_of(request.variant, request.build, request.mode)
+        libraries = loaded_libraries(_read_lines(log_path), binary=runner)
         if not traced:
-            return result_from_log(
+            result = result_from_log(
                 runner_name=self.name, runner_text=f"executor_runner {runner}", request=request, build=build,
                 cmd=cmd, run_dir=run_dir, log_path=log_path, wall_s=wall_s, load=load,
                 stray_trace=trace_path if trace_path.exists() else None,
             )
+            return replace(result, metadata={**result.metadata, LIBRARIES: libraries}) if libraries else result
         self._check_trace(runner, cmd, trace_path, started_mtime_ns, log_tail)
         outputs = outputs_path(trace_path)
+        extra: dict[str, Any] = {"outputs_path": str(outputs)} if self.write_outputs and outputs.is_file() else {}
+        if libraries:
+            extra[LIBRARIES] = libraries
         return result_from_trace(
             runner_name=self.name, runner_text=f"executor_runner {runner}", request=request, build=build, cmd=cmd,
             run_dir=run_dir, trace_path=trace_path, log_path=log_path, wall_s=wall_s, load=load,
-            metadata={"outputs_path": str(outputs)} if self.write_outputs and outputs.is_file() else None,
+            metadata=extra or None,
         )
 
     def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
@@ -578,3 +584,42 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
+
+
+#: ``RunResult.metadata`` key: the non-system shared libraries the runner process mapped, ``{path: sha256}``.
+LIBRARIES = "libraries"
+#: Where the OS's own libraries live (libc, libstdc++, the dynamic loader; a cross sysroot under /usr): not part
+#: of what a project builds, so not of the artifact. A Python package directory below them is not "system".
+SYSTEM_LIBRARY_DIRS = ("/lib/", "/lib32/", "/lib64/", "/libx32/", "/usr/")
+_PACKAGE_DIRS = ("/site-packages/", "/dist-packages/", "/usr/local/")
+#: How pytest-sme2's own runner prints its ``/proc/self/maps`` lines (runner_src/sme2_runner.cpp, print_maps).
+MAP_PREFIX = "sme2_runner map: "
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def loaded_libraries(log_lines: Iterable[str], *, binary: Path | None = None) -> dict[str, str]:
+    """The shared libraries a runner process mapped, as its log's ``sme2_runner map:`` lines name them, that are not
+    the OS's (:data:`SYSTEM_LIBRARY_DIRS`) nor the binary itself: ``{path: sha256}`` (a file gone since: skipped).
+
+    They decide the numbers as much as the binary does: the same runner over a rebuilt ``libexecutorch*.so`` (an
+    executorch patch release, a rebuilt wheel) runs other code. Only pytest-sme2's own runner prints its maps; a
+    statically linked ``executor_runner`` has nothing to add.
+    """
+    from ..qemu_log import parse_maps
+
+    own = str(binary.resolve()) if binary is not None else ""
+    out: dict[str, str] = {}
+    mapped = parse_maps(line.split(MAP_PREFIX, 1)[1] for line in log_lines if MAP_PREFIX in line)
+    for path in sorted({m.path for m in mapped if m.path.startswith("/")}):
+        system = path.startswith(SYSTEM_LIBRARY_DIRS) and not any(d in path for d in _PACKAGE_DIRS)
+        if system or path == own:
+            continue
+        with contextlib.suppress(OSError):
+            out[path] = file_sha256(path)
+    return out

@@ -67,6 +67,7 @@ def make_standin(
     name: str = "executor_runner",
     tracer: bool = True,
     xnnlog: str | Path | None = None,
+    libraries: tuple[str | Path, ...] = (),
 ) -> Path:
     """Write an executable stand-in named ``name`` into ``directory`` and return its path.
 
@@ -77,7 +78,9 @@ def make_standin(
     ``ignore_count`` (replays all of ``trace``'s runs whatever ``--num_executions`` asks).
     ``tracer=False``: a build without the event tracer (``--etdump_path`` is an unknown flag, no trace is
     written). ``xnnlog``: a recorded XNNPACK debug log (``tests/data/*.xnnlog``) the run replays instead of
-    executing (a logging build; ``trace`` is then not needed).
+    executing (a logging build; ``trace`` is then not needed). ``libraries``: shared libraries the stand-in loads
+    (really, with ``ctypes``) and whose ``/proc/self/maps`` lines it prints as pytest-sme2's own runner prints the
+    libraries it loaded.
     """
     if mode not in MODES:
         raise ValueError(f"unknown stand-in mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -102,6 +105,7 @@ def make_standin(
             "SME2_STANDIN_FAULT": fault or "",
             "SME2_STANDIN_TRACER": "1" if tracer else "0",
             "SME2_STANDIN_XNNLOG": str(log_path) if log_path else "",
+            "SME2_STANDIN_LIBS": ":".join(str(Path(lib).resolve()) for lib in libraries),
         }
         lines = [
             "#!/bin/sh",

@@ -395,9 +395,25 @@ def _replay_trace() -> Path:
     return Path(trace)
 
 
+def load_libraries(paths: list[str]) -> None:
+    """Load each shared library for real and print this process' own ``/proc/self/maps`` lines of them, prefixed
+    ``sme2_runner map: `` as pytest-sme2's own runner prints the libraries it loaded (``print_maps``)."""
+    import ctypes
+
+    for path in paths:
+        ctypes.CDLL(path)
+    with Path("/proc/self/maps").open(encoding="utf-8") as maps:
+        for line in maps:
+            if any(line.rstrip().endswith(path) for path in paths):
+                sys.stderr.write(f"sme2_runner map: {line.rstrip()}\n")
+
+
 def main(argv: list[str]) -> None:
     warnings.simplefilter("ignore")  # third-party import noise would clutter the runner log
     flags = parse_flags(argv, tracer=os.environ.get("SME2_STANDIN_TRACER", "1") != "0")
+    libraries = [p for p in os.environ.get("SME2_STANDIN_LIBS", "").split(":") if p]
+    if libraries:
+        load_libraries(libraries)
     mode = os.environ.get("SME2_STANDIN_MODE", "replay")
     fault = os.environ.get("SME2_STANDIN_FAULT", "")
     xnnlog = os.environ.get("SME2_STANDIN_XNNLOG", "")
