@@ -49,6 +49,7 @@ from .gate import (
 )
 from .identity import reports_sme2
 from .kernels import KernelLog
+from .memory import Memory, MemoryThresholds, with_memory
 from .numerics import NumericsComparison
 from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair, source_head
 from .runners.base import MODE_TIMING, Runner
@@ -266,7 +267,7 @@ def judge(
     refused = _blocking_evidence(evidence)
 
     def absolute_only() -> Verdict:
-        return gate(None, cand, config, off=off_samples, evidence=evidence)
+        return _with_memory(gate(None, cand, config, off=off_samples, evidence=evidence), None, profile, off, config)
 
     if policy.update_baseline:
         # A measurement that is not a good reference never replaces one that may be: the previous file stays.
@@ -353,8 +354,34 @@ def judge(
             measure_again = _remeasure_stored(runner, profile, off, base, rules=rules, progress=progress)
     verdict = decide((base, cand, off_samples), measure_again if policy.confirm else None, config,
                      comparison=comparison, notes=notes, evidence=evidence)
+    # Memory: against the baseline's artifact measured in this session when there is one, else the stored memory.
+    verdict = _with_memory(verdict, reference.memory if reference is not None else baseline.memory, candidate, off,
+                           config)
+    baseline = _add_memory(baselines, baseline, profile, comparison, invalid)
     warnings = _inputs_warning(baseline.artifact, profile.artifact)
     return Judgement(GATED, verdict, lookup.path, baseline, verdict.summary(), reference, candidate, warnings)
+
+
+def _with_memory(verdict: Verdict, reference: Memory | None, profile: Profile, off: Profile | None,
+                 config: GateConfig) -> Verdict:
+    """The verdict with the memory checks of :mod:`pytest_sme2.memory` (planned, peak, budgets, SME2 on/off)."""
+    return with_memory(verdict, reference, profile.memory, config.memory or MemoryThresholds(),
+                       drift_allowance=config.drift_allowance, emulated=config.emulated,
+                       off=off.memory if off is not None else None)
+
+
+def _add_memory(store: BaselineStore, baseline: Baseline, profile: Profile, comparison: Comparison,
+                invalid: str) -> Baseline:
+    """A baseline written before memory was measured gains it from a valid run of its own, unchanged artifact.
+
+    Only ``memory`` is added: the latency samples, the artifact and the date stay as they are (the memory plan is
+    part of the program, so the unchanged artifact's plan is the baseline's). Any other run leaves the file alone.
+    """
+    if baseline.memory is not None or profile.memory is None or comparison is not Comparison.UNCHANGED or invalid:
+        return baseline
+    gained = replace(baseline, memory=profile.memory)
+    store.save(gained)
+    return gained
 
 
 def _inputs_warning(baseline: Artifact | None, current: Artifact | None) -> tuple[str, ...]:

@@ -45,6 +45,7 @@ from ..device import host_device, host_identity
 from ..errors import ConfigError, RunnerError, TraceError, tail
 from ..export import load_pte_check
 from ..load import SOURCE_CHILD, BlockLoad, block_load, host_load
+from ..memory import PEAK_KB, PEAK_SOURCE, PeakSource, child_peak_kb, runner_log_memory
 from ..trace import ETDUMP_IDENTIFIER, read_etdump
 from .base import (
     MODE_LOG,
@@ -96,6 +97,15 @@ def parse_iteration_ms(log_text: str) -> tuple[float, ...]:
 
 
 
+def _log_memory(log_text: str) -> dict[str, Any]:
+    """Planned memory, load time and peak as pytest-sme2's own runner prints them (its peak: its own process, e.g.
+    on a phone; a runner reaped here overrides it with what wait4 said, the same counter)."""
+    found = runner_log_memory(log_text)
+    if PEAK_KB in found:
+        found[PEAK_SOURCE] = PeakSource.PROCESS.value
+    return found
+
+
 def _read_tail(path: Path, max_bytes: int = 8192) -> str:
     try:
         with path.open("rb") as fh:
@@ -127,6 +137,8 @@ class HostRunner(BinaryBuilds):
     """
 
     name = "host"
+    #: what the reaped child's ``ru_maxrss`` is the peak of (QEMU: the emulator's process)
+    peak_source = PeakSource.PROCESS
 
     def __init__(
         self,
@@ -255,18 +267,20 @@ class HostRunner(BinaryBuilds):
                 command=cmd, returncode=returncode, stderr_tail=log_tail,
             )
         build = self.build_of(request.variant, request.build, request.mode)
+        # The child's own peak, from wait4: any executor_runner has one (pytest-sme2's runner also prints it).
+        peak = {PEAK_KB: child_peak_kb(usage.ru_maxrss), PEAK_SOURCE: self.peak_source.value}
         if not traced:
             return result_from_log(
                 runner_name=self.name, runner_text=f"executor_runner {runner}", request=request, build=build,
                 cmd=cmd, run_dir=run_dir, log_path=log_path, wall_s=wall_s, load=load,
-                stray_trace=trace_path if trace_path.exists() else None,
+                stray_trace=trace_path if trace_path.exists() else None, metadata=peak,
             )
         self._check_trace(runner, cmd, trace_path, started_mtime_ns, log_tail)
         outputs = outputs_path(trace_path)
         return result_from_trace(
             runner_name=self.name, runner_text=f"executor_runner {runner}", request=request, build=build, cmd=cmd,
             run_dir=run_dir, trace_path=trace_path, log_path=log_path, wall_s=wall_s, load=load,
-            metadata={"outputs_path": str(outputs)} if self.write_outputs and outputs.is_file() else None,
+            metadata={**peak, **({"outputs_path": str(outputs)} if self.write_outputs and outputs.is_file() else {})},
         )
 
     def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
@@ -410,6 +424,7 @@ def result_from_trace(
     }
     if iterations and len(iterations) == len(e2e):
         meta["log_vs_trace_max_abs_diff_ms"] = max(abs(a - b) for a, b in zip(iterations, e2e, strict=True))
+    meta.update(_log_memory(log_text))
     meta.update(metadata or {})
     return RunResult(
         runner=runner_name,
@@ -476,6 +491,7 @@ def result_from_log(
         "requested_executions": request.executions,
         "log_success": SUCCESS_TEXT in log_text,
     }
+    meta.update(_log_memory(log_text))
     if request.mode == MODE_TIMING:
         meta["timing_scope"] = ("executor_runner's 'Iteration' lines: Method::execute of each execution, the span "
                                 "the traced build's Method::execute events time")
