@@ -49,7 +49,7 @@ from .gate import (
 )
 from .identity import reports_sme2
 from .kernels import KernelLog
-from .memory import Memory, MemoryThresholds, with_memory
+from .memory import ADDED, Memory, MemoryThresholds, with_memory
 from .numerics import NumericsComparison
 from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair, source_head
 from .runners.base import MODE_TIMING, Runner
@@ -108,7 +108,7 @@ def _baseline_from(test_id: str, profile: Profile, tool_version: str) -> Baselin
         latency_source=profile.latency_source, stats=a.e2e.to_dict(),
         top_operators=tuple(op.to_dict() for op in a.operator_details[:10]), created=now_iso(),
         tool_version=tool_version,
-        category_operators=a.delegated_operators if profile.per_operator else {},
+        category_operators=a.delegated_operators if profile.per_operator else {}, memory=profile.memory,
     )
 
 
@@ -357,7 +357,10 @@ def judge(
     # Memory: against the baseline's artifact measured in this session when there is one, else the stored memory.
     verdict = _with_memory(verdict, reference.memory if reference is not None else baseline.memory, candidate, off,
                            config)
-    baseline = _add_memory(baselines, baseline, profile, comparison, invalid)
+    gained = _add_memory(baselines, baseline, profile, comparison, invalid)
+    if gained is not baseline:
+        verdict = replace(verdict, notes=(*verdict.notes, f"{ADDED}{lookup.path}"))
+        baseline = gained
     warnings = _inputs_warning(baseline.artifact, profile.artifact)
     return Judgement(GATED, verdict, lookup.path, baseline, verdict.summary(), reference, candidate, warnings)
 

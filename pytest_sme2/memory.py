@@ -398,9 +398,18 @@ PROGRAM_SIZE = "program_size"
 SME2_MEMORY = "sme2_memory"
 MEMORY_CHECKS = (PLANNED, PEAK, PLANNED_BUDGET, PEAK_BUDGET, PROGRAM_SIZE, SME2_MEMORY)
 
-NOT_STORED = ("the baseline records no memory (written before pytest-sme2 measured it): planned and peak memory are "
-              "not gated against it; they are stored with the next baseline written (--sme2-update-baseline, or the "
-              "next recording of an unchanged artifact)")
+#: Notes of the memory checks start with this (the terminal shows them under the test's line).
+NOTE_PREFIX = "memory: "
+NOT_STORED = (f"{NOTE_PREFIX}the baseline records no memory (written before pytest-sme2 measured it): planned and peak "
+              "memory are not gated against it in this run; a valid run of its unchanged artifact adds them to the "
+              "baseline file (its latency samples untouched), --sme2-update-baseline writes them too")
+#: The note when that happened (followed by the file).
+ADDED = f"{NOTE_PREFIX}added to the baseline (latency samples untouched; commit the file): "
+
+
+def memory_notes(notes: Sequence[str]) -> list[str]:
+    """The notes of a verdict that are about memory (for the terminal, which shows no other notes of a pass)."""
+    return [n for n in notes if n.startswith(NOTE_PREFIX)]
 
 
 def _b(n: float) -> str:

@@ -222,3 +222,78 @@ def test_sme2_on_off_memory_is_reported(local_memory: Memory) -> None:
     v = with_memory(_verdict(None), None, local_memory, _cfg(), off=off)  # type: ignore[arg-type]
     check = next(c for c in v.checks if c.name == "sme2_memory")
     assert check.advisory and "planned 606,464 B both" in check.message and "-1,024 KiB" in check.message
+
+
+# ------------------------------------------------------------------------------------------ the plugin, end to end
+
+WIDTH_TEST = """
+    import os
+    import pytest, torch
+
+    WIDTH = int(os.environ.get("SME2_TEST_WIDTH", "64"))
+
+
+    class Mlp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up, self.down = torch.nn.Linear(64, WIDTH), torch.nn.Linear(WIDTH, 64)
+
+        def forward(self, x):
+            return self.down(torch.relu(self.up(x)))
+
+
+    def mlp():
+        return Mlp()
+
+
+    @pytest.mark.sme2_model(mlp, dtype="fp32", backend="portable", inputs=(torch.ones(1, 64),))
+    @pytest.mark.sme2_threshold(latency_pct=50)
+    def test_mlp(exported_model, sme2_runner, sme2_baseline):
+        sme2_baseline.check(sme2_runner.profile(exported_model))
+"""
+FAST = ("--sme2-runs=6", "--sme2-warmup=2", "--sme2-blocks=4", "--sme2-busy-limit=100", "-p", "no:cacheprovider",
+        "-p", "no:randomly")
+
+
+@pytest.mark.slow
+def test_a_wider_model_fails_on_planned_memory_alone(pytester: pytest.Pytester, sme2_shared_cache: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21: a model whose hidden layer is 64 -> 80 wide (portable: the activations are planned) fails on its
+    planned memory, exactly, with the bytes, in the same run where its latency stays within the 50 % margin."""
+    import textwrap
+
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_width=textwrap.dedent(WIDTH_TEST))
+    run = lambda *a: pytester.runpytest_subprocess(f"--sme2-cache-dir={sme2_shared_cache}", *FAST, *a,  # noqa: E731
+                                                  timeout=600)
+    monkeypatch.setenv("SME2_TEST_WIDTH", "64")
+    run("--sme2-update-baseline").assert_outcomes(passed=1)
+    (path,) = (pytester.path / ".sme2_baselines").glob("*.json")
+    stored = json.loads(path.read_text())
+    small = stored["memory"]["planned_bytes"]
+    assert stored["memory"]["size"]["pte_bytes"] > 0 and len(stored["memory"]["peak_kb"]) == 4
+
+    # An old baseline (no memory): gated on latency as before, memory not gated and said so; the unchanged artifact's
+    # run adds the memory to the file, latency untouched.
+    del stored["memory"]
+    path.write_text(json.dumps(stored))
+    result = run()
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "memory: the baseline records no memory" in out and "memory: added to the baseline" in out
+    gained = json.loads(path.read_text())
+    assert gained["memory"]["planned_bytes"] == small and gained["samples_ms"] == stored["samples_ms"]
+
+    monkeypatch.setenv("SME2_TEST_WIDTH", "80")
+    result = run("--sme2-json=results.json")
+    result.assert_outcomes(failed=1)
+    test = json.loads((pytester.path / "results.json").read_text())["tests"][0]
+    checks = {c["name"]: c for c in test["verdict"]["checks"]}
+    wide = test["memory"]["planned_bytes"]
+    assert sum(wide) > sum(small)
+    planned = checks["planned_memory"]
+    assert planned["status"] == "regression"
+    assert f"{sum(small):,} B -> {sum(wide):,} B ({sum(wide) - sum(small):+,} B" in planned["message"]
+    assert checks["e2e"]["status"] != "regression"  # the latency did not fail it: planned memory alone did
+    out = result.stdout.str()
+    assert "[regression] planned_memory: grew:" in out
