@@ -42,6 +42,11 @@ from .gate import Check, Comparison, Status, Verdict, overall
 #: Keys of ``RunResult.metadata`` a runner fills in (all optional: an absent key is "not measured").
 PEAK_KB = "peak_rss_kb"
 PEAK_SOURCE = "peak_source"
+#: resident memory of a runner process before it opened the program (KiB): the runner and its libraries
+START_KB = "rss_start_kb"
+#: a reaped runner's ``ru_maxrss`` (KiB), kept for reference only: Linux carries the high-water mark of the process
+#: that exec'd it into it (a runner started from a 400 MB Python process says 400 MB), so it is never the peak
+RU_MAXRSS_KB = "ru_maxrss_kb"
 LOAD_MS = "load_ms"
 RUNNER_PLANNED = "runner_planned_bytes"
 
@@ -53,8 +58,10 @@ PEAK_MARGIN = 0.05
 
 #: ``sme2_runner planned_memory: buffers=2 total_bytes=1024 sizes=512,512`` (pytest-sme2's own runner)
 RUNNER_PLANNED_LINE = re.compile(r"^sme2_runner planned_memory: buffers=(\d+) total_bytes=(\d+) sizes=([\d,]*)$", re.M)
-#: ``sme2_runner peak_rss_kb: 12345`` (pytest-sme2's own runner, its own getrusage at exit)
-RUNNER_PEAK_LINE = re.compile(r"^sme2_runner peak_rss_kb: (\d+)$", re.M)
+#: ``sme2_runner vmhwm_kb: 12345`` (pytest-sme2's own runner: VmHWM of its /proc/self/status at exit)
+RUNNER_PEAK_LINE = re.compile(r"^sme2_runner vmhwm_kb: (\d+)$", re.M)
+#: ``sme2_runner rss_start_kb: 6000`` (its VmRSS before it opened the program)
+RUNNER_START_LINE = re.compile(r"^sme2_runner rss_start_kb: (\d+)$", re.M)
 #: ``Model loaded in 1.23 ms.`` (pytest-sme2's own runner)
 RUNNER_LOAD_LINE = re.compile(r"Model loaded in ([0-9.eE+-]+) ms")
 
@@ -75,9 +82,9 @@ class PeakSource(str, Enum):
     @property
     def description(self) -> str:
         return {
-            PeakSource.PROCESS: ("peak resident memory (VmHWM = ru_maxrss) of the runner process: program load, "
-                                 "planned arena, XNNPACK's packed weights and workspace, libraries, the pages of the "
-                                 "mmapped .pte it touched"),
+            PeakSource.PROCESS: ("peak resident memory (VmHWM) of the runner process, as it printed it: program "
+                                 "load, planned arena, XNNPACK's packed weights and workspace, its libraries, the "
+                                 "pages of the .pte it read"),
             PeakSource.EMULATOR: ("peak resident memory of the qemu-user process: the runner's memory plus the "
                                   "emulator and its translation cache (tens of MB): compare it only with the same "
                                   "emulated device, never with a phone"),
@@ -149,8 +156,17 @@ _NAMED_DATA_SEGMENT = 1
 
 
 def _read(path: Path) -> _Flat:
+    """The program's flatbuffer: the file up to the extended header's ``program_size`` (the segments after it hold
+    the constant data and payloads, which only their sizes in the flatbuffer are needed of), else the whole file."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as fh:
+            head = fh.read(64)
+            data = head
+            if len(head) >= 24 and head[8:12] == b"eh00":
+                program_size = int.from_bytes(head[16:24], "little")
+                data = head + fh.read(max(0, program_size - len(head)))
+            else:
+                data = head + fh.read()
     except OSError as exc:
         raise ExportError(f"cannot read program file {path}: {exc.strerror}; export the model first") from None
     if len(data) < 8 or not re.fullmatch(rb"ET\d\d", data[4:8]):
@@ -235,7 +251,7 @@ def program_size(path: str | Path) -> ProgramSize:
                 delegate += table[index] if index < len(table) else 0
     except (struct.error, IndexError):
         raise ExportError(f"{p} is cut or not a program this reader understands; export it again") from None
-    return ProgramSize(len(flat.data), constant, delegate)
+    return ProgramSize(p.stat().st_size, constant, delegate)
 
 
 # ------------------------------------------------------------------------------------ the profile's memory
@@ -254,6 +270,9 @@ class Memory:
     peak_source: PeakSource | None = None
     #: what the runner's own MethodMeta said, when it printed it (a cross-check of ``planned_bytes``)
     runner_planned_bytes: tuple[int, ...] | None = None
+    #: resident memory of the runner process before it opened the program, per block (KiB); () when not printed.
+    #: ``peak - start`` is what the program added (under QEMU: the emulator's own start is left out)
+    start_kb: tuple[int, ...] = ()
 
     @property
     def planned_total(self) -> int:
@@ -274,6 +293,7 @@ class Memory:
             "peak_kb": list(self.peak_kb), "peak_source": self.peak_source.value if self.peak_source else None,
             "peak_scope": self.peak_source.description if self.peak_source else None,
             "runner_planned_bytes": list(self.runner_planned_bytes) if self.runner_planned_bytes is not None else None,
+            "start_kb": list(self.start_kb),
         }
 
     @classmethod
@@ -286,7 +306,15 @@ class Memory:
             peak_kb=tuple(int(x) for x in d.get("peak_kb", ())),
             peak_source=PeakSource(d["peak_source"]) if d.get("peak_source") else None,
             runner_planned_bytes=tuple(int(x) for x in runner) if runner is not None else None,
+            start_kb=tuple(int(x) for x in d.get("start_kb", ())),
         )
+
+    @property
+    def added_median_kb(self) -> float | None:
+        """Median of ``peak - start`` over the blocks: what loading and running the program added to the process."""
+        if not self.start_kb or len(self.start_kb) != len(self.peak_kb):
+            return None
+        return float(statistics.median(p - s for p, s in zip(self.peak_kb, self.start_kb, strict=True)))
 
     @classmethod
     def maybe(cls, d: Mapping[str, Any] | None) -> Memory | None:
@@ -307,6 +335,8 @@ def memory_of(pte: Path, metadata: Sequence[Mapping[str, Any]], method: str | No
         peak_kb=tuple(peaks) if len(peaks) == len(metadata) and len(sources) == 1 else (),
         peak_source=PeakSource(sources.pop()) if len(peaks) == len(metadata) and len(sources) == 1 else None,
         runner_planned_bytes=runner,
+        start_kb=tuple(int(m[START_KB]) for m in metadata) if all(m.get(START_KB) is not None for m in metadata)
+        and metadata else (),
     )
 
 
@@ -319,6 +349,9 @@ def runner_log_memory(log_text: str) -> dict[str, Any]:
     peak = RUNNER_PEAK_LINE.search(log_text)
     if peak:
         out[PEAK_KB] = int(peak.group(1))
+    start = RUNNER_START_LINE.search(log_text)
+    if start:
+        out[START_KB] = int(start.group(1))
     load = RUNNER_LOAD_LINE.search(log_text)
     if load:
         out[LOAD_MS] = float(load.group(1))

@@ -86,9 +86,12 @@ def test_reading_a_non_program_names_the_file(tmp_path: Path) -> None:
 
 def test_runner_log_lines_are_read() -> None:
     """The lines pytest-sme2's runner prints (runner_src/sme2_runner.cpp), as it prints them."""
-    log = ("Model loaded in 1.250000 ms.\nsme2_runner planned_memory: buffers=1 total_bytes=12400 sizes=12400\n"
-           "Iteration 1 of 1: 0.1 ms\nsme2_runner peak_rss_kb: 5432\n")
-    assert runner_log_memory(log) == {"runner_planned_bytes": [12400], "peak_rss_kb": 5432, "load_ms": 1.25}
+    log = ("sme2_runner rss_start_kb: 5000\nModel loaded in 1.250000 ms.\n"
+           "sme2_runner planned_memory: buffers=1 total_bytes=12400 sizes=12400\n"
+           "Iteration 1 of 1: 0.1 ms\nsme2_runner peak_rss_kb: 400000\nsme2_runner vmhwm_kb: 5432\n")
+    # The peak is VmHWM; the ru_maxrss line (which carries the parent's high-water mark) is not read as a peak.
+    assert runner_log_memory(log) == {"runner_planned_bytes": [12400], "peak_rss_kb": 5432, "load_ms": 1.25,
+                                      "rss_start_kb": 5000}
     assert runner_log_memory("I 00:00:00.000 executorch:executor_runner.cpp:1] Model executed successfully") == {}
 
 

@@ -45,7 +45,7 @@ from ..device import host_device, host_identity
 from ..errors import ConfigError, RunnerError, TraceError, tail
 from ..export import load_pte_check
 from ..load import SOURCE_CHILD, BlockLoad, block_load, host_load
-from ..memory import PEAK_KB, PEAK_SOURCE, PeakSource, child_peak_kb, runner_log_memory
+from ..memory import PEAK_KB, PEAK_SOURCE, RU_MAXRSS_KB, PeakSource, child_peak_kb, runner_log_memory
 from ..trace import ETDUMP_IDENTIFIER, read_etdump
 from .base import (
     MODE_LOG,
@@ -97,12 +97,15 @@ def parse_iteration_ms(log_text: str) -> tuple[float, ...]:
 
 
 
-def _log_memory(log_text: str) -> dict[str, Any]:
-    """Planned memory, load time and peak as pytest-sme2's own runner prints them (its peak: its own process, e.g.
-    on a phone; a runner reaped here overrides it with what wait4 said, the same counter)."""
+def _log_memory(log_text: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Planned memory, load time and peak as pytest-sme2's own runner prints them; its peak is of the kind the
+    caller said (``PEAK_SOURCE`` in ``meta``: QEMU's is the emulator's process), else the runner's own process
+    (a phone). An executor_runner that prints none has no peak: not measured, never wait4's ``ru_maxrss``."""
     found = runner_log_memory(log_text)
     if PEAK_KB in found:
-        found[PEAK_SOURCE] = PeakSource.PROCESS.value
+        found[PEAK_SOURCE] = meta.get(PEAK_SOURCE) or PeakSource.PROCESS.value
+    else:
+        found[PEAK_SOURCE] = None
     return found
 
 
@@ -267,8 +270,10 @@ class HostRunner(BinaryBuilds):
                 command=cmd, returncode=returncode, stderr_tail=log_tail,
             )
         build = self.build_of(request.variant, request.build, request.mode)
-        # The child's own peak, from wait4: any executor_runner has one (pytest-sme2's runner also prints it).
-        peak = {PEAK_KB: child_peak_kb(usage.ru_maxrss), PEAK_SOURCE: self.peak_source.value}
+        # The peak is what the runner printed of its own VmHWM (pytest-sme2's runner; _log_memory), of the kind this
+        # runner says (QEMU: the emulator's process). wait4's ru_maxrss is kept for reference only: Linux carries
+        # this Python process' high-water mark into it at exec, so it is never a runner's peak.
+        peak = {RU_MAXRSS_KB: child_peak_kb(usage.ru_maxrss), PEAK_SOURCE: self.peak_source.value}
         if not traced:
             return result_from_log(
                 runner_name=self.name, runner_text=f"executor_runner {runner}", request=request, build=build,
@@ -424,8 +429,8 @@ def result_from_trace(
     }
     if iterations and len(iterations) == len(e2e):
         meta["log_vs_trace_max_abs_diff_ms"] = max(abs(a - b) for a, b in zip(iterations, e2e, strict=True))
-    meta.update(_log_memory(log_text))
     meta.update(metadata or {})
+    meta.update(_log_memory(log_text, meta))
     return RunResult(
         runner=runner_name,
         e2e_ms=e2e,
@@ -491,11 +496,11 @@ def result_from_log(
         "requested_executions": request.executions,
         "log_success": SUCCESS_TEXT in log_text,
     }
-    meta.update(_log_memory(log_text))
     if request.mode == MODE_TIMING:
         meta["timing_scope"] = ("executor_runner's 'Iteration' lines: Method::execute of each execution, the span "
                                 "the traced build's Method::execute events time")
     meta.update(metadata or {})
+    meta.update(_log_memory(log_text, meta))
     return RunResult(
         runner=runner_name,
         e2e_ms=iterations,

@@ -228,6 +228,11 @@ class LocalRunner:
         if request.executions < 1:
             raise ConfigError(f"nothing to run: warmup + runs is {request.executions}; ask for at least one run")
         traced = request.mode == MODE_TRACE
+        # The runtime's modules first (a no-op after the first run): their first import maps the runtime's libraries,
+        # which are no part of a program's footprint.
+        import executorch.kernels.quantized  # noqa: F401
+        from executorch.runtime import Runtime  # noqa: F401
+
         peak = PeakDelta()
         peak.start()  # the high-water mark of this process from here: load + runs (PeakSource.DELTA says what)
         program, method, method_name, load_ms = self._load(request.pte, request.threads, etdump=traced)
