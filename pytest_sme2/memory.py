@@ -19,7 +19,8 @@ Four kinds of number, each with its own meaning and its own rule in the gate:
   its resident set before the load, on the local runtime. It is noisy (allocator, page cache, the pages of the
   mmapped ``.pte`` touched), so it is judged with a relative margin (:data:`PEAK_MARGIN`, measured in
   ``benchmarks/memory_noise.py``) and by the comparison kind, as the latency is: an unchanged artifact whose peak
-  moved is drift, never a regression.
+  moved is drift, never a regression. The local runtime's rise is reported, not gated: it is too noisy
+  (:data:`DELTA_NOT_GATED`).
 
 Absolute budgets (``planned_mb``, ``peak_mb``) are judged as ``p50_ms`` is for time.
 """
@@ -52,9 +53,15 @@ RUNNER_PLANNED = "runner_planned_bytes"
 
 MB = 1024 * 1024
 
-#: Default relative margin for peak memory: the between-session noise of a runner process' and of the local
-#: runtime's peak on this VM, rounded up (benchmarks/results/memory_noise.txt).
+#: Default relative margin for the peak of a runner process: its peak varied at most 1.7 % between the blocks of
+#: a session and 0.4 % between the medians of 5 sessions on this VM (host runner; QEMU 0.1 %), so 5 % leaves ~3x
+#: headroom (benchmarks/results/memory_noise.txt). The local runtime's rise is not gated (:data:`DELTA_NOT_GATED`).
 PEAK_MARGIN = 0.05
+
+#: Why the local runtime's peak is reported, not gated (measured: benchmarks/results/memory_noise.txt).
+DELTA_NOT_GATED = ("the local runtime's rise of the Python process' high-water mark varied 6.8-20.6 MB for one "
+                   "program across loads and sessions on this VM, as the allocator reuses memory freed by earlier "
+                   "loads; gate peak memory on a runner process: --sme2-device=host, qemu or android")
 
 #: ``sme2_runner planned_memory: buffers=2 total_bytes=1024 sizes=512,512`` (pytest-sme2's own runner)
 RUNNER_PLANNED_LINE = re.compile(r"^sme2_runner planned_memory: buffers=(\d+) total_bytes=(\d+) sizes=([\d,]*)$", re.M)
@@ -510,6 +517,9 @@ def peak_check(reference: Memory, candidate: Memory, thresholds: MemoryThreshold
     ratio = cand / ref
     where = (f"median {_mb(ref)} -> {_mb(cand)} ({(ratio - 1) * 100:+.1f}%; {int(cand - ref):+,} KiB) over "
              f"{len(reference.peak_kb)} and {len(candidate.peak_kb)} blocks, margin ±{margin * 100:.1f}%")
+    if candidate.peak_source is PeakSource.DELTA:
+        return Check(PEAK, Status.PASS, f"{where}: reported, not gated ({DELTA_NOT_GATED})", advisory=True,
+                     margin=margin, baseline=ref, candidate=cand)
     if comparison is Comparison.UNCHANGED:
         if abs(ratio - 1) > margin:
             return Check(PEAK, Status.DRIFT, f"the unchanged artifact peaked {'higher' if ratio > 1 else 'lower'}: "
@@ -537,6 +547,10 @@ def budget_checks(candidate: Memory, thresholds: MemoryThresholds, *, emulated: 
         if peak is None:
             out.append(Check(PEAK_BUDGET, Status.INCONCLUSIVE, "this runner reported no peak memory: the budget "
                              f"{thresholds.peak_mb:g} MB cannot be judged"))
+        elif candidate.peak_source is PeakSource.DELTA:
+            out.append(Check(PEAK_BUDGET, Status.PASS, (
+                f"not judged: {_mb(peak)} is the rise of this Python process, not a process' peak ({DELTA_NOT_GATED})"),
+                advisory=True, candidate=peak * 1024))
         elif emulated or candidate.peak_source is PeakSource.EMULATOR:
             out.append(Check(PEAK_BUDGET, Status.PASS, (
                 f"not judged: {_mb(peak)} is the emulator's process (qemu-user), not a device's; the budget "

@@ -23,7 +23,8 @@ def memory_rows(test: TestResult) -> list[MemoryRow]:
     rows: list[MemoryRow] = []
     if test.reference is not None and test.reference.memory is not None:
         rows.append(MemoryRow("baseline (re-measured)", test.reference.memory))
-    elif test.baseline is not None and test.baseline.memory is not None and not test.baseline_written:
+    elif (test.baseline is not None and test.baseline.memory is not None and not test.baseline_written
+          and not test.recorded):
         rows.append(MemoryRow("baseline", test.baseline.memory))
     cmp = test.comparison
     if test.profile_off is not None and test.profile_off.memory is not None:
@@ -40,6 +41,24 @@ def _bytes(n: int) -> str:
 
 def _mb(kb: float | None) -> str:
     return "—" if kb is None else f"{kb / 1024:.1f} MB"
+
+
+def on_off_lines(rows: list[MemoryRow]) -> list[str]:
+    """SME2 off vs on (the last two rows of an on/off pair): same program and plan, other kernels and packed weights."""
+    arms = [r for r in rows if not r.label.startswith("baseline")]
+    if len(arms) != 2:
+        return []
+    (off_label, off), (on_label, on) = ((r.label, r.memory) for r in arms)
+    parts = [f"planned memory {'identical' if off.planned_bytes == on.planned_bytes else 'differs'} "
+             f"({_bytes(off.planned_total)} vs {_bytes(on.planned_total)}: the plan is the program's)"]
+    a, b = off.peak_median_kb, on.peak_median_kb
+    if a is not None and b is not None:
+        parts.append(f"peak {_mb(a)} → {_mb(b)} ({b - a:+,.0f} KiB, {(b / a - 1) * 100:+.1f}%): XNNPACK packs the "
+                     "weights for the kernels it picks, so the SME2 arm's packed weights and workspace differ")
+        added_a, added_b = off.added_median_kb, on.added_median_kb
+        if added_a is not None and added_b is not None:
+            parts.append(f"above the process' start: {_mb(added_a)} → {_mb(added_b)} ({added_b - added_a:+,.0f} KiB)")
+    return ["", f"**{off_label} → {on_label}:** " + "; ".join(parts) + "."]
 
 
 def memory_line(test: TestResult) -> str:
@@ -75,7 +94,7 @@ def memory_markdown(rows: list[MemoryRow]) -> list[str]:
     if not rows:
         return []
     out = ["| arm | planned memory | buffers | .pte | constant data | delegate payloads | load (median) | "
-           "peak memory (median) |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+           "peak memory (median) | peak above start |", "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         m = r.memory
         size = m.size
@@ -84,7 +103,9 @@ def memory_markdown(rows: list[MemoryRow]) -> list[str]:
             f"{_bytes(size.pte_bytes) if size else '—'} | {_bytes(size.constant_bytes) if size else '—'} | "
             f"{_bytes(size.delegate_bytes) if size else '—'} | "
             f"{f'{m.load_median_ms:.2f} ms ({len(m.load_ms)} loads)' if m.load_median_ms is not None else '—'} | "
-            f"{_mb(m.peak_median_kb)}{f' ({len(m.peak_kb)} blocks)' if m.peak_kb else ''} |")
+            f"{_mb(m.peak_median_kb)}{f' ({len(m.peak_kb)} blocks)' if m.peak_kb else ''} | "
+            f"{_mb(m.added_median_kb)} |")
+    out += on_off_lines(rows)
     sources = {r.memory.peak_source for r in rows if r.memory.peak_source is not None}
     out += [""] + [f"_Peak memory: {s.description}._" for s in sorted(sources, key=str)]
     out += ["_Planned memory is the program's memory plan (exact: it changes only with the program); load time is one "
