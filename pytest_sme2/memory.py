@@ -512,25 +512,27 @@ def peak_check(reference: Memory, candidate: Memory, thresholds: MemoryThreshold
     if reference.peak_source is not candidate.peak_source:
         return Check(PEAK, Status.PASS, (
             f"not compared: the baseline's peak is the {reference.peak_source} kind, this one the "
-            f"{candidate.peak_source} kind"), advisory=True, baseline=ref, candidate=cand)
+            f"{candidate.peak_source} kind"), advisory=True, baseline=ref * 1024, candidate=cand * 1024)
     margin = thresholds.peak_margin + (drift_allowance if comparison is Comparison.STORED else 0.0)
     ratio = cand / ref
     where = (f"median {_mb(ref)} -> {_mb(cand)} ({(ratio - 1) * 100:+.1f}%; {int(cand - ref):+,} KiB) over "
              f"{len(reference.peak_kb)} and {len(candidate.peak_kb)} blocks, margin ±{margin * 100:.1f}%")
     if candidate.peak_source is PeakSource.DELTA:
         return Check(PEAK, Status.PASS, f"{where}: reported, not gated ({DELTA_NOT_GATED})", advisory=True,
-                     margin=margin, baseline=ref, candidate=cand)
+                     margin=margin, baseline=ref * 1024, candidate=cand * 1024)
     if comparison is Comparison.UNCHANGED:
         if abs(ratio - 1) > margin:
             return Check(PEAK, Status.DRIFT, f"the unchanged artifact peaked {'higher' if ratio > 1 else 'lower'}: "
                          f"{where}. Nothing under test changed: this is the machine, not gated",
-                         margin=margin, baseline=ref, candidate=cand)
-        return Check(PEAK, Status.PASS, f"unchanged artifact: {where}", margin=margin, baseline=ref, candidate=cand)
+                         margin=margin, baseline=ref * 1024, candidate=cand * 1024)
+        return Check(PEAK, Status.PASS, f"unchanged artifact: {where}", margin=margin, baseline=ref * 1024,
+                     candidate=cand * 1024)
+    b, c = ref * 1024, cand * 1024  # checks carry bytes
     if ratio > 1 + margin:
-        return Check(PEAK, Status.REGRESSION, f"grew: {where}", margin=margin, baseline=ref, candidate=cand)
+        return Check(PEAK, Status.REGRESSION, f"grew: {where}", margin=margin, baseline=b, candidate=c)
     if ratio < 1 - margin:
-        return Check(PEAK, Status.IMPROVEMENT, f"shrank: {where}", margin=margin, baseline=ref, candidate=cand)
-    return Check(PEAK, Status.PASS, f"within the margin: {where}", margin=margin, baseline=ref, candidate=cand)
+        return Check(PEAK, Status.IMPROVEMENT, f"shrank: {where}", margin=margin, baseline=b, candidate=c)
+    return Check(PEAK, Status.PASS, f"within the margin: {where}", margin=margin, baseline=b, candidate=c)
 
 
 def budget_checks(candidate: Memory, thresholds: MemoryThresholds, *, emulated: bool = False) -> list[Check]:
@@ -567,6 +569,30 @@ def budget_checks(candidate: Memory, thresholds: MemoryThresholds, *, emulated: 
     return out
 
 
+def _size(n: float) -> str:
+    return f"{n:,.0f} B" if abs(n) < MB else f"{n / MB:.2f} MB"
+
+
+def memory_change(check: Check) -> str:
+    """A memory check's change for a table (its values are bytes): ``16,896 B -> 21,120 B (+4,224 B)``."""
+    b, c = check.baseline, check.candidate
+    if check.name in (PLANNED_BUDGET, PEAK_BUDGET):
+        return f"{_size(c)} of {_size(b)}" if b is not None and c is not None else "—"
+    if b is None or c is None:
+        return "—"
+    return f"{_size(b)} → {_size(c)} ({c - b:+,.0f} B)" if abs(c - b) < MB else f"{_size(b)} → {_size(c)}"
+
+
+def memory_margin(check: Check) -> str:
+    if check.name == PLANNED:
+        return "exact (0 B)" if not check.margin else f"+{check.margin * 100:g}%"
+    if check.name == PEAK and check.margin is not None:
+        return f"±{check.margin * 100:.1f}%"
+    if check.name in (PLANNED_BUDGET, PEAK_BUDGET) and check.baseline is not None:
+        return f"≤ {_size(check.baseline)}"
+    return "—"
+
+
 def size_check(reference: Memory, candidate: Memory) -> Check | None:
     """The ``.pte``'s size against the reference's: reported (advisory), never gated."""
     if reference.size is None or candidate.size is None:
@@ -589,7 +615,7 @@ def on_off_check(off: Memory, on: Memory) -> Check:
         parts.append(f"peak off {_mb(a)}, on {_mb(b)} ({b - a:+,.0f} KiB, {(b / a - 1) * 100:+.1f}%: packed weights "
                      "and workspace of the SME2 kernels vs the others)")
     return Check(SME2_MEMORY, Status.PASS, "; ".join(parts) + " (reported, not gated)", advisory=True,
-                 baseline=a, candidate=b)
+                 baseline=a * 1024 if a is not None else None, candidate=b * 1024 if b is not None else None)
 
 
 def memory_checks(reference: Memory | None, candidate: Memory | None, thresholds: MemoryThresholds,

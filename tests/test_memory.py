@@ -312,6 +312,19 @@ def test_a_wider_model_fails_on_planned_memory_alone(pytester: pytest.Pytester, 
     assert checks["e2e"]["status"] != "regression"  # the latency did not fail it: planned memory alone did
     out = result.stdout.str()
     assert "[regression] planned_memory: grew:" in out
+    # Every report shows it: the terminal line, markdown's table, the HTML chart (planned vs peak, baseline vs current).
+    assert f"memory: planned {sum(wide):,} B ({sum(wide) - sum(small):+,} B)" in out
+    from pytest_sme2.report.html import render_html
+    from pytest_sme2.report.markdown import render_markdown
+    from pytest_sme2.report.results import SessionResults
+
+    results = SessionResults.from_dict(json.loads((pytester.path / "results.json").read_text()))
+    markdown = render_markdown(results)
+    assert "### Memory and Size" in markdown and f"| current | {sum(wide):,} B |" in markdown
+    assert "Reported, not gated" in markdown  # the local runtime's peak
+    page = render_html(results)
+    assert page.count('class="sme2-mem-planned"') == 2  # the baseline's artifact re-measured, and the current one
+    assert f'data-value="{sum(wide) / 2**20:.6f}"' in page
 
 
 # ------------------------------------------------------------------------------------------ our runner, host and QEMU

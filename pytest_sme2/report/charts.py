@@ -515,17 +515,20 @@ class MemoryBar:
     planned_mb: float
     peak_mb: float | None
     peak_range_mb: tuple[float, float] | None = None
+    #: the process' resident memory before it opened the program (runner + libraries; under QEMU the emulator too)
+    start_mb: float | None = None
 
 
 PLANNED_COLOR: Final = "#8250DF"
 PEAK_COLOR: Final = "#0969DA"
+START_COLOR: Final = "#AFB8C1"
 
 
 def memory_bars(rows: Sequence[MemoryBar], *, title: str = "Memory: planned vs peak, per arm", width: int = 640,
                 note: str = "") -> str:
     """Two horizontal bars per arm, planned (exact) and peak (median, whisker = the blocks' range), in MB."""
     label_w = min(200.0, max(80.0, max((len(r.label) for r in rows), default=4) * CHAR_W + 16))
-    left, right, top = label_w, 110.0, 52.0
+    left, right, top = label_w, 130.0, 52.0
     bar_h, pair_gap, gap = 14.0, 3.0, 12.0
     step = 2 * bar_h + pair_gap + gap
     bottom = top + len(rows) * step - gap
@@ -533,7 +536,10 @@ def memory_bars(rows: Sequence[MemoryBar], *, title: str = "Memory: planned vs p
     hi = max([0.001] + [max(r.planned_mb, r.peak_mb or 0.0, (r.peak_range_mb or (0.0, 0.0))[1]) for r in rows])
     ticks = _nice_ticks(0.0, hi * 1.05)
     scale = (width - left - right) / ticks[-1]
-    body = _legend([("planned (exact)", PLANNED_COLOR), ("peak (median of blocks)", PEAK_COLOR)], left, 38)
+    legend = [("planned (exact)", PLANNED_COLOR), ("peak (median of blocks)", PEAK_COLOR)]
+    if any(r.start_mb is not None for r in rows):
+        legend.append(("of it: the process before the load", START_COLOR))
+    body = _legend(legend, left, 38)
     body += _x_axis(ticks, scale, left=left, top=top - 6, bottom=bottom, label="MB", suffix="")
     for i, r in enumerate(rows):
         y = top + i * step
@@ -550,6 +556,11 @@ def memory_bars(rows: Sequence[MemoryBar], *, title: str = "Memory: planned vs p
         body.append(f'<rect class="sme2-mem-peak" data-value="{r.peak_mb:.6f}" x="{_n(left)}" y="{_n(yp)}" '
                     f'width="{_n(r.peak_mb * scale)}" height="{_n(bar_h)}" rx="2" fill="{PEAK_COLOR}">'
                     f"<title>{_esc(f'{r.label}: peak {r.peak_mb:.1f} MB')}</title></rect>")
+        if r.start_mb is not None and 0 < r.start_mb <= r.peak_mb:
+            body.append(f'<rect class="sme2-mem-start" x="{_n(left)}" y="{_n(yp)}" width="{_n(r.start_mb * scale)}" '
+                        f'height="{_n(bar_h)}" rx="2" fill="{START_COLOR}"><title>'
+                        f"{_esc(f'{r.label}: {r.start_mb:.1f} MB before the load, +{r.peak_mb - r.start_mb:.1f} MB added')}"
+                        "</title></rect>")
         end = r.peak_mb
         if r.peak_range_mb is not None:
             lo, hi_ = r.peak_range_mb
@@ -558,7 +569,8 @@ def memory_bars(rows: Sequence[MemoryBar], *, title: str = "Memory: planned vs p
                         f'H{_n(left + hi_ * scale)} M{_n(left + hi_ * scale)} {_n(yc - 4)} v8" stroke="{TEXT}" '
                         'stroke-width="1.2" fill="none"/>')
             end = max(end, hi_)
-        body.append(_text(left + end * scale + 6, yp + bar_h - 3, f"{r.peak_mb:.1f} MB", size=10, weight="600"))
+        added = f" (+{r.peak_mb - r.start_mb:.1f} MB)" if r.start_mb is not None else ""
+        body.append(_text(left + end * scale + 6, yp + bar_h - 3, f"{r.peak_mb:.1f} MB{added}", size=10, weight="600"))
     if note:
         body.append(_text(12, height - 10, note, size=10, fill=MUTED, italic=True))
     return _svg(width, height, title, body, kind="memory")

@@ -7,8 +7,9 @@ peak per arm) and the JSON a derived view (:meth:`~pytest_sme2.report.results.Te
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
-from ..memory import MB, Memory, PeakSource
+from ..memory import DELTA_NOT_GATED, MB, Memory, PeakSource
 from .results import TestResult
 
 
@@ -107,7 +108,9 @@ def memory_markdown(rows: list[MemoryRow]) -> list[str]:
             f"{_mb(m.added_median_kb)} |")
     out += on_off_lines(rows)
     sources = {r.memory.peak_source for r in rows if r.memory.peak_source is not None}
-    out += [""] + [f"_Peak memory: {s.description}._" for s in sorted(sources, key=str)]
+    out += [""] + [f"_Peak memory: {s.description}"
+                   + (f". Reported, not gated: {DELTA_NOT_GATED}" if s is PeakSource.DELTA else "") + "._"
+                   for s in sorted(sources, key=str)]
     out += ["_Planned memory is the program's memory plan (exact: it changes only with the program); load time is one "
             "sample per block (each block loads the program anew)._"]
     return out
@@ -122,7 +125,8 @@ def memory_chart(test: TestResult) -> str:
         return ""
     bars = [MemoryBar(r.label, r.memory.planned_total / MB,
                       r.memory.peak_median_kb / 1024 if r.memory.peak_median_kb is not None else None,
-                      (min(r.memory.peak_kb) / 1024, max(r.memory.peak_kb) / 1024) if r.memory.peak_kb else None)
+                      (min(r.memory.peak_kb) / 1024, max(r.memory.peak_kb) / 1024) if r.memory.peak_kb else None,
+                      float(statistics.median(r.memory.start_kb)) / 1024 if r.memory.start_kb else None)
             for r in rows]
     source = next((r.memory.peak_source for r in reversed(rows) if r.memory.peak_source is not None), None)
     note = {PeakSource.EMULATOR: "peak: the qemu-user process, emulator included (not device memory)",
