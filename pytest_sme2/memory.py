@@ -59,7 +59,7 @@ MB = 1024 * 1024
 PEAK_MARGIN = 0.05
 
 #: Why the local runtime's peak is reported, not gated (measured: benchmarks/results/memory_noise.txt).
-DELTA_NOT_GATED = ("the local runtime's rise of the Python process' high-water mark varied 6.8-20.6 MB for one "
+DELTA_NOT_GATED = ("the local runtime's rise of the Python process' high-water mark varied 6.6-20.2 MB for one "
                    "program across loads and sessions on this VM, as the allocator reuses memory freed by earlier "
                    "loads; gate peak memory on a runner process: --sme2-device=host, qemu or android")
 
