@@ -58,7 +58,7 @@ RUNS = 5
 # ------------------------------------------------------------------------------------------ one session
 
 
-def session(blocks: int, models: list[str], runner: str | None, qemu_runner: str | None, qemu: str | None,
+def session(blocks: int, models: list[str], *, runner: str | None, qemu_runner: str | None, qemu: str | None,
             sysroot: str) -> dict[str, Any]:
     """Blocks of every (runner, model) in this process, interleaved; every block's peak, load and planned bytes."""
     from pytest_sme2.memory import memory_of
@@ -76,7 +76,7 @@ def session(blocks: int, models: list[str], runner: str | None, qemu_runner: str
         runners["qemu"] = QemuRunner(qemu_runner, qemu=Path(qemu), sysroot=sysroot)
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for b in range(blocks):
+        for _ in range(blocks):
             for name, r in runners.items():
                 for model in models:
                     if name == "qemu" and model != "toy_cnn":
@@ -224,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     models = args.models.split(",") if args.models else (["toy_cnn"] if args.quick else list(PROGRAMS))
     if args.session:
-        print(json.dumps(session(args.blocks, models, args.runner, args.qemu_runner, args.qemu, args.sysroot)))
+        print(json.dumps(session(args.blocks, models, runner=args.runner, qemu_runner=args.qemu_runner, qemu=args.qemu,
+                                 sysroot=args.sysroot)))
         return 0
     sessions_n, blocks = (2, 3) if args.quick else (args.sessions, args.blocks)
     r = measure(sessions_n, blocks, models, runner=args.runner, qemu_runner=args.qemu_runner, qemu=args.qemu,
@@ -232,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     sessions, summary, cost, lines = r["sessions"], r["summary"], r["cost"], r["lines"]
     print("\n".join(lines))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    header = [f"memory_noise: {sessions_n} sessions x {blocks} blocks, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-              f"load average {os.getloadavg()[0]:.2f}", ""]
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    header = [f"memory_noise: {sessions_n} sessions x {blocks} blocks, {when}, load average {os.getloadavg()[0]:.2f}",
+              ""]
     args.out.with_suffix(".txt").write_text("\n".join(header + lines) + "\n")
     args.out.with_suffix(".json").write_text(json.dumps({"sessions": sessions, "summary": summary, "cost": cost},
                                                         indent=1) + "\n")

@@ -152,8 +152,8 @@ class _Flat:
 
 
 # program.fbs field indexes (the order of the fields in each table)
-_PROGRAM_PLANS, _PROGRAM_CONSTANT_BUFFER, _PROGRAM_DELEGATE_DATA, _PROGRAM_SEGMENTS, _PROGRAM_CONSTANT_SEGMENT = 1, 2, 3, 4, 5
-_PROGRAM_NAMED_DATA = 7
+_PROGRAM_PLANS, _PROGRAM_CONSTANT_BUFFER, _PROGRAM_DELEGATE_DATA = 1, 2, 3
+_PROGRAM_SEGMENTS, _PROGRAM_CONSTANT_SEGMENT, _PROGRAM_NAMED_DATA = 4, 5, 7
 _PLAN_NAME, _PLAN_DELEGATES, _PLAN_BUFFER_SIZES = 0, 7, 8
 _SEGMENT_SIZE = 1
 _DELEGATE_PROCESSED = 1
@@ -470,7 +470,7 @@ def _buffers(ref: Sequence[int], cand: Sequence[int]) -> str:
 
 def planned_check(reference: Memory, candidate: Memory, thresholds: MemoryThresholds,
                   comparison: Comparison) -> Check:
-    """Planned memory, exactly: growth beyond ``planned_growth`` is a regression; an unchanged artifact's change a bug."""
+    """Planned memory, exactly: growth beyond ``planned_growth`` is a regression; an unchanged artifact's a bug."""
     ref, cand = reference.planned_total, candidate.planned_total
     delta = cand - ref
     head = f"{_b(ref)} -> {_b(cand)} ({delta:+,} B"

@@ -1,4 +1,4 @@
-"""Memory and size (issue 21): reading the plan and the size from real ``.pte`` files, peaks from real runs, every check.
+"""Memory and size (issue 21): the plan and the size read from real ``.pte`` files, peaks from real runs, every check.
 
 The planned sizes are checked against ExecuTorch's own deserializer; peaks come from real local-runtime runs of the
 recorded programs in ``tests/data`` (the checks' thresholds are exercised on those peaks scaled, never on invented
@@ -66,8 +66,8 @@ def test_program_size_accounts_for_the_weights(pte: Path) -> None:
 
 def test_toy_cnn_constant_data_is_its_parameters() -> None:
     """Independent count: toy_cnn's parameters in fp32, each tensor padded to ExecuTorch's 16-byte alignment."""
-    from pytest_sme2.models import get_model
     import example_models  # noqa: F401  (registers the example models)
+    from pytest_sme2.models import get_model
 
     module, _ = get_model("toy_cnn").build()
     params = [p.numel() * 4 for p in module.parameters()]
@@ -100,7 +100,7 @@ def test_runner_log_lines_are_read() -> None:
 
 @pytest.fixture(scope="module")
 def local_memory(tmp_path_factory: pytest.TempPathFactory) -> Memory:
-    """The MobileNetV3-like program measured by the local runtime: 3 loads (blocks), each with its peak and load time."""
+    """The MobileNetV3-like program run by the local runtime: 3 loads (blocks), each with its peak and load time."""
     from pytest_sme2.runners.local import LocalRunner
 
     out = tmp_path_factory.mktemp("mem")

@@ -16,6 +16,8 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if not records or worker_id(config) is not None:
         return
     from ..gate import Status
+    from ..memory import memory_notes
+    from ..report.memory import memory_line
     from ..report.results import (
         BASELINE_WRITTEN,
         FAILED,
@@ -26,8 +28,6 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
         median_text,
         speedup_text,
     )
-    from ..memory import memory_notes
-    from ..report.memory import memory_line
 
     tr = terminalreporter
     tr.write_sep("=", "sme2 performance")

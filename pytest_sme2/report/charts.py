@@ -557,10 +557,10 @@ def memory_bars(rows: Sequence[MemoryBar], *, title: str = "Memory: planned vs p
                     f'width="{_n(r.peak_mb * scale)}" height="{_n(bar_h)}" rx="2" fill="{PEAK_COLOR}">'
                     f"<title>{_esc(f'{r.label}: peak {r.peak_mb:.1f} MB')}</title></rect>")
         if r.start_mb is not None and 0 < r.start_mb <= r.peak_mb:
-            body.append(f'<rect class="sme2-mem-start" x="{_n(left)}" y="{_n(yp)}" width="{_n(r.start_mb * scale)}" '
-                        f'height="{_n(bar_h)}" rx="2" fill="{START_COLOR}"><title>'
-                        f"{_esc(f'{r.label}: {r.start_mb:.1f} MB before the load, +{r.peak_mb - r.start_mb:.1f} MB added')}"
-                        "</title></rect>")
+            tip = f"{r.label}: {r.start_mb:.1f} MB before the load, +{r.peak_mb - r.start_mb:.1f} MB added"
+            body.append(f'<rect class="sme2-mem-start" x="{_n(left)}" y="{_n(yp)}" '
+                        f'width="{_n(r.start_mb * scale)}" height="{_n(bar_h)}" rx="2" fill="{START_COLOR}">'
+                        f"<title>{_esc(tip)}</title></rect>")
         end = r.peak_mb
         if r.peak_range_mb is not None:
             lo, hi_ = r.peak_range_mb

@@ -2,13 +2,14 @@
 
 Each row is a :class:`~pytest_sme2.memory.Memory` with a label; the terminal gets one line
 (:func:`memory_line`), markdown a table (:func:`memory_markdown`), HTML a chart (:func:`memory_chart`: planned vs
-peak per arm) and the JSON a derived view (:meth:`~pytest_sme2.report.results.TestResult.memory_view`). What each number is: :mod:`pytest_sme2.memory`.
+peak per arm) and the JSON a derived view (``TestResult.memory_view``). What each number is: :mod:`pytest_sme2.memory`.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+
 from ..memory import DELTA_NOT_GATED, MB, Memory, PeakSource
 from .results import TestResult
 

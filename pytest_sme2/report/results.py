@@ -48,7 +48,8 @@ FAILED = "failed"
 SKIPPED = "skipped"
 #: Report order of statuses: what needs attention first.
 STATUS_ORDER: tuple[str, ...] = (
-    Status.REGRESSION.value, Status.BUG.value, FAILED, Status.INVALID.value, Status.INCONCLUSIVE.value, Status.DRIFT.value,
+    Status.REGRESSION.value, Status.BUG.value, FAILED, Status.INVALID.value, Status.INCONCLUSIVE.value,
+    Status.DRIFT.value,
     Status.IMPROVEMENT.value, Status.PASS.value, RECORDED, BASELINE_WRITTEN, MEASURED, SKIPPED,
 )
 #: One icon per status, shared by the markdown report, the GitHub step summary and the terminal.
