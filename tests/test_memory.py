@@ -378,3 +378,31 @@ def test_qemu_reports_the_same_plan_and_the_emulators_peak(aarch64_runner_build:
     checks = {c.name: c for c in v.checks}
     assert checks["peak_budget"].advisory and "emulator" in checks["peak_budget"].message
     assert "planned" in checks["sme2_memory"].message and not v.failed
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, PeakSource.PROCESS), ("emulator", PeakSource.EMULATOR)])
+def test_the_runners_own_lines_give_the_peak_of_the_kind_the_runner_says(given: str | None, expected: PeakSource,
+                                                                          tmp_path: Path) -> None:
+    """The log parsing shared by host, QEMU and Android runs: a phone's run passes no kind (its runner's own process),
+    QEMU says emulator; an executor_runner that prints no VmHWM has no peak (wait4's ru_maxrss is never used)."""
+    from pytest_sme2.runners.host import result_from_log
+
+    ours = ("sme2_runner rss_start_kb: 5100\nModel loaded in 0.400000 ms.\n"
+            "sme2_runner planned_memory: buffers=1 total_bytes=12400 sizes=12400\n"
+            + "".join(f"Iteration {i} of 2: 0.2 ms\n" for i in (1, 2))
+            + "Model executed successfully 2 time(s) in 0.4 ms.\nsme2_runner peak_rss_kb: 402000\n"
+            "sme2_runner vmhwm_kb: 6520\n")
+    upstream = "".join(f"Iteration {i} of 2: 0.2 ms\n" for i in (1, 2))
+    request = RunRequest(pte=TOY_INT8, runs=1, warmup=1, out_dir=tmp_path, mode=MODE_TIMING)
+    metas = []
+    for text in (ours, upstream):
+        log = tmp_path / "run.log"
+        log.write_text(text)
+        meta = {"peak_source": given, "ru_maxrss_kb": 402000} if given else {}
+        metas.append(result_from_log(runner_name="x", runner_text="x", request=request, build="b", cmd=["x"],
+                                     run_dir=tmp_path, log_path=log, wall_s=0.1, metadata=meta).metadata)
+    memory = memory_of(TOY_INT8, [metas[0]])
+    assert memory.peak_kb == (6520,) and memory.start_kb == (5100,) and memory.peak_source is expected
+    assert memory.load_ms == (0.4,) and memory.runner_planned_bytes == memory.planned_bytes == (12400,)
+    none = memory_of(TOY_INT8, [metas[1]])
+    assert none.peak_kb == () and none.peak_source is None and none.load_ms == ()

@@ -88,7 +88,7 @@ def memory_line(test: TestResult) -> str:
 
 def _source(source: PeakSource | None) -> str:
     return {PeakSource.PROCESS: "runner process", PeakSource.EMULATOR: "qemu-user process, emulator included",
-            PeakSource.DELTA: "rise in this process", None: "not measured"}[source]
+            PeakSource.DELTA: "rise in this process, not gated", None: "not measured"}[source]
 
 
 def memory_markdown(rows: list[MemoryRow]) -> list[str]:
