@@ -33,6 +33,7 @@ from benchmarks import (  # noqa: E402
     analysis_speed,
     export_speed,
     gate_power,
+    memory_noise,
     noise,
     plugin_overhead,
     runner_speed,
@@ -42,7 +43,7 @@ from benchmarks.console import Console  # noqa: E402
 TRACE = ROOT / "benchmarks" / "data" / "mobilenet_v3_small_like_fp32_xnnpack_simd-on_t1_n1000.etdump"
 #: A/A repetitions added to the 50 of the main experiment in a full run (see section_gate).
 AA_EXTRA_REPS = 300
-SECTIONS = ("analysis", "export", "timer", "plugin", "gate", "noise", "runner")
+SECTIONS = ("analysis", "export", "timer", "plugin", "gate", "noise", "runner", "memory")
 KEYS = (
     "analysis_s", "inspector_s", "analysis_speedup_vs_inspector", "export_cold_s", "export_cached_s",
     "export_cache_speedup", "plugin_overhead_ms", "timer_overhead_us", "aa_false_alarm_rate",
@@ -50,6 +51,9 @@ KEYS = (
     # issue 17, toy_cnn fp32/xnnpack: ours/python untraced, ours traced/untraced, one runner process, the emulated
     # on/off command (s)
     "runner_vs_python_ratio", "runner_tracer_ratio", "runner_start_ms", "emulated_on_off_s",
+    # issue 21: peak memory of a runner process, largest deviation between sessions and spread within one (relative),
+    # reading plan + size from the .pte (ms), the local runtime's VmHWM reset + reads per block (µs)
+    "peak_between_session_dev", "peak_within_session_spread", "memory_read_ms", "peak_delta_us",
 )
 
 
@@ -262,6 +266,24 @@ def section_runner(quick: bool) -> dict[str, Any]:
     return {**r, **r["summary"]}
 
 
+def section_memory(quick: bool) -> dict[str, Any]:
+    """memory_noise.py: peak memory across blocks and sessions, with pytest-sme2's runner for this host when it builds
+    (toy_cnn only, 2 sessions x 3 blocks when quick)."""
+    from pytest_sme2.runner_build import TARGET_HOST, BuildError, build_runner
+
+    try:
+        runner: str | None = str(build_runner(TARGET_HOST, cache_dir=ROOT / ".sme2_cache" / "runners").path)
+    except BuildError as exc:
+        say(f"  no runner for this host ({exc}): the local runtime only")
+        runner = None
+    models = ["toy_cnn"] if quick else list(memory_noise.PROGRAMS)
+    r = memory_noise.measure(2 if quick else 5, 3 if quick else 6, models, runner=runner,
+                             say=lambda text: say(f"  {text}"))
+    for line in r["lines"]:
+        say(f"  {line}")
+    return {k: v for k, v in r.items() if k not in ("sessions", "lines")}
+
+
 def _fmt_list(values: list[float]) -> str:
     return "[" + ", ".join(f"{v:.3f}" for v in values) + "]"
 
@@ -299,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         "gate": lambda: section_gate(args.quick, cache_dir),
         "noise": lambda: section_noise(args.quick, cache_dir),
         "runner": lambda: section_runner(args.quick),
+        "memory": lambda: section_memory(args.quick),
     }
     summary: dict[str, Any] = dict.fromkeys(KEYS)
     for name in SECTIONS:
@@ -339,6 +362,10 @@ def _summary_table(s: dict[str, Any]) -> str:
         ("our runner traced/untraced", "runner_tracer_ratio", "{:.3f}"),
         ("our runner, 1-execution process", "runner_start_ms", "{:.1f} ms"),
         ("emulated on/off test (toy_cnn)", "emulated_on_off_s", "{:.1f} s  (EMULATED device)"),
+        ("peak memory, between sessions", "peak_between_session_dev", "{:.2%}  (runner process; margin 5%)"),
+        ("peak memory, within a session", "peak_within_session_spread", "{:.2%}"),
+        ("memory plan + size read", "memory_read_ms", "{:.2f} ms per profile"),
+        ("local VmHWM reset + reads", "peak_delta_us", "{:.0f} us per block"),
     ]
     lines = ["summary", "-" * 60]
     for label, key, fmt in rows:

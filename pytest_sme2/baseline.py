@@ -31,6 +31,7 @@ from .atomic import write_atomic
 from .categories import OTHER
 from .errors import BaselineError
 from .gate import Samples
+from .memory import Memory
 
 SCHEMA_VERSION = 2
 #: Schema versions written before baselines carried the device identity and the artifact.
@@ -78,6 +79,9 @@ class Baseline:
     tool_version: str = ""
     #: delegated operator events per run by category (the gate's tick floor; absent in older baselines)
     category_operators: Mapping[str, float] = field(default_factory=dict)
+    #: planned memory, program size, load time and peak per block (absent in baselines written before pytest-sme2
+    #: measured memory: then memory is not gated against this baseline, and the verdict says so)
+    memory: Memory | None = None
 
     @property
     def identity_id(self) -> str:
@@ -108,6 +112,7 @@ class Baseline:
             "category_block_sizes": list(self.category_block_sizes),
             "top_operators": [dict(o) for o in self.top_operators],
             **({"category_operators": dict(self.category_operators)} if self.category_operators else {}),
+            **({"memory": self.memory.to_dict()} if self.memory else {}),
         }
 
     @classmethod
@@ -149,6 +154,7 @@ class Baseline:
                 created=str(data.get("created", "")),
                 tool_version=str(data.get("tool_version", "")),
                 category_operators={str(k): float(v) for k, v in data.get("category_operators", {}).items()},
+                memory=Memory.maybe(data.get("memory")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(

@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from .kernels import KernelLog, isa_suffix
 from .numerics import NumericsComparison
 from .sme_evidence import TraceEvidence
 from .stats import Interval, block_difference_ci, block_medians, block_ratio_ci, median_interval
+
+if TYPE_CHECKING:
+    from .memory import MemoryThresholds
 
 SCHEMA_VERSION = 2
 #: Categories below this share of the reference E2E median are below XNNPACK's 1 µs resolution for
@@ -68,6 +71,8 @@ class Status(str, Enum):
     INVALID = "invalid"
     #: an unchanged artifact ran slower or faster than its baseline: the machine, not the model
     DRIFT = "drift"
+    #: something that cannot change did (an unchanged artifact's memory plan): the tool or its data is wrong
+    BUG = "bug"
 
     def __str__(self) -> str:
         return self.value
@@ -126,6 +131,8 @@ class GateConfig:
     #: the device is emulated (QEMU): its time is not device time, so a speedup measured there is reported,
     #: never judged against ``min_speedup``
     emulated: bool = False
+    #: memory thresholds (a ``memory.MemoryThresholds``; None = its defaults): judged by ``memory.with_memory``
+    memory: MemoryThresholds | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -133,6 +140,7 @@ class GateConfig:
             "category_margins": dict(self.category_margins), "p50_ms": self.p50_ms, "p90_ms": self.p90_ms,
             "min_speedup": self.min_speedup, "drift_allowance": self.drift_allowance,
             "require_sme2_kernels": self.require_sme2_kernels, "emulated": self.emulated,
+            **({"memory": self.memory.to_dict()} if self.memory is not None else {}),
         }
 
 
@@ -251,7 +259,7 @@ class Verdict:
     def failed(self) -> bool:
         """Does this verdict fail the test? A regression always; invalid and inconclusive in strict mode; and
         whatever ``fail_on`` names (``--sme2-fail-on``)."""
-        if self.status is Status.REGRESSION or self.status.value in self.fail_on:
+        if self.status in (Status.REGRESSION, Status.BUG) or self.status.value in self.fail_on:
             return True
         return self.strict and self.status in (Status.INVALID, Status.INCONCLUSIVE)
 
@@ -646,11 +654,11 @@ def sme2_kernel_checks(evidence: Sme2Evidence | None) -> list[Check]:
 def overall(checks: Sequence[Check]) -> Status:
     """The verdict's status from its checks: the worst gating check wins; advisory checks never decide.
 
-    Order: regression (a real, confirmed slowdown is never hidden), invalid, inconclusive, drift,
+    Order: regression (a real, confirmed slowdown is never hidden), bug, invalid, inconclusive, drift,
     improvement (of E2E), pass.
     """
     statuses = {c.status for c in checks if not c.advisory}
-    for s in (Status.REGRESSION, Status.INVALID, Status.INCONCLUSIVE, Status.DRIFT):
+    for s in (Status.REGRESSION, Status.BUG, Status.INVALID, Status.INCONCLUSIVE, Status.DRIFT):
         if s in statuses:
             return s
     e2e = next((c for c in checks if c.name == "e2e"), None)

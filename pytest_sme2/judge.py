@@ -49,6 +49,7 @@ from .gate import (
 )
 from .identity import reports_sme2
 from .kernels import KernelLog
+from .memory import ADDED, Memory, MemoryThresholds, with_memory
 from .numerics import NumericsComparison
 from .onoff import Pair, decide_speedup, remeasure, with_speedup
 from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair, source_head
@@ -108,7 +109,7 @@ def _baseline_from(test_id: str, profile: Profile, tool_version: str) -> Baselin
         latency_source=profile.latency_source, stats=a.e2e.to_dict(),
         top_operators=tuple(op.to_dict() for op in a.operator_details[:10]), created=now_iso(),
         tool_version=tool_version,
-        category_operators=a.delegated_operators if profile.per_operator else {},
+        category_operators=a.delegated_operators if profile.per_operator else {}, memory=profile.memory,
     )
 
 
@@ -282,7 +283,7 @@ def judge(
     refused = _blocking_evidence(evidence)
 
     def absolute_only() -> Verdict:
-        return gate(None, cand, config, off=off_samples, evidence=evidence)
+        return _with_memory(gate(None, cand, config, off=off_samples, evidence=evidence), None, profile, off, config)
 
     if policy.update_baseline:
         # A measurement that is not a good reference never replaces one that may be: the previous file stays.
@@ -389,8 +390,37 @@ def judge(
                          replace(config, min_speedup=None), comparison=comparison, notes=notes, evidence=evidence)
         pair = Pair(off, profile)
         verdict = with_speedup(verdict, decide_speedup(pair, config, again_pair if policy.confirm else None))
+    # Memory: against the baseline's artifact measured in this session when there is one, else the stored memory.
+    verdict = _with_memory(verdict, reference.memory if reference is not None else baseline.memory, candidate, off,
+                           config)
+    gained = _add_memory(baselines, baseline, profile, comparison, invalid)
+    if gained is not baseline:
+        verdict = replace(verdict, notes=(*verdict.notes, f"{ADDED}{lookup.path}"))
+        baseline = gained
     warnings = _inputs_warning(baseline.artifact, profile.artifact)
     return Judgement(GATED, verdict, lookup.path, baseline, verdict.summary(), reference, candidate, warnings)
+
+
+def _with_memory(verdict: Verdict, reference: Memory | None, profile: Profile, off: Profile | None,
+                 config: GateConfig) -> Verdict:
+    """The verdict with the memory checks of :mod:`pytest_sme2.memory` (planned, peak, budgets, SME2 on/off)."""
+    return with_memory(verdict, reference, profile.memory, config.memory or MemoryThresholds(),
+                       drift_allowance=config.drift_allowance, emulated=config.emulated,
+                       off=off.memory if off is not None else None)
+
+
+def _add_memory(store: BaselineStore, baseline: Baseline, profile: Profile, comparison: Comparison,
+                invalid: str) -> Baseline:
+    """A baseline written before memory was measured gains it from a valid run of its own, unchanged artifact.
+
+    Only ``memory`` is added: the latency samples, the artifact and the date stay as they are (the memory plan is
+    part of the program, so the unchanged artifact's plan is the baseline's). Any other run leaves the file alone.
+    """
+    if baseline.memory is not None or profile.memory is None or comparison is not Comparison.UNCHANGED or invalid:
+        return baseline
+    gained = replace(baseline, memory=profile.memory)
+    store.save(gained)
+    return gained
 
 
 def _inputs_warning(baseline: Artifact | None, current: Artifact | None) -> tuple[str, ...]:

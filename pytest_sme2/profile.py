@@ -43,6 +43,7 @@ from .gate import Samples
 from .hostlock import measuring
 from .identity import LATENCY_MODES, LATENCY_TRACED, LATENCY_UNTRACED, identity_of
 from .kernels import KernelLog, parse_xnnpack_log
+from .memory import Memory, memory_of
 from .qemu_log import ExecutedKernels
 from .runners.base import (
     MODE_LOG,
@@ -266,6 +267,9 @@ class Profile:
     disturbance: str = ""
     breakdown_source: str = ""
     kernel_source: str = ""
+    #: planned memory, program size, load time and peak memory per block (:mod:`pytest_sme2.memory`); None for a
+    #: profile stored before they were measured
+    memory: Memory | None = None
 
     @property
     def samples_ms(self) -> tuple[float, ...]:
@@ -313,6 +317,7 @@ class Profile:
             "disturbance": self.disturbance,
             "analysis": self.analysis.to_dict(),
             "runs": [r.to_dict() for r in self.runs],
+            "memory": self.memory.to_dict() if self.memory else None,
         }
 
     @classmethod
@@ -332,6 +337,7 @@ class Profile:
             artifact=Artifact.from_dict(art) if art else None,
             measurement=Measurement.from_dict(meas) if meas else None,
             disturbance=str(d.get("disturbance", "")),
+            memory=Memory.maybe(d.get("memory")),
         )
 
 
@@ -565,6 +571,14 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
     source, breakdown, kernels = _sources(runner, measurement, analysis, traced=traced, timing=timing,
                                         kernel_log=kernel_log)
     libraries = {path: sha for block in blocks for r in block for path, sha in r.metadata.get("libraries", {}).items()}
+    # Memory from the runs that give the latency (untraced when there are such: the tracer's buffers are no part of
+    # the model's footprint): one program load and one process peak per block.
+    try:
+        memory: Memory | None = memory_of(
+            measurement.pte, [r.metadata for r in (timing or traced)],
+            method=str(first.metadata["method"]) if first.metadata.get("method") else None)
+    except Sme2Error:
+        memory = None  # a program this reader cannot read: memory is not measured (and not gated), never guessed
     return Profile(
         model=dict(measurement.model), variant=measurement.variant, runner=runner.name, build=first.build,
         threads=measurement.threads, identity=identity_of(runner, measurement), analysis=analysis,
@@ -573,6 +587,7 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
         latency_blocks=latency_blocks, latency_source=source,
         artifact=artifact_of(runner, measurement, libraries=libraries),
         measurement=measurement, disturbance=disturbance, breakdown_source=breakdown, kernel_source=kernels,
+        memory=memory,
     )
 
 

@@ -271,3 +271,15 @@ def test_runner_speed_quick_measures_every_arm_side_by_side(tmp_path: Path) -> N
         assert "EMULATED" in text and "NOT device time" in text
     else:
         assert data["emulated_skipped"]
+
+
+@pytest.mark.slow
+def test_quick_memory_section_measures_peak_noise_and_its_cost() -> None:
+    """Issue 21: run.py's memory section (memory_noise.py --quick: toy_cnn, 2 sessions x 3 blocks) ends with its keys;
+    the runner-process noise is a fraction, the local runtime's VmHWM reset and reads a fraction of a millisecond."""
+    proc = _bench(str(ROOT / "benchmarks" / "run.py"), "--quick", "--only", "memory", timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert 0 < summary["peak_delta_us"] < 50_000 and 0 < summary["memory_read_ms"] < 1_000
+    assert "host toy_cnn" in proc.stdout and "local toy_cnn" in proc.stdout  # the runner builds here (SDK installed)
+    assert 0 <= summary["peak_between_session_dev"] < 1 and 0 <= summary["peak_within_session_spread"] < 1

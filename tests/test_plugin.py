@@ -195,6 +195,9 @@ def test_exported_model_without_marker(pytester: pytest.Pytester) -> None:
         ('sme2_threshold(categories={"Matmul": 5})', "unknown categor(y/ies) 'Matmul'; allowed: Convolution, GEMM"),
         ('sme2_threshold(categories=["GEMM"])', "categories must be a dict"),
         ("sme2_threshold(min_speedup='fast')", "min_speedup='fast' must be a positive number"),
+        ("sme2_threshold(planned_pct=-1)", "planned_pct=-1 must be a positive number"),
+        ("sme2_threshold(peak_pct=100)", "peak_pct=100 must be below 100"),
+        ("sme2_threshold(peak_mb='big')", "peak_mb='big' must be a positive number"),
     ],
 )
 def test_bad_threshold_marker_fails_that_test(run, pytester: pytest.Pytester, marker: str, expected: str) -> None:

@@ -582,8 +582,8 @@ def test_results_round_trip(session: SessionResults, tmp_path: Path) -> None:
     cmp = session.tests[0].comparison
     assert cmp is not None and OnOffComparison.from_dict(json.loads(json.dumps(cmp.to_dict()))) == cmp
     assert json.loads(path.read_text())["counts"] == {
-        "regression": 1, "failed": 0, "invalid": 0, "inconclusive": 0, "drift": 0, "improvement": 0, "pass": 1,
-        "recorded": 0, "baseline-written": 0, "measured": 1, "skipped": 0}
+        "regression": 1, "bug": 0, "failed": 0, "invalid": 0, "inconclusive": 0, "drift": 0, "improvement": 0,
+        "pass": 1, "recorded": 0, "baseline-written": 0, "measured": 1, "skipped": 0}
 
 
 @pytest.mark.parametrize(
@@ -732,7 +732,7 @@ def test_row_cells_and_summary_block(session: SessionResults, regression: TestRe
     assert "×" in row_cells(tt)["speedup"] and ">—<" in row_cells(tt)["delta"]
     block = summary_block(session)
     counts = dict(re.findall(r'sme2-count-([\w-]+)" data-count="(\d+)"', block))
-    assert counts == {"regression": "1", "failed": "0", "invalid": "0", "inconclusive": "0", "drift": "0",
+    assert counts == {"regression": "1", "bug": "0", "failed": "0", "invalid": "0", "inconclusive": "0", "drift": "0",
                       "improvement": "0", "pass": "1", "recorded": "0", "baseline-written": "0", "measured": "1",
                       "skipped": "0"}
     assert regression.test_id in block

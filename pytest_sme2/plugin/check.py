@@ -27,6 +27,7 @@ class Sme2Baseline:
 
     def gate_config(self) -> Any:
         from ..gate import GateConfig
+        from ..memory import PEAK_MARGIN, MemoryThresholds
 
         t = parse_threshold_marker(self._item)
         o = self._session.options
@@ -37,6 +38,11 @@ class Sme2Baseline:
             p50_ms=t.p50_ms, p90_ms=t.p90_ms, min_speedup=t.min_speedup,
             drift_allowance=o.drift_allowance / 100, require_sme2_kernels=t.require_sme2_kernels,
             emulated=self.emulated(),
+            memory=MemoryThresholds(
+                planned_growth=(t.planned_pct or 0.0) / 100,
+                peak_margin=t.peak_pct / 100 if t.peak_pct is not None else PEAK_MARGIN,
+                planned_mb=t.planned_mb, peak_mb=t.peak_mb,
+            ),
         )
 
     def emulated(self) -> bool:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 MODEL_KWARGS = ("dtype", "backend", "inputs")
-THRESHOLD_KWARGS = ("latency_pct", "p50_ms", "p90_ms", "categories", "min_speedup", "require_sme2_kernels")
+THRESHOLD_KWARGS = ("latency_pct", "p50_ms", "p90_ms", "categories", "min_speedup", "require_sme2_kernels",
+                    "planned_pct", "peak_pct", "planned_mb", "peak_mb")
 DTYPES = ("fp32", "fp16", "int8")
 BACKENDS = ("xnnpack", "portable")
 
@@ -28,9 +29,11 @@ def register(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "sme2_threshold(*, latency_pct=None, p50_ms=None, p90_ms=None, categories=None, min_speedup=None, "
-        "require_sme2_kernels=False): regression margin vs baseline (percent), absolute budgets (ms), per-category "
-        "margins ({'GEMM': 10}), minimum SME2 speedup, and whether the XNNPACK log must show SME2 kernels "
-        "(needs --sme2-runner-log; skipped on a device without SME2)",
+        "require_sme2_kernels=False, planned_pct=0, peak_pct=5, planned_mb=None, peak_mb=None): regression margin "
+        "vs baseline (percent), absolute budgets (ms), per-category margins ({'GEMM': 10}), minimum SME2 speedup, "
+        "whether the XNNPACK log must show SME2 kernels (needs --sme2-runner-log; skipped on a device without SME2), "
+        "planned-memory growth allowed (percent, default 0: exact), peak-memory margin (percent) and memory "
+        "budgets (MB)",
     )
 
 
@@ -59,6 +62,12 @@ class Threshold:
     min_speedup: float | None = None
     #: the measured arm must run SME2 kernels (checked on its XNNPACK log; see ``gate.sme2_kernel_checks``)
     require_sme2_kernels: bool = False
+    #: memory (see pytest_sme2.memory): planned growth allowed in % (0 = exact; None = the default, exact), the
+    #: peak's margin in % (None = the measured default), and absolute budgets in MB
+    planned_pct: float | None = None
+    peak_pct: float | None = None
+    planned_mb: float | None = None
+    peak_mb: float | None = None
 
 
 def _marker_error(item: pytest.Item, message: str) -> None:
@@ -128,7 +137,15 @@ def parse_threshold_marker(item: pytest.Item) -> Threshold:
     require = kw.get("require_sme2_kernels", False)
     if not isinstance(require, bool):
         _marker_error(item, f"sme2_threshold require_sme2_kernels={require!r} must be True or False")
+    planned_pct = kw.get("planned_pct")
+    if planned_pct is not None and planned_pct == 0 and not isinstance(planned_pct, bool):
+        planned_pct = 0.0  # exact, the default said out loud: allowed, unlike a 0 % latency margin
+    else:
+        planned_pct = _number(item, "planned_pct", planned_pct, upper=100)
     return Threshold(
+        planned_pct=planned_pct, peak_pct=_number(item, "peak_pct", kw.get("peak_pct"), upper=100),
+        planned_mb=_number(item, "planned_mb", kw.get("planned_mb")),
+        peak_mb=_number(item, "peak_mb", kw.get("peak_mb")),
         latency_pct=_number(item, "latency_pct", kw.get("latency_pct"), upper=100),
         p50_ms=_number(item, "p50_ms", kw.get("p50_ms")),
         p90_ms=_number(item, "p90_ms", kw.get("p90_ms")),

@@ -16,6 +16,8 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if not records or worker_id(config) is not None:
         return
     from ..gate import Status
+    from ..memory import memory_notes
+    from ..report.memory import memory_line
     from ..report.results import (
         BASELINE_WRITTEN,
         FAILED,
@@ -41,12 +43,17 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
             line += f"  delta {delta_text(h)}"
         if h.speedup is not None:
             line += f"  {h.speedup_label} {speedup_text(h.speedup, emulated=h.emulated)}"
-        bad = (Status.REGRESSION.value, FAILED)
+        bad = (Status.REGRESSION.value, Status.BUG.value, FAILED)
         markup = {"red": True} if h.status in bad else (
             {"yellow": True} if h.status in (Status.INCONCLUSIVE.value, Status.INVALID.value, Status.DRIFT.value,
                                              SKIPPED)
             else {"green": True})
         tr.write_line(line, **markup)
+        memory = memory_line(t)
+        if memory:
+            tr.write_line(f"    {memory}")
+        for note in memory_notes(t.verdict.notes if t.verdict else ()):
+            tr.write_line(f"    {note}", yellow=True)
         for warning in t.warnings:
             tr.write_line(f"    warning: {warning}", yellow=True)
         for detail in _details(t, h.status, (BASELINE_WRITTEN, RECORDED, SKIPPED)):

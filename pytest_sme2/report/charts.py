@@ -502,3 +502,75 @@ def speedup_bars(
                 f'stroke="{TEXT}" stroke-width="1.5" stroke-dasharray="4 3"/>')
     body.append(_text(x1 + 4, top - 12, "1× = no change", size=10, fill=MUTED))
     return _svg(width, height, title, body, kind="speedup")
+
+
+# --------------------------------------------------------------------------------- memory
+
+
+@dataclass(frozen=True)
+class MemoryBar:
+    """One arm of the memory chart: planned MB, the peak's median MB and the blocks' (min, max) peak."""
+
+    label: str
+    planned_mb: float
+    peak_mb: float | None
+    peak_range_mb: tuple[float, float] | None = None
+    #: the process' resident memory before it opened the program (runner + libraries; under QEMU the emulator too)
+    start_mb: float | None = None
+
+
+PLANNED_COLOR: Final = "#8250DF"
+PEAK_COLOR: Final = "#0969DA"
+START_COLOR: Final = "#AFB8C1"
+
+
+def memory_bars(rows: Sequence[MemoryBar], *, title: str = "Memory: planned vs peak, per arm", width: int = 640,
+                note: str = "") -> str:
+    """Two horizontal bars per arm, planned (exact) and peak (median, whisker = the blocks' range), in MB."""
+    label_w = min(200.0, max(80.0, max((len(r.label) for r in rows), default=4) * CHAR_W + 16))
+    left, right, top = label_w, 130.0, 52.0
+    bar_h, pair_gap, gap = 14.0, 3.0, 12.0
+    step = 2 * bar_h + pair_gap + gap
+    bottom = top + len(rows) * step - gap
+    height = bottom + 48 + (14 if note else 0)
+    hi = max([0.001] + [max(r.planned_mb, r.peak_mb or 0.0, (r.peak_range_mb or (0.0, 0.0))[1]) for r in rows])
+    ticks = _nice_ticks(0.0, hi * 1.05)
+    scale = (width - left - right) / ticks[-1]
+    legend = [("planned (exact)", PLANNED_COLOR), ("peak (median of blocks)", PEAK_COLOR)]
+    if any(r.start_mb is not None for r in rows):
+        legend.append(("of it: the process before the load", START_COLOR))
+    body = _legend(legend, left, 38)
+    body += _x_axis(ticks, scale, left=left, top=top - 6, bottom=bottom, label="MB", suffix="")
+    for i, r in enumerate(rows):
+        y = top + i * step
+        body.append(_text(left - 8, y + bar_h + 4, _ellipsize(r.label, 30), anchor="end"))
+        planned_text = f"{r.planned_mb:.3f} MB" if r.planned_mb < 10 else f"{r.planned_mb:.1f} MB"
+        body.append(f'<rect class="sme2-mem-planned" data-value="{r.planned_mb:.6f}" x="{_n(left)}" y="{_n(y)}" '
+                    f'width="{_n(max(0.5, r.planned_mb * scale))}" height="{_n(bar_h)}" rx="2" fill="{PLANNED_COLOR}">'
+                    f"<title>{_esc(f'{r.label}: planned {planned_text}')}</title></rect>")
+        body.append(_text(left + r.planned_mb * scale + 6, y + bar_h - 3, planned_text, size=10, fill=MUTED))
+        yp = y + bar_h + pair_gap
+        if r.peak_mb is None:
+            body.append(_text(left + 4, yp + bar_h - 3, "peak not measured", size=10, fill=MUTED, italic=True))
+            continue
+        body.append(f'<rect class="sme2-mem-peak" data-value="{r.peak_mb:.6f}" x="{_n(left)}" y="{_n(yp)}" '
+                    f'width="{_n(r.peak_mb * scale)}" height="{_n(bar_h)}" rx="2" fill="{PEAK_COLOR}">'
+                    f"<title>{_esc(f'{r.label}: peak {r.peak_mb:.1f} MB')}</title></rect>")
+        if r.start_mb is not None and 0 < r.start_mb <= r.peak_mb:
+            tip = f"{r.label}: {r.start_mb:.1f} MB before the load, +{r.peak_mb - r.start_mb:.1f} MB added"
+            body.append(f'<rect class="sme2-mem-start" x="{_n(left)}" y="{_n(yp)}" '
+                        f'width="{_n(r.start_mb * scale)}" height="{_n(bar_h)}" rx="2" fill="{START_COLOR}">'
+                        f"<title>{_esc(tip)}</title></rect>")
+        end = r.peak_mb
+        if r.peak_range_mb is not None:
+            lo, hi_ = r.peak_range_mb
+            yc = yp + bar_h / 2
+            body.append(f'<path d="M{_n(left + lo * scale)} {_n(yc - 4)} v8 M{_n(left + lo * scale)} {_n(yc)} '
+                        f'H{_n(left + hi_ * scale)} M{_n(left + hi_ * scale)} {_n(yc - 4)} v8" stroke="{TEXT}" '
+                        'stroke-width="1.2" fill="none"/>')
+            end = max(end, hi_)
+        added = f" (+{r.peak_mb - r.start_mb:.1f} MB)" if r.start_mb is not None else ""
+        body.append(_text(left + end * scale + 6, yp + bar_h - 3, f"{r.peak_mb:.1f} MB{added}", size=10, weight="600"))
+    if note:
+        body.append(_text(12, height - 10, note, size=10, fill=MUTED, italic=True))
+    return _svg(width, height, title, body, kind="memory")

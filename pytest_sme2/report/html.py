@@ -40,6 +40,7 @@ from .charts import (
     operator_bars,
     speedup_bars,
 )
+from .memory import memory_chart
 from .results import (
     BASELINE_WRITTEN,
     FAILED,
@@ -60,6 +61,7 @@ COLUMNS: tuple[str, ...] = ("median", "p90", "delta", "interval", "speedup", "ve
 _STATUS_COLORS: Mapping[str, tuple[str, str]] = {  # status -> (text/border, background)
     Status.PASS.value: ("#1A7F37", "#DAFBE1"),
     Status.REGRESSION.value: ("#CF222E", "#FFEBE9"),
+    Status.BUG.value: ("#CF222E", "#FFEBE9"),
     Status.IMPROVEMENT.value: ("#0969DA", "#DDF4FF"),
     Status.INCONCLUSIVE.value: ("#9A6700", "#FFF8C5"),
     Status.INVALID.value: ("#57606A", "#EAEEF2"),
@@ -306,6 +308,9 @@ def _charts(test: TestResult) -> str:
         cards.append(latency_series_chart(series, baseline_ms=base_median, title="E2E latency per run" + emulated))
     if a is not None and a.operator_details:
         cards.append(operator_bars(a.operator_details, 10))
+    memory = memory_chart(test)
+    if memory:
+        cards.append(memory)
     if not cards:
         return ""
     return '<div class="sme2-charts">' + "".join(_card(c) for c in cards) + "</div>"

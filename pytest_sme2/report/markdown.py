@@ -24,6 +24,7 @@ from ..units import fmt_ms, fmt_pct, fmt_x
 from . import tables
 from .cells import Cell, Kind, Table, cell_text
 from .comparison import NOT_ACCELERATED
+from .memory import memory_markdown, memory_rows
 from .results import (
     BASELINE_WRITTEN,
     FAILED,
@@ -323,13 +324,19 @@ def _findings_block(test: TestResult) -> list[str]:
     return out
 
 
+def _memory(test: TestResult, level: int) -> list[str]:
+    table = memory_markdown(memory_rows(test))
+    return [*_h(level, "Memory and Size"), *table, ""] if table else []
+
+
 def render_test(test: TestResult, *, results: SessionResults | None = None, level: int = 2) -> str:
     """The full markdown section of one test; headings start at ``level``."""
     lines = _h(level, f"{_escape(test.label)} — {_code(test.test_id)}" if test.label != test.test_id
                else _code(test.test_id))
     lines += _findings_block(test)
     lines += _h(level + 1, "Metadata") + _metadata(test, results) + [""]
-    for section in (_latency, _categories, _bottlenecks, _acceleration, _portable, _operators, _kernels, _verdict):
+    for section in (_latency, _memory, _categories, _bottlenecks, _acceleration, _portable, _operators, _kernels,
+                    _verdict):
         lines += section(test, level + 1)
     lines += _h(level + 1, "Recommendations")
     lines += [f"{i}. {r.text}" for i, r in enumerate(tables.recommendations(test), 1)] + [""]

@@ -48,14 +48,15 @@ FAILED = "failed"
 SKIPPED = "skipped"
 #: Report order of statuses: what needs attention first.
 STATUS_ORDER: tuple[str, ...] = (
-    Status.REGRESSION.value, FAILED, Status.INVALID.value, Status.INCONCLUSIVE.value, Status.DRIFT.value,
+    Status.REGRESSION.value, Status.BUG.value, FAILED, Status.INVALID.value, Status.INCONCLUSIVE.value,
+    Status.DRIFT.value,
     Status.IMPROVEMENT.value, Status.PASS.value, RECORDED, BASELINE_WRITTEN, MEASURED, SKIPPED,
 )
 #: One icon per status, shared by the markdown report, the GitHub step summary and the terminal.
 STATUS_ICONS: Mapping[str, str] = {
     Status.REGRESSION.value: "❌", FAILED: "💥", Status.INVALID.value: "⛔", Status.INCONCLUSIVE.value: "⚠️",
     Status.IMPROVEMENT.value: "🚀", Status.PASS.value: "✅", BASELINE_WRITTEN: "📝", MEASURED: "📏",
-    SKIPPED: "⏭️", Status.DRIFT.value: "🌡️", RECORDED: "🆕",
+    SKIPPED: "⏭️", Status.DRIFT.value: "🌡️", RECORDED: "🆕", Status.BUG.value: "🐞",
 }
 
 
@@ -158,7 +159,7 @@ class TestResult:
             return SKIPPED
         verdict_status = self.verdict.status.value if self.verdict is not None else None
         if self.outcome == FAILED:
-            failing = (Status.REGRESSION.value, Status.INVALID.value, Status.INCONCLUSIVE.value)
+            failing = (Status.REGRESSION.value, Status.BUG.value, Status.INVALID.value, Status.INCONCLUSIVE.value)
             return verdict_status if verdict_status in failing and self.verdict and self.verdict.failed else FAILED
         if self.baseline_written:
             return BASELINE_WRITTEN
@@ -231,7 +232,21 @@ class TestResult:
             "emulated": self.emulated,
             "sources": self.sources(),
             "kernel_evidence": self.kernel_evidence(),
+            "memory": self.memory_view(),
         }
+
+    def memory_view(self) -> dict[str, Any] | None:
+        """The current arm's memory (planned, size, load, peak), with the baseline's, the reference's (the baseline's
+        artifact re-measured) and the SME2-off arm's: a derived view for readers of the JSON (each profile and the
+        baseline keep their own)."""
+        if self.profile is None or self.profile.memory is None:
+            return None
+        view: dict[str, Any] = self.profile.memory.to_dict()
+        view["baseline"] = self.baseline.memory.to_dict() if self.baseline and self.baseline.memory else None
+        view["reference"] = self.reference.memory.to_dict() if self.reference and self.reference.memory else None
+        view["sme2_off"] = (self.profile_off.memory.to_dict() if self.profile_off and self.profile_off.memory
+                            else None)
+        return view
 
     def _arms(self) -> list[tuple[str, Profile]]:
         return [(p.variant or ("measured" if i else "sme2_off"), p)

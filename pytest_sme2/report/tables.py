@@ -21,6 +21,7 @@ from ..analysis import BOTTLENECK_SHARE, Analysis
 from ..categories import CATEGORIES
 from ..gate import Check
 from ..kernels import KernelLog, is_sme2, operator_kernels
+from ..memory import MEMORY_CHECKS, memory_change, memory_margin
 from ..profile import Profile, source_head
 from ..recommendations import Recommendation, recommend
 from ..stats import LatencyStats, summarize
@@ -625,6 +626,10 @@ def checks_table(test: TestResult) -> Table | None:
     rows = []
     for x in checks:
         budget = x.name.endswith("_budget")
+        if x.name in MEMORY_CHECKS:  # bytes, not ms: the change column says it with its units
+            rows.append([c.code(x.name), c.status(x.status.value, note="advisory" if x.advisory else ""),
+                         c.ms(None), c.ms(None), c.text(memory_change(x)), c.text(memory_margin(x)), c.text("—")])
+            continue
         rows.append([c.code(x.name), c.status(x.status.value, note="advisory" if x.advisory else ""),
                      c.ms(None if budget else x.baseline), c.ms(x.candidate), c.text(_check_change(x)),
                      c.text(_check_margin(x)), c.text(f"{x.p_value:.2g}" if x.p_value is not None else "—")])

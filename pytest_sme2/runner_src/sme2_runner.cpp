@@ -6,7 +6,7 @@
 // One binary gives both run kinds of the two-run principle: without --etdump_path no event tracer is attached
 // (a timing-only process: nothing but the clock around each execute()); with it, an ETDumpGen records the
 // per-operator trace. Besides executor_runner's log lines it prints, prefixed "sme2_runner ", facts pytest-sme2
-// reads: planned memory, load time, peak RSS, and the memory map of the executorch libraries (to map an
+// reads: planned memory, load time, resident memory at start and at its peak (VmHWM), and the memory map of the executorch libraries (to map an
 // emulator's executed addresses to the wheel's exported kernels). --probe prints the CPU's hwcaps as the
 // process sees them (under QEMU: the emulated CPU's) and exits.
 
@@ -239,6 +239,19 @@ void write_outputs(Method& method, const std::string& path) {
 
 }  // namespace
 
+// A "VmHWM:"/"VmRSS:" value of this process from /proc/self/status, in kB (-1 without one). The peak is read
+// there, not from getrusage: Linux carries the high-water mark of the process that exec'd us into ru_maxrss, so
+// a runner started by a 400 MB Python process reports 400 MB there. Under qemu-user this is the emulator's process.
+static long status_kb(const char* key) {
+  std::ifstream in("/proc/self/status");
+  const std::string prefix = std::string(key) + ":";
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.compare(0, prefix.size(), prefix) == 0) return std::strtol(line.c_str() + prefix.size(), nullptr, 10);
+  }
+  return -1;
+}
+
 int main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   if (opt.probe) {
@@ -252,6 +265,8 @@ int main(int argc, char** argv) {
     if (pool == nullptr) fail("no thread pool in this executorch build; --cpu_threads cannot be honoured");
     pool->_unsafe_reset_threadpool(static_cast<uint32_t>(opt.cpu_threads));
   }
+  // Resident memory before the program is opened: the runner and its libraries, no model yet.
+  std::fprintf(stderr, "sme2_runner rss_start_kb: %ld\n", status_kb("VmRSS"));
   const auto load_start = std::chrono::steady_clock::now();
   auto loader = FileDataLoader::from(opt.model_path.c_str());
   if (!loader.ok()) fail("cannot open --model_path " + opt.model_path + " (error 0x" +
@@ -366,5 +381,6 @@ int main(int argc, char** argv) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   std::fprintf(stderr, "sme2_runner peak_rss_kb: %ld\n", usage.ru_maxrss);
+  std::fprintf(stderr, "sme2_runner vmhwm_kb: %ld\n", status_kb("VmHWM"));
   return 0;
 }

@@ -46,6 +46,7 @@ from ..device import host_device, host_identity
 from ..errors import ConfigError, RunnerError, TraceError, tail
 from ..export import load_pte_check
 from ..load import SOURCE_CHILD, BlockLoad, block_load, host_load
+from ..memory import PEAK_KB, PEAK_SOURCE, RU_MAXRSS_KB, PeakSource, child_peak_kb, runner_log_memory
 from ..trace import ETDUMP_IDENTIFIER, read_etdump
 from .base import (
     MODE_LOG,
@@ -97,6 +98,18 @@ def parse_iteration_ms(log_text: str) -> tuple[float, ...]:
 
 
 
+def _log_memory(log_text: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Planned memory, load time and peak as pytest-sme2's own runner prints them; its peak is of the kind the
+    caller said (``PEAK_SOURCE`` in ``meta``: QEMU's is the emulator's process), else the runner's own process
+    (a phone). An executor_runner that prints none has no peak: not measured, never wait4's ``ru_maxrss``."""
+    found = runner_log_memory(log_text)
+    if PEAK_KB in found:
+        found[PEAK_SOURCE] = meta.get(PEAK_SOURCE) or PeakSource.PROCESS.value
+    else:
+        found[PEAK_SOURCE] = None
+    return found
+
+
 def _read_tail(path: Path, max_bytes: int = 8192) -> str:
     try:
         with path.open("rb") as fh:
@@ -128,6 +141,8 @@ class HostRunner(BinaryBuilds):
     """
 
     name = "host"
+    #: what the reaped child's ``ru_maxrss`` is the peak of (QEMU: the emulator's process)
+    peak_source = PeakSource.PROCESS
 
     def __init__(
         self,
@@ -257,11 +272,15 @@ class HostRunner(BinaryBuilds):
             )
         build = self.build_of(request.variant, request.build, request.mode)
         libraries = loaded_libraries(_read_lines(log_path), binary=runner)
+        # The peak is what the runner printed of its own VmHWM (pytest-sme2's runner; _log_memory), of the kind this
+        # runner says (QEMU: the emulator's process). wait4's ru_maxrss is kept for reference only: Linux carries
+        # this Python process' high-water mark into it at exec, so it is never a runner's peak.
+        peak = {RU_MAXRSS_KB: child_peak_kb(usage.ru_maxrss), PEAK_SOURCE: self.peak_source.value}
         if not traced:
             result = result_from_log(
                 runner_name=self.name, runner_text=f"executor_runner {runner}", request=request, build=build,
                 cmd=cmd, run_dir=run_dir, log_path=log_path, wall_s=wall_s, load=load,
-                stray_trace=trace_path if trace_path.exists() else None,
+                stray_trace=trace_path if trace_path.exists() else None, metadata=peak,
             )
             return replace(result, metadata={**result.metadata, LIBRARIES: libraries}) if libraries else result
         self._check_trace(runner, cmd, trace_path, started_mtime_ns, log_tail)
@@ -272,7 +291,7 @@ class HostRunner(BinaryBuilds):
         return result_from_trace(
             runner_name=self.name, runner_text=f"executor_runner {runner}", request=request, build=build, cmd=cmd,
             run_dir=run_dir, trace_path=trace_path, log_path=log_path, wall_s=wall_s, load=load,
-            metadata=extra or None,
+            metadata={**peak, **extra},
         )
 
     def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
@@ -417,6 +436,7 @@ def result_from_trace(
     if iterations and len(iterations) == len(e2e):
         meta["log_vs_trace_max_abs_diff_ms"] = max(abs(a - b) for a, b in zip(iterations, e2e, strict=True))
     meta.update(metadata or {})
+    meta.update(_log_memory(log_text, meta))
     return RunResult(
         runner=runner_name,
         e2e_ms=e2e,
@@ -486,6 +506,7 @@ def result_from_log(
         meta["timing_scope"] = ("executor_runner's 'Iteration' lines: Method::execute of each execution, the span "
                                 "the traced build's Method::execute events time")
     meta.update(metadata or {})
+    meta.update(_log_memory(log_text, meta))
     return RunResult(
         runner=runner_name,
         e2e_ms=iterations,

@@ -47,6 +47,7 @@ from ..device import host_identity
 from ..errors import ConfigError, RunnerError, TraceError
 from ..export import load_pte_check
 from ..load import SOURCE_PROCESS, SOURCE_THREAD, BlockLoad, block_load, host_load, involuntary_switches, run_delay_ns
+from ..memory import LOAD_MS, PEAK_KB, PEAK_SOURCE, PeakDelta, PeakSource
 from ..trace import read_etdump
 from .base import MODE_LOG, MODE_TRACE, RunRequest, RunResult, check_threads
 from .host import host_facts, new_run_dir
@@ -227,6 +228,13 @@ class LocalRunner:
         if request.executions < 1:
             raise ConfigError(f"nothing to run: warmup + runs is {request.executions}; ask for at least one run")
         traced = request.mode == MODE_TRACE
+        # The runtime's modules first (a no-op after the first run): their first import maps the runtime's libraries,
+        # which are no part of a program's footprint.
+        import executorch.kernels.quantized  # noqa: F401
+        from executorch.runtime import Runtime  # noqa: F401
+
+        peak = PeakDelta()
+        peak.start()  # the high-water mark of this process from here: load + runs (PeakSource.DELTA says what)
         program, method, method_name, load_ms = self._load(request.pte, request.threads, etdump=traced)
         if tensors is not None:
             args, source = tuple(tensors), "tensors"
@@ -236,10 +244,12 @@ class LocalRunner:
             args, source = _ones_inputs(method), "ones"
         overhead = timer_overhead_ns(2_000)
         block = _measure(method, args, request.executions, request.pte, _pool_threads(request.threads))
+        peak_kb = peak.peak_kb()
         metadata: dict[str, Any] = {
             "mode": request.mode,
             "method": method_name,
-            "load_ms": load_ms,
+            LOAD_MS: load_ms,
+            **({PEAK_KB: peak_kb, PEAK_SOURCE: PeakSource.DELTA.value} if peak_kb is not None else {}),
             "inputs": source,
             "timer_overhead_ns": overhead,
         }

@@ -33,6 +33,7 @@ from ..artifacts import file_sha256
 from ..device import cpuinfo_features, linux_identity
 from ..errors import ConfigError, RunnerError
 from ..identity import DeviceIdentity
+from ..memory import PeakSource
 from ..qemu_log import ExecutedKernels, read_executed_kernels
 from .base import MODE_TRACE, SME2_OFF, SME2_ON, RunRequest
 from .host import HostRunner
@@ -166,6 +167,8 @@ class QemuRunner(HostRunner):
     name = "qemu"
     #: its time is emulated time (profile sources and reports say so)
     emulated = True
+    #: the peak wait4 gives is qemu-user's (and so is the runner's own getrusage: the guest asks the host's kernel)
+    peak_source = PeakSource.EMULATOR
 
     def __init__(self, runner: str | Path, *, qemu: Path, sysroot: str = "", timeout_s: float | None = None,
                  write_outputs: bool = True, runtime: Mapping[str, str] | None = None) -> None:
