@@ -15,6 +15,13 @@ point is its own process, with its own program load and the machine as it was th
 The sessions' ``--sme2-json`` documents are kept in ``--keep`` (not committed: ~80 kB each); ``--out`` gets the
 history records built from them by :func:`pytest_sme2.history.records.records_from_results` - the same function the
 plugin's session-end hook uses - one JSON line each, with the size and plan added under ``"bench"``.
+
+``--plan light`` is the affordable version (a pytest session costs ~10 s of CPU, mostly importing torch; under the
+shared machine's load average 6-7 one took 110 s): one fresh process per *round* measures the already exported
+``.pte`` of every size once (from the project's export cache, made by the sessions above), in turn, the way the
+plugin's local runtime does: 15 blocks (program loads) x 10 traced runs after 3 warm-ups, the point's value the
+median of the 150 runs (the gate's ``median_ms``), with the block medians. So every point of a series is still from
+its own process (its own program loads, memory layout and machine state), and the sizes share each round.
 """
 
 from __future__ import annotations
@@ -87,15 +94,75 @@ def session(root: Path, size: int, json_out: Path) -> dict[str, object]:
     return {"size": size, "seconds": round(time.time() - started, 1), "loadavg": os.getloadavg()[0]}
 
 
+def measure(pte: Path, inputs: Path) -> dict[str, object]:
+    """One point in this process: 15 blocks x 10 traced runs after 3 warm-ups, as the plugin's local runtime."""
+    import tempfile
+
+    import numpy as np
+
+    from pytest_sme2.history.records import block_medians
+    from pytest_sme2.runners.base import RunRequest
+    from pytest_sme2.runners.local import LocalRunner
+
+    runner = LocalRunner()
+    samples: list[float] = []
+    sizes: list[int] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(15):
+            result = runner.run(RunRequest(pte=pte, runs=10, warmup=3, threads=1, out_dir=Path(tmp),
+                                           inputs=(inputs,), label="history"))
+            runs = list(result.e2e_ms[3:])
+            samples += runs
+            sizes.append(len(runs))
+    return {"median_ms": round(float(np.median(samples)), 6), "block_medians_ms": list(block_medians(samples, sizes))}
+
+
+def light(args: argparse.Namespace) -> int:
+    cache = args.project / ".sme2_cache" / "toy_cnn_w"
+    by_size: dict[int, Path] = {}
+    for meta in sorted(cache.glob("*/meta.json")):
+        data = json.loads(meta.read_text())
+        # width 16 (the example suite's toy_cnn): the probe of widths 17-20 left other 32x32 exports here
+        if data.get("cache_key", "").startswith(("37be6225", "baa5b3ff", "eaa7a9e6")):
+            by_size[int(data["input_shapes"][0][-1])] = meta.parent
+    sizes = [int(w) for w in args.sizes.split(",")]
+    missing = [w for w in sizes if w not in by_size]
+    if missing:
+        raise SystemExit(f"no export of sizes {missing} in {cache}: run --plan probe --sizes {args.sizes} first")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = str(ROOT)
+    with args.out.open("a") as f:
+        for rnd in range(args.sessions):
+            started = time.time()
+            pairs = [str(x) for w in sizes for x in (by_size[w] / "model.pte", by_size[w] / "input_0.bin")]
+            proc = subprocess.run([sys.executable, __file__, "--measure", *pairs], env=env, capture_output=True,
+                                  text=True, timeout=900, check=True)
+            points = json.loads(proc.stdout.strip().splitlines()[-1])
+            for size, point in zip(sizes, points, strict=True):
+                row = {"test_id": "toy_cnn_w", "median_ms": point["median_ms"],
+                       "block_medians_ms": point["block_medians_ms"],
+                       "bench": {"plan": "light", "round": rnd, "size": size,
+                                 "seconds": round(time.time() - started, 1), "loadavg": os.getloadavg()[0],
+                                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}
+                f.write(json.dumps(row, separators=(",", ":")) + "\n")
+                print(f"light round {rnd} size {size}: median {point['median_ms']:.4f} ms "
+                      f"({row['bench']['seconds']} s, load {row['bench']['loadavg']:.2f})", flush=True)
+            f.flush()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plan", choices=("probe", "unchanged", "changed"), required=True)
+    parser.add_argument("--plan", choices=("probe", "unchanged", "changed", "light"), required=True)
+    parser.add_argument("--measure", nargs="+", metavar="PTE INPUT", help=argparse.SUPPRESS)
     parser.add_argument("--sizes", default="32,34,36", help="comma list (probe, changed)")
     parser.add_argument("--sessions", type=int, default=1, help="sessions per size")
     parser.add_argument("--project", type=Path, default=Path("/tmp/sme2_history_project"))
     parser.add_argument("--keep", type=Path, default=Path("/tmp/sme2_history_sessions"))
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    if args.plan == "light":
+        return light(args)
     from pytest_sme2.history.records import records_from_results
 
     root = project(args.project)
@@ -119,4 +186,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if "--measure" in sys.argv:
+        rest = sys.argv[sys.argv.index("--measure") + 1:]
+        print(json.dumps([measure(Path(rest[i]), Path(rest[i + 1])) for i in range(0, len(rest), 2)]))
+        raise SystemExit(0)
     raise SystemExit(main())

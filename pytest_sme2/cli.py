@@ -514,16 +514,16 @@ def cmd_build_runner(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {
-    "analyze": cmd_analyze, "profile": cmd_profile, "compare": cmd_compare, "report": cmd_report,
-    "export-trace": cmd_export_trace, "build-runner": cmd_build_runner, "history": lambda args: _history(args),
-}
-
-
-def _history(args: argparse.Namespace) -> int:
+def cmd_history(args: argparse.Namespace) -> int:
     from .history import cli as history_cli
 
     return history_cli.run(args)
+
+
+COMMANDS = {
+    "analyze": cmd_analyze, "profile": cmd_profile, "compare": cmd_compare, "report": cmd_report,
+    "export-trace": cmd_export_trace, "build-runner": cmd_build_runner, "history": cmd_history,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

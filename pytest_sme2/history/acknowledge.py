@@ -51,7 +51,7 @@ def load(path: str | Path) -> list[Acknowledgement]:
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{p}: not JSON ({exc}); see docs/history.md#acknowledging-a-change for the format")
+        raise ConfigError(f"{p}: not JSON ({exc}); see docs/history.md#acknowledging-a-change for the format") from None
     entries = data.get("acknowledged") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise ConfigError(f'{p}: no "acknowledged" list; write {{"schema_version": 1, "acknowledged": [...]}} '
@@ -100,8 +100,7 @@ def apply(steps: Sequence[FoundStep], series: Sequence[Series], acks: Sequence[A
         hit = next((i for i, a in enumerate(acks) if matches(a, step, s)), None)
         if hit is not None:
             used.add(hit)
-            step = replace(step, acknowledged=acks[hit].reason)
-        out.append(step)
+        out.append(step if hit is None else replace(step, acknowledged=acks[hit].reason))
     return out, [a for i, a in enumerate(acks) if i not in used]
 
 

@@ -180,6 +180,6 @@ def find_steps(values: Sequence[float], *, min_size: int = MIN_SIZE, max_pvalue:
     for i in range(1, len(bounds) - 1):
         a, tau, b = bounds[i - 1], bounds[i], bounds[i + 1]
         _, p = passes(a, tau, b)
-        steps.append(Step(index=tau, before=float(np.exp(np.median(x[a:tau]))), after=float(np.exp(np.median(x[tau:b]))),
-                          pvalue=p))
+        steps.append(Step(index=tau, before=float(np.exp(np.median(x[a:tau]))),
+                          after=float(np.exp(np.median(x[tau:b]))), pvalue=p))
     return steps

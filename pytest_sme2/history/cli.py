@@ -167,7 +167,8 @@ def cmd_pr(args: argparse.Namespace) -> int:
         raise ConfigError(f"no runs in {args.store}: run the suite first (every session appends to --sme2-history)")
     head = runs[-1]
     if args.head:
-        matching = [r for r in runs if r.run.run_id == args.head or (r.run.commit and r.run.commit.startswith(args.head))]
+        matching = [r for r in runs
+                    if r.run.run_id == args.head or (r.run.commit and r.run.commit.startswith(args.head))]
         if not matching:
             raise ConfigError(f"--head {args.head}: no run with that id or commit in {args.store} "
                               "(pytest-sme2 history list shows them)")
@@ -190,7 +191,7 @@ def cmd_page(args: argparse.Namespace) -> int:
     from ..atomic import write_atomic
     from .trend import render_page
 
-    series, steps, creeps, stale, nruns = _analyse(args)
+    series, steps, creeps, _, nruns = _analyse(args)
     write_atomic(args.out, render_page(series, steps, creeps), what="trend page")
     print(f"wrote {args.out}: {nruns} run(s), {len(steps)} step(s)")
     return 0

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .series import E2E, Series, short
+from .series import E2E, Point, Series, short
 
 #: Runs of one unchanged artifact looked at.
 WINDOW = 20
@@ -57,7 +57,7 @@ def creep_of(series: Series, *, window: int = WINDOW, bound_pct: float = BOUND_P
     if series.metric != E2E or not series.points:
         return None
     newest = series.points[-1].artifact_id
-    run: list = []
+    run: list[Point] = []
     for p in reversed(series.points):
         if p.artifact_id != newest:
             break

@@ -121,7 +121,7 @@ def render_markdown(view: PrView, *, title: str = "pytest-sme2: performance agai
     if shown:
         lines += ["| | test | device | status | vs baseline (gate, 95% CI) | median: merge-base → head |",
                   "|---|---|---|---|---:|---:|"]
-        for r in sorted(shown, key=lambda r: (COLUMNS + (NOT_GATED,)).index(r.column) if r.column in COLUMNS
+        for r in sorted(shown, key=lambda r: (*COLUMNS, NOT_GATED).index(r.column) if r.column in COLUMNS
                         else 9):
             status = r.head.status if r.head else "missing"
             new = " (new)" if r.head is not None and r.base is None and view.base is not None else ""

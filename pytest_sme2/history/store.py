@@ -96,7 +96,8 @@ def read_run(path: Path) -> StoredRun:
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         header = json.loads(lines[0]) if lines else {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HistoryError(f"{path}: not a pytest-sme2 history run ({exc}); remove the file or restore it from git")
+        raise HistoryError(f"{path}: not a pytest-sme2 history run ({exc}); "
+                           "remove the file or restore it from git") from None
     if not isinstance(header, dict) or header.get("kind") != KIND:
         raise HistoryError(f"{path}: not a pytest-sme2 history run (its first line has no kind {KIND!r}); "
                            "remove it from the history directory")
@@ -107,7 +108,7 @@ def read_run(path: Path) -> StoredRun:
     try:
         records = tuple(HistoryRecord.from_dict(json.loads(line)) for line in lines[1:])
     except (KeyError, ValueError, TypeError) as exc:
-        raise HistoryError(f"{path}: a record does not parse ({exc}); remove the file or restore it from git")
+        raise HistoryError(f"{path}: a record does not parse ({exc}); remove the file or restore it from git") from None
     return StoredRun(RunInfo.from_dict(header), records, path)
 
 

@@ -183,7 +183,9 @@ SCRIPT = """
 const tip = document.getElementById('tip');
 document.querySelectorAll('circle.point').forEach(c => {
   c.addEventListener('mouseenter', e => { tip.textContent = c.dataset.tip; tip.style.display = 'block'; });
-  c.addEventListener('mousemove', e => { tip.style.left = (e.pageX + 12) + 'px'; tip.style.top = (e.pageY + 12) + 'px'; });
+  c.addEventListener('mousemove', e => {
+    tip.style.left = (e.pageX + 12) + 'px'; tip.style.top = (e.pageY + 12) + 'px';
+  });
   c.addEventListener('mouseleave', () => { tip.style.display = 'none'; });
 });
 """
@@ -214,11 +216,11 @@ def render_page(series: Sequence[Series], steps: Sequence[FoundStep], creeps: Se
     if steps:
         parts.append("<table class='steps'><tr><th>test</th><th>device</th><th>metric</th><th>step</th>"
                      "<th>commits</th><th>confidence</th><th>artifact</th><th>acknowledged</th></tr>")
-        for s in steps:
-            parts.append(f"<tr class='{s.kind}'><td>{_e(s.test_id)}</td><td>{_e(s.identity_id)}</td>"
-                         f"<td>{_e(s.metric)}</td><td>{s.pct:+.1f}% ({fmt_ms(s.before)} → {fmt_ms(s.after)})</td>"
-                         f"<td><code>{_e(s.commit_range)}</code></td><td>{s.confidence:.4f}</td>"
-                         f"<td>{'changed' if s.artifact_changed else 'same'}</td><td>{_e(s.acknowledged)}</td></tr>")
+        for st in steps:
+            parts.append(f"<tr class='{st.kind}'><td>{_e(st.test_id)}</td><td>{_e(st.identity_id)}</td>"
+                         f"<td>{_e(st.metric)}</td><td>{st.pct:+.1f}% ({fmt_ms(st.before)} → {fmt_ms(st.after)})</td>"
+                         f"<td><code>{_e(st.commit_range)}</code></td><td>{st.confidence:.4f}</td>"
+                         f"<td>{'changed' if st.artifact_changed else 'same'}</td><td>{_e(st.acknowledged)}</td></tr>")
         parts.append("</table>")
     else:
         parts.append("<p>No steps found.</p>")

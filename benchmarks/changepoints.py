@@ -1,0 +1,223 @@
+"""Change-point quality on real recorded series, and the cost of the history store and page for 1,000 runs.
+
+    python benchmarks/changepoints.py                 # ~1 min: quality grid + store/page cost
+    python benchmarks/changepoints.py --save benchmarks/results/history.json
+
+**Data.** ``benchmarks/data/history_toy_cnn_sessions.jsonl``, recorded by ``benchmarks/record_history.py``
+(toy_cnn fp32 XNNPACK, local runtime, 15 blocks x 10 traced runs per point, each point from its own process):
+``unchanged`` = consecutive real pytest sessions of the unchanged model (32x32 input; full history records, as the
+plugin stores them); ``light`` = rounds of one fresh process each measuring input 32 (unchanged), 35 and 36 (real
+model changes: measured ~+10 % and ~+20 %) once, interleaved. The value of a point is the median of its 150 runs
+(the gate's median). The quality numbers use the ``light`` series (more points for the machine time); the sessions
+are a cross-check of the noise level and of false steps.
+
+**False steps per 100 unchanged runs.** (a) The real unchanged 32x32 points in recording order, searched as CI
+would: after every new run the whole series so far is searched, and every distinct step position ever reported
+counts once. (b) 200 series of 100 runs built by block bootstrap of the same points (blocks of 5 consecutive
+points, so local drift is kept), searched once each.
+
+**Detection and delay.** A series is a random contiguous stretch of 15 real unchanged sessions followed by the real
+changed sessions (35 or 36) in a random order; the changed runs arrive one at a time and the delay is the number of
+changed runs after which a step at the change (+-1 run) is first reported (``min_size`` at best). 200 trials per size;
+detected = within 10 changed runs.
+
+**Cost.** A synthetic store of 1,000 runs of the example suite (its 15 kept tests per run: 18 collected, the three
+SME2 on/off tests skip on the local runtime) whose records are copies of real recorded records (real block medians
+and categories, shuffled between runs; the three backend-pair tests carry a ratio): its size on disk, gzip size
+(what git stores), the time to append, to read it into pandas, to find the steps, and the page's size and time.
+These records are built from real numbers for SIZE and COST only; no quality number uses them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import random
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+DATA = ROOT / "benchmarks" / "data" / "history_toy_cnn_sessions.jsonl"
+GRID = [(ms, pct, p) for ms in (2, 3, 4) for pct in (3.0, 5.0, 8.0) for p in (0.01, 0.001)]
+
+
+def load(path: Path = DATA) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def series(rows: list[dict[str, Any]], plan: str, size: int) -> list[float]:
+    return [r["median_ms"] for r in rows if r["bench"]["plan"] == plan and r["bench"]["size"] == size]
+
+
+def online_false_steps(values: list[float], **tuning: Any) -> int:
+    from pytest_sme2.history.changepoints import find_steps
+
+    seen: set[int] = set()
+    for n in range(2, len(values) + 1):
+        seen |= {s.index for s in find_steps(values[:n], **tuning)}
+    return len(seen)
+
+
+def bootstrap(values: list[float], n: int, block: int, rng: random.Random) -> list[float]:
+    out: list[float] = []
+    while len(out) < n:
+        start = rng.randrange(0, len(values) - block + 1)
+        out += values[start:start + block]
+    return out[:n]
+
+
+def delay(unchanged: list[float], changed: list[float], rng: random.Random, *, pre: int = 15, limit: int = 10,
+          **tuning: Any) -> int | None:
+    from pytest_sme2.history.changepoints import find_steps
+
+    start = rng.randrange(0, len(unchanged) - pre + 1)
+    base = unchanged[start:start + pre]
+    after = rng.sample(changed, len(changed))
+    while len(after) < limit:
+        after += rng.sample(changed, len(changed))
+    for k in range(1, limit + 1):
+        if any(abs(s.index - pre) <= 1 for s in find_steps(base + after[:k], **tuning)):
+            return k
+    return None
+
+
+def quality(rows: list[dict[str, Any]], trials: int = 200, seed: int = 20) -> dict[str, Any]:
+    from pytest_sme2.history.changepoints import find_steps
+
+    sessions = series(rows, "unchanged", 32)
+    real = series(rows, "light", 32)
+    s35, s36 = series(rows, "light", 35), series(rows, "light", 36)
+    ref = float(np.median(real))
+    out: dict[str, Any] = {
+        "points": {"pytest_sessions_32": len(sessions), "light_32": len(real), "light_35": len(s35),
+                   "light_36": len(s36)},
+        "sessions_cv_pct": float(np.std(sessions, ddof=1) / np.mean(sessions) * 100) if len(sessions) > 1 else None,
+        "unchanged_cv_pct": float(np.std(real, ddof=1) / np.mean(real) * 100),
+        "unchanged_range_pct": float((max(real) / min(real) - 1) * 100),
+        "step_35_pct": float((np.median(s35) / ref - 1) * 100) if s35 else None,
+        "step_36_pct": float((np.median(s36) / ref - 1) * 100) if s36 else None,
+        "grid": [],
+    }
+    for min_size, min_pct, p in GRID:
+        tuning = {"min_size": min_size, "min_pct": min_pct, "max_pvalue": p}
+        rng = random.Random(seed)
+        online = online_false_steps(real, **tuning)
+        boot = [len(find_steps(bootstrap(real, 100, 5, rng), **tuning)) for _ in range(trials)]
+        row: dict[str, Any] = {**tuning, "false_per_100_online": online / len(real) * 100,
+                               "false_per_100_bootstrap": float(np.mean(boot)),
+                               "sessions_false_steps": len(find_steps(sessions, **tuning))}
+        for name, changed in (("10pct", s35), ("20pct", s36)):
+            if not changed:
+                continue
+            delays = [delay(real, changed, rng, **tuning) for _ in range(trials)]
+            found = [d for d in delays if d is not None]
+            row[f"detect_{name}"] = len(found) / trials
+            row[f"delay_{name}_median"] = float(np.median(found)) if found else None
+            row[f"delay_{name}_p90"] = float(np.percentile(found, 90)) if found else None
+        out["grid"].append(row)
+    return out
+
+
+def cost(rows: list[dict[str, Any]], runs: int = 1000, seed: int = 1) -> dict[str, Any]:
+    from pytest_sme2.history.records import HistoryRecord, RunInfo
+    from pytest_sme2.history.series import all_steps, build_series
+    from pytest_sme2.history.store import HistoryStore
+    from pytest_sme2.history.trend import render_page
+
+    tests = [f"example_models/test_{m}.py::test_latency[{c}]" for m in ("mobilenet_v3_small", "tiny_transformer",
+                                                                         "toy_cnn")
+             for c in ("fp32-xnnpack", "int8-xnnpack", "fp32-portable", "int8-portable")]
+    pairs = [f"example_models/test_{m}.py::test_xnnpack_vs_portable" for m in
+             ("mobilenet_v3_small", "tiny_transformer", "toy_cnn")]
+    real = [{k: v for k, v in r.items() if k != "bench"} for r in rows if r["bench"]["plan"] == "unchanged"]
+    rng = random.Random(seed)
+    out: dict[str, Any] = {"runs": runs, "records_per_run": len(tests) + len(pairs)}
+    with tempfile.TemporaryDirectory() as tmp:
+        store = HistoryStore(Path(tmp) / "h")
+        started = time.perf_counter()
+        for i in range(runs):
+            run = RunInfo(run_id=f"{i:012x}", time=f"2026-{1 + i // 300:02d}-{1 + i % 28:02d}T{i % 24:02d}:00:00+00:00",
+                          commit=f"{rng.getrandbits(160):040x}", branch="main", commit_source="git", host="vm",
+                          tool_version="0.1.0")
+            recs = []
+            for t in tests + pairs:
+                d = dict(rng.choice(real))
+                d["test_id"] = t
+                if t in pairs:
+                    d["ratio"] = [round(rng.uniform(4, 6), 4), 3.9, 6.1]
+                    d["ratio_label"] = "speedup portable → xnnpack"
+                recs.append(HistoryRecord.from_dict(d))
+            store.append(run, recs)
+        out["append_ms_per_run"] = (time.perf_counter() - started) / runs * 1e3
+        files = store.files()
+        out["bytes"] = sum(p.stat().st_size for p in files)
+        out["files"] = len(files)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            tar.add(store.root, arcname="h")
+        out["tar_gz_bytes"] = len(buf.getvalue())
+        started = time.perf_counter()
+        frame = store.frame()
+        out["read_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        ser = build_series(frame, ["e2e"])
+        steps = all_steps(ser)
+        out["steps_e2e_s"] = time.perf_counter() - started
+        out["series_e2e"] = len(ser)
+        started = time.perf_counter()
+        ser_all = build_series(frame)
+        steps_all = all_steps(ser_all)
+        out["steps_all_s"] = time.perf_counter() - started
+        out["series_all"] = len(ser_all)
+        started = time.perf_counter()
+        page = render_page(ser_all, steps_all)
+        out["page_s"] = time.perf_counter() - started
+        out["page_bytes"] = len(page.encode())
+        out["page_gzip_bytes"] = len(gzip.compress(page.encode()))
+        out["false_steps_in_shuffled_1000"] = len(steps)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=1000, help="runs in the cost store (default 1000)")
+    parser.add_argument("--save", type=Path)
+    args = parser.parse_args(argv)
+    rows = load()
+    q = quality(rows, trials=args.trials)
+    print(f"points: {q['points']}; unchanged CV {q['unchanged_cv_pct']:.2f} %, range {q['unchanged_range_pct']:.1f} % "
+          f"(pytest sessions: CV {q['sessions_cv_pct'] or float('nan'):.2f} %); real steps: 35x35 "
+          f"{q['step_35_pct']:+.1f} %, 36x36 {q['step_36_pct']:+.1f} %")
+    print(f"{'min_size':>8} {'min_pct':>7} {'p':>6} | {'false/100 online':>16} {'bootstrap':>9} | "
+          f"{'det 10%':>7} {'delay':>5} | {'det 20%':>7} {'delay':>5}")
+    for r in q["grid"]:
+        print(f"{r['min_size']:>8} {r['min_pct']:>7g} {r['max_pvalue']:>6g} | {r['false_per_100_online']:>16.1f} "
+              f"{r['false_per_100_bootstrap']:>9.2f} | {r.get('detect_10pct', 0):>7.2f} "
+              f"{r.get('delay_10pct_median') or float('nan'):>5.1f} | {r.get('detect_20pct', 0):>7.2f} "
+              f"{r.get('delay_20pct_median') or float('nan'):>5.1f} | sessions {r['sessions_false_steps']}")
+    c = cost(rows, runs=args.runs)
+    print(f"store, {c['runs']} runs x {c['records_per_run']} tests: {c['bytes'] / 1e6:.2f} MB in {c['files']} files "
+          f"({c['bytes'] / c['runs'] / c['records_per_run']:.0f} B per record), "
+          f"{c['tar_gz_bytes'] / 1e6:.2f} MB gzipped; "
+          f"append {c['append_ms_per_run']:.1f} ms/run, read {c['read_s']:.2f} s, steps e2e {c['steps_e2e_s']:.2f} s "
+          f"({c['series_e2e']} series), all metrics {c['steps_all_s']:.2f} s ({c['series_all']} series); page "
+          f"{c['page_bytes'] / 1e6:.2f} MB ({c['page_gzip_bytes'] / 1e6:.2f} MB gzipped) in {c['page_s']:.2f} s")
+    if args.save:
+        args.save.write_text(json.dumps({"quality": q, "cost": c}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
