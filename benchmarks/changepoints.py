@@ -22,8 +22,9 @@ changed runs after which a step at the change (+-1 run) is first reported (``min
 detected = within 10 changed runs.
 
 **Cost.** A synthetic store of 1,000 runs of the example suite (its 15 kept tests per run: 18 collected, the three
-SME2 on/off tests skip on the local runtime) whose records are copies of real recorded records (real block medians
-and categories, shuffled between runs; the three backend-pair tests carry a ratio): its size on disk, gzip size
+SME2 on/off tests skip on the local runtime) whose records are real recorded records (a pytest session's) with their
+numbers redrawn from real ones: 15 block medians sampled from all recorded points, their median, the categories
+scaled to it; the three backend-pair tests carry a ratio: its size on disk, gzip size
 (what git stores), the time to append, to read it into pandas, to find the steps, and the page's size and time.
 These records are built from real numbers for SIZE and COST only; no quality number uses them.
 """
@@ -126,6 +127,20 @@ def quality(rows: list[dict[str, Any]], trials: int = 200, seed: int = 20) -> di
             row[f"delay_{name}_median"] = float(np.median(found)) if found else None
             row[f"delay_{name}_p90"] = float(np.percentile(found, 90)) if found else None
         out["grid"].append(row)
+    # Creep of an unchanged artifact: the Theil-Sen drift over every window of WINDOW consecutive real points, and
+    # over 1,000 block-bootstrap windows, is what an unchanged series shows; the bound must sit above it.
+    from pytest_sme2.history.creep import WINDOW, theil_sen_pct
+
+    rng = random.Random(seed + 1)
+    sliding = [theil_sen_pct(real[i:i + WINDOW]) for i in range(0, len(real) - WINDOW + 1)]
+    boot = [theil_sen_pct(bootstrap(real, WINDOW, 5, rng)) for _ in range(1000)]
+    sess = [theil_sen_pct(sessions[i:i + WINDOW]) for i in range(0, len(sessions) - WINDOW + 1)]
+    out["creep"] = {"window": WINDOW,
+                    "sliding_abs_max_pct": float(max(map(abs, sliding))) if sliding else None,
+                    "sessions_abs_max_pct": float(max(map(abs, sess))) if sess else None,
+                    "bootstrap_abs_p95_pct": float(np.percentile(np.abs(boot), 95)),
+                    "bootstrap_abs_p99_pct": float(np.percentile(np.abs(boot), 99)),
+                    "bootstrap_abs_max_pct": float(np.max(np.abs(boot)))}
     return out
 
 
@@ -141,6 +156,7 @@ def cost(rows: list[dict[str, Any]], runs: int = 1000, seed: int = 1) -> dict[st
     pairs = [f"example_models/test_{m}.py::test_xnnpack_vs_portable" for m in
              ("mobilenet_v3_small", "tiny_transformer", "toy_cnn")]
     real = [{k: v for k, v in r.items() if k != "bench"} for r in rows if r["bench"]["plan"] == "unchanged"]
+    pool = [b for r in rows for b in r.get("block_medians_ms", ())]
     rng = random.Random(seed)
     out: dict[str, Any] = {"runs": runs, "records_per_run": len(tests) + len(pairs)}
     with tempfile.TemporaryDirectory() as tmp:
@@ -154,6 +170,13 @@ def cost(rows: list[dict[str, Any]], runs: int = 1000, seed: int = 1) -> dict[st
             for t in tests + pairs:
                 d = dict(rng.choice(real))
                 d["test_id"] = t
+                # Numbers as varied as real ones (so gzip sees real entropy): 15 real block medians drawn from every
+                # recorded point, the median of them, and the record's categories scaled to that median.
+                blocks = rng.sample(pool, 15)
+                median = float(np.median(blocks))
+                scale = median / d["median_ms"]
+                d.update(block_medians_ms=blocks, median_ms=round(median, 6),
+                         category_ms={k: round(v * scale, 6) for k, v in d.get("category_ms", {}).items()})
                 if t in pairs:
                     d["ratio"] = [round(rng.uniform(4, 6), 4), 3.9, 6.1]
                     d["ratio_label"] = "speedup portable → xnnpack"
@@ -207,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['false_per_100_bootstrap']:>9.2f} | {r.get('detect_10pct', 0):>7.2f} "
               f"{r.get('delay_10pct_median') or float('nan'):>5.1f} | {r.get('detect_20pct', 0):>7.2f} "
               f"{r.get('delay_20pct_median') or float('nan'):>5.1f} | sessions {r['sessions_false_steps']}")
+    cr = q["creep"]
+    print(f"creep over {cr['window']} unchanged runs: sliding max |{cr['sliding_abs_max_pct'] or float('nan'):.1f}| %, "
+          f"pytest sessions max |{cr['sessions_abs_max_pct'] or float('nan'):.1f}| %, bootstrap |p95| "
+          f"{cr['bootstrap_abs_p95_pct']:.1f} %, |p99| {cr['bootstrap_abs_p99_pct']:.1f} %, "
+          f"max {cr['bootstrap_abs_max_pct']:.1f} %")
     c = cost(rows, runs=args.runs)
     print(f"store, {c['runs']} runs x {c['records_per_run']} tests: {c['bytes'] / 1e6:.2f} MB in {c['files']} files "
           f"({c['bytes'] / c['runs'] / c['records_per_run']:.0f} B per record), "

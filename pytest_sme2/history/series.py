@@ -3,9 +3,12 @@ steps found in them, each named by its commit range, size and confidence."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from .changepoints import MAX_PVALUE, MIN_PCT, MIN_SIZE, find_steps
 
@@ -14,6 +17,9 @@ E2E = "e2e"
 #: median(off)/median(on) of an on/off pair.
 RATIO = "ratio"
 CATEGORY_PREFIX = "category:"
+#: Category series whose median is below this (ms) are drawn but not searched: delegated operator times are whole
+#: microseconds in the trace (``gate.TICK_MS``), so 1 -> 2 us is a "+100 %" step of the quantization, not of the model.
+CATEGORY_FLOOR_MS = 0.01
 
 
 @dataclass(frozen=True)
@@ -106,9 +112,14 @@ def build_series(frame: Any, metrics: Sequence[str] | None = None) -> list[Serie
     return out
 
 
+def _num(v: Any) -> float | None:
+    """A number from a frame cell: pandas turns a missing float into NaN."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
 def _point(r: Mapping[str, Any], metric: str) -> Point | None:
     if metric == E2E:
-        value = r["median_ms"]
+        value = _num(r["median_ms"])
     elif metric == RATIO:
         value = r["ratio"][0] if r["ratio"] else None
     else:
@@ -116,14 +127,17 @@ def _point(r: Mapping[str, Any], metric: str) -> Point | None:
     if value is None or not value > 0:
         return None
     return Point(run_id=r["run_id"], time=r["time"], commit=r["commit"], branch=r["branch"],
-                 artifact_id=r["artifact_id"], status=r["status"], value=float(value), baseline_ms=r["baseline_ms"],
+                 artifact_id=r["artifact_id"], status=r["status"], value=float(value),
+                 baseline_ms=_num(r["baseline_ms"]),
                  categories=dict(r["category_ms"] or {}), ratio=r["ratio"])
 
 
 def steps_of(series: Series, *, min_size: int = MIN_SIZE, max_pvalue: float = MAX_PVALUE,
              min_pct: float = MIN_PCT) -> list[FoundStep]:
     pts = series.points
-    out = []
+    out: list[FoundStep] = []
+    if series.metric.startswith(CATEGORY_PREFIX) and float(np.median(series.values)) < CATEGORY_FLOOR_MS:
+        return out
     for s in find_steps(series.values, min_size=min_size, max_pvalue=max_pvalue, min_pct=min_pct):
         before, after = pts[s.index - 1], pts[s.index]
         artifacts_before = {p.artifact_id for p in pts[max(0, s.index - min_size):s.index]}

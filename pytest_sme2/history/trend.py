@@ -24,7 +24,7 @@ from ..units import fmt_ms
 from .creep import Creep
 from .series import CATEGORY_PREFIX, E2E, RATIO, FoundStep, Series, short
 
-W_MIN, H, LEFT, RIGHT, TOP, BOTTOM = 760, 240, 70, 20, 26, 46
+W_MIN, H, LEFT, RIGHT, TOP, BOTTOM = 760, 240, 70, 40, 26, 46
 STATUS_COLORS = {"regression": "#CF222E", "improvement": "#1A7F37", "pass": "#8250DF", "drift": "#BF8700",
                  "invalid": "#57606A", "inconclusive": "#57606A", "failed": "#CF222E"}
 STEP_COLORS = {"regression": "#CF222E", "improvement": "#1A7F37"}
@@ -113,10 +113,14 @@ def latency_chart(series: Series, steps: Sequence[FoundStep]) -> str:
         x = (f.x(s.index - 1) + f.x(s.index)) / 2
         color = "#8C959F" if s.acknowledged else STEP_COLORS[s.kind]
         label = f"{s.pct:+.1f}% {s.commit_range}" + (" (ack)" if s.acknowledged else "")
+        # The label goes on the side of the line with room for it (a step near the newest run is labelled leftwards).
+        right = x + 4 + len(label) * 6.6 < f.width
+        anchor, lx = ("start", x + 4) if right else ("end", x - 4)
         body.append(f'<g class="step" data-pct="{s.pct:.2f}" data-commits="{_e(s.commit_range)}">'
                     f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{H - BOTTOM}" stroke="{color}" '
                     f'stroke-width="2" stroke-dasharray="5 3"/>'
-                    f'<text x="{x + 4:.1f}" y="{TOP + 10}" class="steplabel" fill="{color}">{_e(label)}</text>'
+                    f'<text x="{lx:.1f}" y="{TOP + 10}" text-anchor="{anchor}" class="steplabel" fill="{color}">'
+                    f"{_e(label)}</text>"
                     f"<title>step {_e(label)}: {fmt_ms(s.before)} → {fmt_ms(s.after)} ms, confidence "
                     f"{s.confidence:.4f}{', artifact changed' if s.artifact_changed else ', same artifact'}"
                     f"{_e(' — acknowledged: ' + s.acknowledged) if s.acknowledged else ''}</title></g>")
@@ -196,7 +200,8 @@ body { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, Helvetica, Ari
 h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; } .muted { color: #57606A; font-size: 13px; }
 .scroll { overflow-x: auto; } svg text { font-size: 11px; fill: #1F2328; } svg .tick { fill: #57606A; }
 svg .ctitle { font-weight: 600; } svg .steplabel { font-weight: 600; }
-table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #D8DEE4; padding: 3px 8px; }
+table { border-collapse: collapse; font-size: 13px; }
+td, th { border: 1px solid #D8DEE4; padding: 3px 8px; white-space: nowrap; }
 #tip { position: absolute; display: none; background: #FFF; border: 1px solid #8C959F; padding: 4px 8px;
        font-size: 12px; white-space: pre; pointer-events: none; box-shadow: 0 2px 6px rgba(0,0,0,.15); }
 """
@@ -214,14 +219,15 @@ def render_page(series: Sequence[Series], steps: Sequence[FoundStep], creeps: Se
     parts.append(f"<p class='muted'>{len(groups)} test(s) × device, up to {runs} run(s) each. Steps: E-divisive "
                  "means with a t-test (docs/history.md). Hover a point for its commit.</p>")
     if steps:
-        parts.append("<table class='steps'><tr><th>test</th><th>device</th><th>metric</th><th>step</th>"
+        parts.append("<div class='scroll'><table class='steps'><tr><th>test</th><th>device</th><th>metric</th>"
+                     "<th>step</th>"
                      "<th>commits</th><th>confidence</th><th>artifact</th><th>acknowledged</th></tr>")
         for st in steps:
             parts.append(f"<tr class='{st.kind}'><td>{_e(st.test_id)}</td><td>{_e(st.identity_id)}</td>"
                          f"<td>{_e(st.metric)}</td><td>{st.pct:+.1f}% ({fmt_ms(st.before)} → {fmt_ms(st.after)})</td>"
                          f"<td><code>{_e(st.commit_range)}</code></td><td>{st.confidence:.4f}</td>"
                          f"<td>{'changed' if st.artifact_changed else 'same'}</td><td>{_e(st.acknowledged)}</td></tr>")
-        parts.append("</table>")
+        parts.append("</table></div>")
     else:
         parts.append("<p>No steps found.</p>")
     for c in creeps:
