@@ -362,3 +362,40 @@ def test_trend_page_shows_the_steps_in_chromium(project: tuple[Path, dict[str, d
     _, _, rgb = png_pixels(shot)
     red = sum(1 for i in range(0, len(rgb), 3) if rgb[i:i + 3] == bytes((0xCF, 0x22, 0x2E)))
     assert red > 50  # the regression step lines and labels are drawn
+
+
+# ----------------------------------------------------------------------------- option, commit detection
+
+
+def test_history_option_defaults_beside_the_baselines(pytester: pytest.Pytester) -> None:
+    from pytest_sme2.plugin.records import OPTIONS_KEY
+
+    config = pytester.parseconfigure()
+    assert config.stash[OPTIONS_KEY].history == config.rootpath / ".sme2_history"
+    config = pytester.parseconfigure("--sme2-baseline-dir=perf/baselines")
+    assert config.stash[OPTIONS_KEY].history == config.rootpath / "perf" / ".sme2_history"
+    assert pytester.parseconfigure("--sme2-history=none").stash[OPTIONS_KEY].history is None
+    config = pytester.parseconfigure("--sme2-history=ci/history")
+    assert config.stash[OPTIONS_KEY].history == config.rootpath / "ci" / "history"
+
+
+def test_commit_from_git_else_ci_variables_else_none(tmp_path: Path) -> None:
+    from pytest_sme2.history.gitinfo import commit_info
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    env = {"GITHUB_SHA": "f" * 40, "GITHUB_HEAD_REF": "feature/x", "GITHUB_REF_NAME": "12/merge"}
+    assert commit_info(plain, env).__dict__ == {"commit": "f" * 40, "branch": "feature/x", "source": "env:GITHUB_SHA",
+                                                "dirty": False}
+    assert commit_info(plain, {}).source == "none"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "trunk")
+    (repo / "a.txt").write_text("1")
+    _git(repo, "add", "a.txt")
+    _git(repo, "commit", "-qm", "one")
+    info = commit_info(repo, env)
+    assert (info.commit, info.branch, info.source, info.dirty) == (_git(repo, "rev-parse", "HEAD"), "trunk", "git",
+                                                                    False)
+    (repo / "a.txt").write_text("2")
+    assert commit_info(repo, env).dirty

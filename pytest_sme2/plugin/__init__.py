@@ -71,6 +71,7 @@ class Collector:
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         terminal.write_summary(terminalreporter, config)
+        history.write_line(terminalreporter, config)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         reports.session_finish(session)

@@ -12,6 +12,9 @@ from ..errors import Sme2Error
 from .records import OPTIONS_KEY, RESULTS_KEY
 from .session import worker_id
 
+#: (line, is_error) to show under the ``sme2 performance`` section (session finish runs before the terminal summary).
+LINE_KEY = pytest.StashKey[tuple[str, bool]]()
+
 
 def session_finish(session: pytest.Session) -> None:
     config = session.config
@@ -24,16 +27,21 @@ def session_finish(session: pytest.Session) -> None:
     from ..history.store import append_results
     from .reports import results_from_records
 
-    reporter = config.pluginmanager.getplugin("terminalreporter")
     try:
         written = append_results(opts.history, results_from_records(records, opts), cwd=config.rootpath)
     except Sme2Error as exc:
-        if reporter is not None:
-            reporter.write_line(f"pytest-sme2: history not written: {exc}", red=True)
+        config.stash[LINE_KEY] = (f"pytest-sme2: history not written: {exc}", True)
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return
-    if written is not None and reporter is not None:
+    if written is not None:
         path, run = written
         commit = run.commit[:10] if run.commit else "unknown commit (no git, no CI variable)"
-        reporter.write_line(f"sme2 history: run {run.run_id} on {commit}{' (dirty)' if run.dirty else ''} "
-                            f"appended to {path}")
+        config.stash[LINE_KEY] = (f"sme2 history: run {run.run_id} on {commit}{' (dirty)' if run.dirty else ''} "
+                                  f"appended to {path}", False)
+
+
+def write_line(reporter: object, config: pytest.Config) -> None:
+    """The history line of :func:`session_finish`, at the end of the terminal summary."""
+    line = config.stash.get(LINE_KEY, None)
+    if line is not None and reporter is not None:
+        reporter.write_line(line[0], red=line[1])  # type: ignore[attr-defined]
