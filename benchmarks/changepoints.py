@@ -50,6 +50,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 DATA = ROOT / "benchmarks" / "data" / "history_toy_cnn_sessions.jsonl"
+#: Real model changes recorded (input sizes; 32 is the unchanged model).
+CHANGED_SIZES = (33, 34, 35, 36)
 GRID = [(ms, pct, p) for ms in (2, 3, 4) for pct in (3.0, 5.0, 8.0) for p in (0.01, 0.001)]
 
 
@@ -98,16 +100,16 @@ def quality(rows: list[dict[str, Any]], trials: int = 200, seed: int = 20) -> di
 
     sessions = series(rows, "unchanged", 32)
     real = series(rows, "light", 32)
-    s35, s36 = series(rows, "light", 35), series(rows, "light", 36)
+    changed = {size: series(rows, "light", size) for size in CHANGED_SIZES}
+    changed = {size: pts for size, pts in changed.items() if len(pts) >= 5}
     ref = float(np.median(real))
     out: dict[str, Any] = {
-        "points": {"pytest_sessions_32": len(sessions), "light_32": len(real), "light_35": len(s35),
-                   "light_36": len(s36)},
+        "points": {"pytest_sessions_32": len(sessions), "light_32": len(real),
+                   **{f"light_{size}": len(pts) for size, pts in changed.items()}},
         "sessions_cv_pct": float(np.std(sessions, ddof=1) / np.mean(sessions) * 100) if len(sessions) > 1 else None,
         "unchanged_cv_pct": float(np.std(real, ddof=1) / np.mean(real) * 100),
         "unchanged_range_pct": float((max(real) / min(real) - 1) * 100),
-        "step_35_pct": float((np.median(s35) / ref - 1) * 100) if s35 else None,
-        "step_36_pct": float((np.median(s36) / ref - 1) * 100) if s36 else None,
+        "step_pct": {size: float((np.median(pts) / ref - 1) * 100) for size, pts in changed.items()},
         "grid": [],
     }
     for min_size, min_pct, p in GRID:
@@ -118,14 +120,12 @@ def quality(rows: list[dict[str, Any]], trials: int = 200, seed: int = 20) -> di
         row: dict[str, Any] = {**tuning, "false_per_100_online": online / len(real) * 100,
                                "false_per_100_bootstrap": float(np.mean(boot)),
                                "sessions_false_steps": len(find_steps(sessions, **tuning))}
-        for name, changed in (("10pct", s35), ("20pct", s36)):
-            if not changed:
-                continue
-            delays = [delay(real, changed, rng, **tuning) for _ in range(trials)]
+        for size, pts in changed.items():
+            delays = [delay(real, pts, rng, **tuning) for _ in range(trials)]
             found = [d for d in delays if d is not None]
-            row[f"detect_{name}"] = len(found) / trials
-            row[f"delay_{name}_median"] = float(np.median(found)) if found else None
-            row[f"delay_{name}_p90"] = float(np.percentile(found, 90)) if found else None
+            row[f"detect_{size}"] = len(found) / trials
+            row[f"delay_{size}_median"] = float(np.median(found)) if found else None
+            row[f"delay_{size}_p90"] = float(np.percentile(found, 90)) if found else None
         out["grid"].append(row)
     # Creep of an unchanged artifact: the Theil-Sen drift over every window of WINDOW consecutive real points, and
     # over 1,000 block-bootstrap windows, is what an unchanged series shows; the bound must sit above it.
@@ -220,16 +220,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = load()
     q = quality(rows, trials=args.trials)
+    steps = q["step_pct"]
     print(f"points: {q['points']}; unchanged CV {q['unchanged_cv_pct']:.2f} %, range {q['unchanged_range_pct']:.1f} % "
-          f"(pytest sessions: CV {q['sessions_cv_pct'] or float('nan'):.2f} %); real steps: 35x35 "
-          f"{q['step_35_pct']:+.1f} %, 36x36 {q['step_36_pct']:+.1f} %")
+          f"(pytest sessions: CV {q['sessions_cv_pct'] or float('nan'):.2f} %); real steps: "
+          + ", ".join(f"{s}x{s} {p:+.1f} %" for s, p in steps.items()))
     print(f"{'min_size':>8} {'min_pct':>7} {'p':>6} | {'false/100 online':>16} {'bootstrap':>9} | "
-          f"{'det 10%':>7} {'delay':>5} | {'det 20%':>7} {'delay':>5}")
+          + " | ".join(f"{f'det {p:+.0f}%':>8} {'delay':>5}" for p in steps.values()))
     for r in q["grid"]:
         print(f"{r['min_size']:>8} {r['min_pct']:>7g} {r['max_pvalue']:>6g} | {r['false_per_100_online']:>16.1f} "
-              f"{r['false_per_100_bootstrap']:>9.2f} | {r.get('detect_10pct', 0):>7.2f} "
-              f"{r.get('delay_10pct_median') or float('nan'):>5.1f} | {r.get('detect_20pct', 0):>7.2f} "
-              f"{r.get('delay_20pct_median') or float('nan'):>5.1f} | sessions {r['sessions_false_steps']}")
+              f"{r['false_per_100_bootstrap']:>9.2f} | "
+              + " | ".join(f"{r[f'detect_{s}']:>8.2f} {r[f'delay_{s}_median'] or float('nan'):>5.1f}" for s in steps)
+              + f" | sessions {r['sessions_false_steps']}")
     cr = q["creep"]
     print(f"creep over {cr['window']} unchanged runs: sliding max |{cr['sliding_abs_max_pct'] or float('nan'):.1f}| %, "
           f"pytest sessions max |{cr['sessions_abs_max_pct'] or float('nan'):.1f}| %, bootstrap |p95| "

@@ -123,7 +123,7 @@ def light(args: argparse.Namespace) -> int:
     for meta in sorted(cache.glob("*/meta.json")):
         data = json.loads(meta.read_text())
         # width 16 (the example suite's toy_cnn): the probe of widths 17-20 left other 32x32 exports here
-        if data.get("cache_key", "").startswith(("37be6225", "baa5b3ff", "eaa7a9e6")):
+        if data.get("cache_key", "").startswith(("37be6225", "a204c79b", "b6d1f7b7", "baa5b3ff", "eaa7a9e6")):
             by_size[int(data["input_shapes"][0][-1])] = meta.parent
     sizes = [int(w) for w in args.sizes.split(",")]
     missing = [w for w in sizes if w not in by_size]

@@ -122,9 +122,11 @@ def cmd_steps(args: argparse.Namespace) -> int:
     return 0
 
 
-def current_regressions(series: list[Series], steps: list[FoundStep], runs: list[StoredRun]) -> list[str]:
+def current_regressions(series: list[Series], steps: list[FoundStep], runs: list[StoredRun]
+                        ) -> tuple[list[str], list[str]]:
     """The newest run's regressions by its stored verdicts, and each series whose newest step is an
-    unacknowledged regression (a step later undone by an improvement is not current)."""
+    unacknowledged regression across a changed artifact (a step later undone by an improvement is not current);
+    then, apart, the newest steps of an *unchanged* artifact: the machine, which the gate never fails (drift)."""
     lines = []
     if runs:
         head = runs[-1]
@@ -136,17 +138,20 @@ def current_regressions(series: list[Series], steps: list[FoundStep], runs: list
     newest: dict[tuple[str, str, str], FoundStep] = {}
     for s in steps:
         newest[(s.test_id, s.identity_id, s.metric)] = s
+    drift: list[str] = []
     for s in newest.values():
         if s.kind == "regression" and not s.acknowledged:
-            lines.append(step_line(s))
-    return lines
+            (lines if s.artifact_changed else drift).append(step_line(s))
+    return lines, drift
 
 
 def cmd_regressions(args: argparse.Namespace) -> int:
     series, steps, creeps, stale, _ = _analyse(args)
-    lines = current_regressions(series, steps, HistoryStore(args.store).runs())
+    lines, drift = current_regressions(series, steps, HistoryStore(args.store).runs())
     for line in lines:
         print(line)
+    for line in drift:
+        print(f"DRIFT       {line.split(maxsplit=1)[1]} (same artifact: the machine, reported, not failed)")
     for c in creeps:
         print(f"CREEP       {c.test_id} [{c.identity_id}]: {c.pct:+.1f}% over the last {c.runs} runs of one artifact "
               f"({c.commit_range}){'' if 'creep' in args.fail_on else ' (reported, not failed)'}")
