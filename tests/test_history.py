@@ -399,3 +399,17 @@ def test_commit_from_git_else_ci_variables_else_none(tmp_path: Path) -> None:
                                                                     False)
     (repo / "a.txt").write_text("2")
     assert commit_info(repo, env).dirty
+
+
+def test_a_step_of_an_unchanged_artifact_is_drift_not_a_regression(tmp_path: Path) -> None:
+    """As the per-run gate: the same program, inputs and build slower is the machine, reported and never failed."""
+    from pytest_sme2.history.cli import current_regressions
+
+    store = HistoryStore(tmp_path / "h")
+    for i, m in enumerate([0.080, 0.081, 0.0805, 0.0802, 0.100, 0.101, 0.0995, 0.1003]):
+        store.append(run(i, f"{i:x}" * 40), [record("t::x", "drift" if i >= 4 else "pass", m)])
+    series = build_series(store.frame(), ["e2e"])
+    steps = steps_of(series[0])
+    assert [(s.index, s.artifact_changed, s.kind) for s in steps] == [(4, False, "regression")]
+    failing, drift = current_regressions(series, steps, store.runs())
+    assert failing == [] and len(drift) == 1 and "+24." in drift[0]
