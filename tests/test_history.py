@@ -413,3 +413,19 @@ def test_a_step_of_an_unchanged_artifact_is_drift_not_a_regression(tmp_path: Pat
     assert [(s.index, s.artifact_changed, s.kind) for s in steps] == [(4, False, "regression")]
     failing, drift = current_regressions(series, steps, store.runs())
     assert failing == [] and len(drift) == 1 and "+24." in drift[0]
+
+
+def test_page_labels_an_emulated_ratio_as_not_a_speedup(tmp_path: Path) -> None:
+    from pytest_sme2.history.trend import render_page
+
+    store = HistoryStore(tmp_path / "h")
+    for i in range(4):
+        store.append(run(i, f"{i:x}" * 40), [
+            record("t::emu", "pass", 1.5, ratio=(1.8, 1.7, 1.9), ratio_label="SME2 on/off", emulated=True),
+            record("t::dev", "pass", 0.5, ratio=(2.0, 1.9, 2.1), ratio_label="SME2 speedup")])
+    series = build_series(store.frame())
+    page = render_page(series, [])
+    emulated, device = page.split("data-test='t::emu'")[1], page.split("data-test='t::dev'")[1].split("<section")[0]
+    assert "Emulated time ratio (not a speedup) per run" in emulated.split("<section")[0]
+    assert "speedup" not in emulated.split("<section")[0].replace("not a speedup", "")
+    assert "SME2 speedup per run" in device
