@@ -117,7 +117,14 @@ def _num(v: Any) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
+#: Runs whose measurement the gate did not trust (a busy machine, a failed run) are left out of every series: their
+#: medians are the disturbance, not the model.
+UNTRUSTED = ("invalid", "failed")
+
+
 def _point(r: Mapping[str, Any], metric: str) -> Point | None:
+    if r["status"] in UNTRUSTED:
+        return None
     if metric == E2E:
         value = _num(r["median_ms"])
     elif metric == RATIO:
