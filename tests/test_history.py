@@ -431,3 +431,12 @@ def test_page_labels_an_emulated_ratio_as_not_a_speedup(tmp_path: Path) -> None:
     assert "Emulated time ratio (not a speedup) per run" in emulated.split("<section")[0]
     assert "speedup" not in emulated.split("<section")[0].replace("not a speedup", "")
     assert "SME2 speedup per run" in device
+
+
+def test_invalid_and_failed_runs_are_not_points_of_a_series(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h")
+    for i, status in enumerate(["pass", "invalid", "pass", "failed", "drift"]):
+        store.append(run(i, f"{i:x}" * 40), [record("t::x", status, 0.08 + i / 1000)])
+    (series,) = build_series(store.frame(), ["e2e"])
+    assert [p.status for p in series.points] == ["pass", "pass", "drift"]
+    assert series.values == [0.08, 0.082, 0.084]
