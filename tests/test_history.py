@@ -113,8 +113,9 @@ def test_recorded_unchanged_sessions_have_no_step_and_a_real_20pct_change_is_fou
     spliced = unchanged[:20] + slower
     steps = find_steps(spliced)
     assert [s.index for s in steps] == [20]
-    # The size is the ratio of the two sides' medians, computed here independently.
-    expected = (np.median(slower) / np.median(unchanged[:20]) - 1) * 100
+    # The size is the ratio of the two sides' medians (of log values: an even count's middle is geometric), computed
+    # here independently.
+    expected = (np.exp(np.median(np.log(slower)) - np.median(np.log(unchanged[:20]))) - 1) * 100
     assert steps[0].pct == pytest.approx(expected, rel=1e-9)
     assert 10 < steps[0].pct < 35
 
