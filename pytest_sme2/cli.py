@@ -1,7 +1,8 @@
 """``pytest-sme2`` / ``python -m pytest_sme2``: the library's command-line front end.
 
 Commands: ``analyze`` (a trace), ``profile`` (export + run + analyze a registered model), ``build-runner``
-(pytest-sme2's own runner from the executorch wheel, for the host or linux-aarch64),
+(pytest-sme2's own runner from the executorch wheel, for the host or linux-aarch64), ``history`` (runs across
+commits: steps, current regressions, the PR view, the trend page; docs/history.md),
 ``compare`` (the regression gate on two result files, exit 1 on a regression), ``report`` (markdown
 from a results JSON or run directory) and ``export-trace`` (Chrome/Perfetto JSON).
 
@@ -155,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare(sub)
     _add_report_commands(sub)
     _add_build_runner(sub)
+    from .history import cli as history_cli
+
+    history_cli.add_parser(sub)
     return parser
 
 
@@ -510,9 +514,15 @@ def cmd_build_runner(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    from .history import cli as history_cli
+
+    return history_cli.run(args)
+
+
 COMMANDS = {
     "analyze": cmd_analyze, "profile": cmd_profile, "compare": cmd_compare, "report": cmd_report,
-    "export-trace": cmd_export_trace, "build-runner": cmd_build_runner,
+    "export-trace": cmd_export_trace, "build-runner": cmd_build_runner, "history": cmd_history,
 }
 
 

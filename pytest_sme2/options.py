@@ -258,6 +258,9 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                ini_type="bool", action="store_true"),
     OptionSpec("json", "write all sme2 results (schema-versioned JSON) to this file"),
     OptionSpec("markdown", "write the markdown report to this file"),
+    OptionSpec("history", "the history store every session appends its results to (one file per run; "
+               "docs/history.md), relative to the rootdir, or none to keep no history (default: .sme2_history "
+               "beside the baseline directory)"),
     OptionSpec("cache-dir", "export cache, relative to the rootdir (default .sme2_cache)", ".sme2_cache"),
     OptionSpec("out-dir", "where runs write traces and logs (default: a pytest temp dir)"),
     OptionSpec("models", "module or .py file registering extra models (repeatable; ini: one per line)",
@@ -311,6 +314,8 @@ class Sme2Options:
     no_confirm: bool = False
     json: Path | None = None
     markdown: Path | None = None
+    #: the history store (None = no history, ``--sme2-history=none``); resolved beside baseline_dir by default
+    history: Path | None = None
     cache_dir: Path = Path(".sme2_cache")
     out_dir: Path | None = None
     models: tuple[str, ...] = ()

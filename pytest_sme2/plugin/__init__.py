@@ -12,6 +12,7 @@ Everything that measures or judges lives in the library (``export``, ``runners``
 - ``records``  — each test's record and its trip to the controller (xdist-safe), shared with ``html``;
 - ``terminal`` — the ``sme2 performance`` terminal section;
 - ``reports``  — the JSON / markdown / GitHub step summary files, written once by the controller;
+- ``history``  — appends the session's results to the history store, once, by the controller;
 - ``html``     — pytest-html columns and row sections, registered only when pytest-html writes a report.
 """
 
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from . import markers, options, records, reports, terminal
+from . import history, markers, options, records, reports, terminal
 from .fixtures import android_device, exported_model, sme2_baseline, sme2_options, sme2_runner, sme2_session
 
 __all__ = ["android_device", "exported_model", "sme2_baseline", "sme2_options", "sme2_runner", "sme2_session"]
@@ -70,6 +71,8 @@ class Collector:
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         terminal.write_summary(terminalreporter, config)
+        history.write_line(terminalreporter, config)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         reports.session_finish(session)
+        history.session_finish(session)

@@ -84,6 +84,9 @@ def build_options(config: pytest.Config) -> Sme2Options:
     values["baseline_dir"] = root / str(values["baseline_dir"])
     values["cache_dir"] = root / str(values["cache_dir"])
     values["artifact_dir"] = root / str(values["artifact_dir"])
+    history = values["history"]
+    values["history"] = (values["baseline_dir"].parent / ".sme2_history" if history is None
+                         else None if str(history).strip().lower() == "none" else root / str(history))
     for key in ("runner", "runner_off", "runner_timing", "runner_off_timing", "runner_log", "runner_off_log",
                 "libcxx", "runner_libs", "qemu", "aarch64_wheel", "json", "markdown", "out_dir", "rules"):
         if values[key] is not None:
