@@ -150,16 +150,16 @@ def record_of(result: Any) -> HistoryRecord | None:
     profile = result.profile
     verdict = result.verdict
     identity_id = identity = ""
-    if profile is not None and profile.fingerprint:
+    if profile is not None and profile.identity:
         from ..baseline import identity_id as baseline_identity_id
 
         # The baseline's identity (device facts + runner, dtype, backend, threads): a series is what one baseline
         # file judges, so its id is the same as the baseline file's name carries.
-        identity_id = baseline_identity_id(profile.fingerprint)
+        identity_id = baseline_identity_id(profile.identity)
         try:
-            identity = DeviceIdentity.from_dict(profile.fingerprint).describe()
+            identity = DeviceIdentity.from_dict(profile.identity).describe()
         except Sme2Error:  # an identity this version cannot read: still a record, named by its summary
-            identity = str(profile.fingerprint.get("summary", ""))
+            identity = str(profile.identity.get("summary", ""))
     elif result.baseline is not None:
         identity_id = result.baseline.identity_id
     if not identity_id:
