@@ -330,6 +330,7 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
     from .baseline import Baseline
     from .gate import Samples
     from .judge import Recorded
+    from .memory import Memory
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -344,7 +345,7 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path} is not a pytest-sme2 JSON file (expected an object)")
     if "samples_ms" in data:
         b = Baseline.from_dict(data, source=str(path))
-        return {b.test_id: Recorded(b.samples(), b.identity, b.artifact)}
+        return {b.test_id: Recorded(b.samples(), b.identity, b.artifact, b.memory)}
     if "e2e_ms" in data and "runs" in data:
         try:
             a = Analysis.from_dict(data)
@@ -368,7 +369,8 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{path}: its profile's artifact does not match the schema ({type(exc).__name__}: "
                               f"{exc}); re-create it with pytest-sme2 profile") from None
-        return {"": Recorded(samples, dict(identity) if isinstance(identity, Mapping) else {}, artifact)}
+        return {"": Recorded(samples, dict(identity) if isinstance(identity, Mapping) else {}, artifact,
+                             Memory.maybe(profile.get("memory")))}
     if "tests" in data:
         from .report.results import SessionResults
 
@@ -376,7 +378,8 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
         out = {}
         for t in results.tests:
             if t.profile is not None:
-                out[t.test_id] = Recorded(t.profile.samples(), t.profile.identity, t.profile.artifact)
+                out[t.test_id] = Recorded(t.profile.samples(), t.profile.identity, t.profile.artifact,
+                                          t.profile.memory)
         return out
     raise ConfigError(
         f"{path} is neither an analysis summary (pytest-sme2 analyze/profile), a baseline file, "

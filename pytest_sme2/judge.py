@@ -451,6 +451,8 @@ class Recorded:
     #: the device identity (+ threads/dtype/backend/variant); empty when the file does not record one
     identity: Mapping[str, Any] = field(default_factory=dict)
     artifact: Artifact | None = None
+    #: planned memory, sizes and peaks when the file records them (baselines and results since issue 21)
+    memory: Memory | None = None
 
 
 @dataclass(frozen=True)
@@ -491,6 +493,9 @@ def compare_recorded(old: Recorded, new: Recorded, config: GateConfig) -> Record
                 f"{config.margin * 100:g}%{allowance}")
     notes.append(f"rule: {rule}")
     verdict = gate(old.samples, new.samples, config, comparison=comparison, notes=notes)
+    # Memory by the same comparison kind (planned memory exactly; a peak as the latency, widened or drift).
+    verdict = with_memory(verdict, old.memory, new.memory, config.memory or MemoryThresholds(),
+                          drift_allowance=config.drift_allowance, emulated=config.emulated)
     return RecordedComparison(verdict, (), rule)
 
 

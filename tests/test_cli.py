@@ -20,6 +20,7 @@ from standin import make_standin
 from pytest_sme2.analysis import analyze, merge
 from pytest_sme2.artifacts import Artifact
 from pytest_sme2.cli import main
+from pytest_sme2.memory import Memory, memory_of
 from pytest_sme2.profile import Profile
 from pytest_sme2.report.results import SessionResults, TestResult, write_results
 from pytest_sme2.trace import read_etdump
@@ -48,13 +49,13 @@ def _summary(capsys: pytest.CaptureFixture[str], trace: Path, out: Path) -> Path
 
 
 def _profile(trace: Path, blocks: int = 5, *, identity: dict[str, Any] | None = None,
-             artifact: Artifact | None = None) -> Profile:
+             artifact: Artifact | None = None, memory: Memory | None = None) -> Profile:
     """The recorded trace replayed in ``blocks`` blocks (one process each, as the stand-in runner does): the gate
     judges blocks, and one trace is one block — too few for any verdict."""
     one = analyze(read_etdump(trace))
     return Profile(model={"name": trace.stem}, variant=None, runner="host", build="recorded", threads=1,
                    identity=identity or {"device_kind": "host"}, analysis=merge([one] * blocks, source=one.source),
-                   artifact=artifact)
+                   artifact=artifact, memory=memory)
 
 
 def _results(path: Path, tests: dict[str, Path], **profile: Any) -> Path:
@@ -208,6 +209,23 @@ def test_compare_of_a_changed_artifact_takes_the_stored_rule_and_the_drift_allow
     assert out.splitlines()[0].endswith("(margin +5%, drift allowance +50%)")
     assert "the stored-samples rule, margin 5% + 50% drift allowance" in out
     assert "+55.0% margin (5% + 50% allowed drift between sessions)" in out
+
+
+def test_compare_judges_planned_memory_exactly_by_the_files_comparison(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 21: ``compare`` gates memory as the plugin does. The same recorded runs (latency passes), the plan of
+    another real program: toy_cnn portable plans 196,608 B where the XNNPACK one plans 12,400 B."""
+    xnn = memory_of(DATA / "toy_cnn_fp32_xnnpack.pte", [])
+    portable = memory_of(DATA / "toy_cnn_fp32_portable.pte", [])
+    assert (xnn.planned_bytes, portable.planned_bytes) == ((12400,), (196608,))
+    old = _results(tmp_path / "old.json", {"t::test_toy": TOY_TRACE}, identity=ZEN3, artifact=PTE_A, memory=xnn)
+    new = _results(tmp_path / "new.json", {"t::test_toy": TOY_TRACE}, identity=ZEN3, artifact=PTE_B,
+                   memory=portable)
+    code, out, _ = _cli(capsys, "compare", str(old), str(new))
+    assert code == 1 and "REGRESSION   t::test_toy" in out, out
+    assert "184,208" in out, out
+    code, out, _ = _cli(capsys, "compare", str(new), str(old))
+    assert code == 0 and "[improvement] planned_memory: shrank: 196,608 B -> 12,400 B (-184,208 B" in out, out
 
 
 # ---------------------------------------------------------------------------------------- profile
