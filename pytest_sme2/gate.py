@@ -10,11 +10,12 @@ Verdicts are ``pass``, ``regression``, ``improvement``, ``inconclusive``, ``inva
   regression when the whole interval lies above ``+m``; improvement when it lies below ``-m``; pass when
   its upper end is at or below ``+m`` ("not slower by more than the margin" — a faster-but-uncertain
   result passes); otherwise inconclusive.
-- What the reference is decides what a slowdown means (:class:`Comparison`):
+- What the reference is decides what a slowdown means (:class:`Comparison`; the rule, applied alike to E2E,
+  categories and every other relative check, is :class:`~pytest_sme2.rule.ComparisonRule`):
   ``session`` — the baseline's own artifact re-measured in this session, interleaved with the candidate:
   drift hits both arms, the margin is the margin; ``stored`` — a changed artifact against the stored
   samples of an earlier session (its reference artifact was not available): the margin is widened by the
-  configured drift allowance; ``unchanged`` — the same artifact as the baseline's: nothing under test
+  configured drift allowance (every relative margin, categories included); ``unchanged`` — the same artifact as the baseline's: nothing under test
   changed, so a slower median is the machine drifting: reported as ``drift``, never a failure.
 - "Could not measure" (a busy machine, thermal throttling, no samples) is ``invalid``, never a regression.
 - A regression is confirmed by one fresh measurement before it counts; an inconclusive result is
@@ -37,7 +38,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -45,8 +45,9 @@ import numpy as np
 from .categories import CATEGORIES, OTHER
 from .kernels import KernelLog, isa_suffix
 from .numerics import NumericsComparison
+from .rule import Comparison, ComparisonRule, Status
 from .sme_evidence import TraceEvidence
-from .stats import Interval, block_difference_ci, block_medians, block_ratio_ci, median_interval
+from .stats import BlockEffect, Interval, block_difference_ci, block_medians, block_ratio_ci, median_interval
 
 SCHEMA_VERSION = 2
 #: Categories below this share of the reference E2E median are below XNNPACK's 1 µs resolution for
@@ -58,38 +59,6 @@ MIN_CATEGORY_SHARE = 0.02
 #: delegated operator of the category: a 1 µs category that reads 2 µs is not a 100 % regression.
 TICK_MS = 0.001
 TICKS_PER_OPERATOR = 2
-
-
-class Status(str, Enum):
-    PASS = "pass"
-    REGRESSION = "regression"
-    IMPROVEMENT = "improvement"
-    INCONCLUSIVE = "inconclusive"
-    INVALID = "invalid"
-    #: an unchanged artifact ran slower or faster than its baseline: the machine, not the model
-    DRIFT = "drift"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class Comparison(str, Enum):
-    """What the candidate is compared with (see the module docstring)."""
-
-    SESSION = "session"
-    STORED = "stored"
-    UNCHANGED = "unchanged"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def description(self) -> str:
-        return {
-            Comparison.SESSION: "the baseline's artifact re-measured in this session, interleaved",
-            Comparison.STORED: "the stored baseline samples (the baseline's artifact is not available here)",
-            Comparison.UNCHANGED: "the stored baseline samples of the same artifact (only the machine can differ)",
-        }[self]
 
 
 @dataclass(frozen=True)
@@ -297,6 +266,10 @@ def _ratio_text(iv: Interval) -> str:
     return f"{_pct(iv.estimate - 1)} (95% CI {_pct(iv.low - 1)} .. {_pct(iv.high - 1)})"
 
 
+def _test_text(effect: BlockEffect) -> str:
+    return f"rank test on block medians p={effect.p_value:.2g}"
+
+
 def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comparison: Comparison) -> Check:
     """The end-to-end check: ratio of medians with its block interval, judged by ``comparison``'s rule."""
     if not reference.e2e_ms or not candidate.e2e_ms:
@@ -306,7 +279,8 @@ def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comp
         return Check("e2e", Status.INVALID, "the reference median is 0 ms: below the timer's resolution")
     effect = block_ratio_ci(reference.e2e_ms, candidate.e2e_ms, baseline_blocks=reference.blocks,
                             candidate_blocks=candidate.blocks, confidence=config.confidence)
-    margin = config.margin + (config.drift_allowance if comparison is Comparison.STORED else 0.0)
+    rule = ComparisonRule.of(comparison, config.drift_allowance)
+    margin = rule.margin(config.margin)
     head = f"median {ref_med:.4f} -> {cand_med:.4f} ms"
     if effect.interval is None:
         return Check("e2e", Status.INCONCLUSIVE,
@@ -314,36 +288,29 @@ def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comp
                      p_value=effect.p_value, baseline=ref_med, candidate=cand_med)
     iv = effect.interval
     where = f"{head}, {_ratio_text(iv)}"
-    m = f"+{margin * 100:.1f}% margin"
-    if comparison is Comparison.STORED and config.drift_allowance:
-        m += (f" ({config.margin * 100:.0f}% + {config.drift_allowance * 100:.0f}% allowed drift "
-              "between sessions)")
-    if comparison is Comparison.UNCHANGED:
-        if iv.low > 1 + margin or iv.high < 1 - margin:
-            way = "slower" if iv.low > 1 else "faster"
-            status, msg = Status.DRIFT, (f"the unchanged artifact ran {way} than its baseline: {where}, beyond the "
-                                         f"{m}. Nothing under test changed: this is the machine, not gated")
-        else:
-            status, msg = Status.PASS, f"unchanged artifact, not slower by the {m} (upper bound below it): {where}"
-    elif iv.low > 1 + margin:
-        status, msg = (Status.REGRESSION, f"slower: {where}, lower bound above the {m} "
-                                          f"(rank test on block medians p={effect.p_value:.2g})")
-    elif iv.high < 1 - margin:
-        status, msg = (Status.IMPROVEMENT,
-                       f"faster: {where}, upper bound below -{margin * 100:.1f}%; consider refreshing the baseline")
-    elif iv.high <= 1 + margin:
-        status, msg = Status.PASS, f"not slower by the {m} (upper bound below it): {where}"
+    m = rule.margin_text(config.margin)
+    status = rule.status(iv.low - 1, iv.high - 1, margin)
+    if status is Status.DRIFT:
+        way = "slower" if iv.low > 1 else "faster"
+        msg = (f"the unchanged artifact ran {way} than its baseline: {where}, beyond the {m}. Nothing under test "
+               "changed: this is the machine, not gated")
+    elif comparison is Comparison.UNCHANGED:
+        msg = f"unchanged artifact, not slower by the {m} (upper bound below it): {where}"
+    elif status is Status.REGRESSION:
+        msg = f"slower: {where}, lower bound above the {m} ({_test_text(effect)})"
+    elif status is Status.IMPROVEMENT:
+        msg = f"faster: {where}, upper bound below -{margin * 100:.1f}%; consider refreshing the baseline"
+    elif status is Status.PASS:
+        msg = f"not slower by the {m} (upper bound below it): {where}"
     else:
-        status, msg = Status.INCONCLUSIVE, (
-            f"the interval reaches past the {m}: {where}; a pass needs its upper bound below the margin, so "
-            "the measurement is not precise enough for it (more blocks, a larger margin, or a quieter device)"
-        )
+        msg = (f"the interval reaches past the {m}: {where}; a pass needs its upper bound below the margin, so "
+               "the measurement is not precise enough for it (more blocks, a larger margin, or a quieter device)")
     return Check("e2e", status, msg, interval=iv, margin=margin, p_value=effect.p_value, baseline=ref_med,
                  candidate=cand_med)
 
 
-def _category_check(cat: str, reference: Samples, candidate: Samples, *, margin: float, confidence: float,
-                    gated: bool, comparison: Comparison) -> Check:
+def _category_check(cat: str, reference: Samples, candidate: Samples, *, asked: float, confidence: float,
+                    gated: bool, rule: ComparisonRule) -> Check:
     a = reference.category_per_run_ms[cat]
     b = candidate.category_per_run_ms[cat]
     a_med = float(np.median(block_medians(a, reference.category_blocks(cat))))
@@ -351,13 +318,17 @@ def _category_check(cat: str, reference: Samples, candidate: Samples, *, margin:
     floor = MIN_CATEGORY_SHARE * reference.median_ms
     operators = max(reference.category_operators.get(cat, 0.0), candidate.category_operators.get(cat, 0.0))
     ticks = TICKS_PER_OPERATOR * TICK_MS * operators
+    margin = rule.margin(asked)  # widened like every relative check of this comparison (defect 2 of issue 18)
     allowance = max(margin * max(a_med, floor), ticks)
     name = f"category:{cat}"
     effect = block_difference_ci(a, b, baseline_blocks=reference.category_blocks(cat),
                                  candidate_blocks=candidate.category_blocks(cat), confidence=confidence)
     head = f"median {a_med:.4f} -> {b_med:.4f} ms"
-    basis = (f"{margin * 100:.0f}% of {a_med:.4f} ms" if a_med >= floor else
-             f"{margin * 100:.0f}% of {floor:.4f} ms: the baseline is below {MIN_CATEGORY_SHARE:.0%} of E2E, so the "
+    share = (f"{margin * 100:.0f}%" if not rule.drift_allowance else
+             f"{margin * 100:.0f}% ({asked * 100:.0f}% + {rule.drift_allowance * 100:.0f}% allowed drift between "
+             "sessions)")
+    basis = (f"{share} of {a_med:.4f} ms" if a_med >= floor else
+             f"{share} of {floor:.4f} ms: the baseline is below {MIN_CATEGORY_SHARE:.0%} of E2E, so the "
              "change is judged in ms")
     if ticks > margin * max(a_med, floor):
         basis = (f"{TICKS_PER_OPERATOR} ticks of {TICK_MS * 1000:g} µs for each of its {operators:g} XNNPACK "
@@ -368,17 +339,12 @@ def _category_check(cat: str, reference: Samples, candidate: Samples, *, margin:
     iv = effect.interval
     where = (f"{head}, change {iv.estimate:+.4f} ms (95% CI {iv.low:+.4f} .. {iv.high:+.4f}), "
              f"allowed +{allowance:.4f} ms ({basis})")
-    if comparison is Comparison.UNCHANGED:
-        status = Status.DRIFT if (iv.low > allowance or iv.high < -allowance) else Status.PASS
+    status = rule.status(iv.low, iv.high, allowance)
+    msg = {Status.REGRESSION: f"slower: {where}", Status.IMPROVEMENT: f"faster: {where}",
+           Status.PASS: f"within: {where}", Status.INCONCLUSIVE: f"the interval reaches past the allowance: {where}",
+           Status.DRIFT: f"unchanged artifact: {where}"}[status]
+    if rule.comparison is Comparison.UNCHANGED:
         msg = f"unchanged artifact: {where}"
-    elif iv.low > allowance:
-        status, msg = Status.REGRESSION, f"slower: {where}"
-    elif iv.high < -allowance:
-        status, msg = Status.IMPROVEMENT, f"faster: {where}"
-    elif iv.high <= allowance:
-        status, msg = Status.PASS, f"within: {where}"
-    else:
-        status, msg = Status.INCONCLUSIVE, f"the interval reaches past the allowance: {where}"
     rel = Interval(b_med / a_med if a_med > 0 else float("nan"), 1 + iv.low / a_med if a_med > 0 else float("nan"),
                    1 + iv.high / a_med if a_med > 0 else float("nan"), iv.confidence, iv.coverage)
     return Check(name, status, msg, interval=rel if a_med > 0 else None, margin=margin, p_value=effect.p_value,
@@ -398,6 +364,7 @@ def category_checks(reference: Samples, candidate: Samples, config: GateConfig, 
                       margin=config.category_margins[c])
                 for c in gated]
     checks = []
+    rule = ComparisonRule.of(comparison, config.drift_allowance)
     # Bonferroni across the categories that gate: a few hard gates, each must hold.
     gated_conf = 1 - (1 - config.confidence) / max(1, len(gated))
     for cat in CATEGORIES:
@@ -408,9 +375,8 @@ def category_checks(reference: Samples, candidate: Samples, config: GateConfig, 
         if not own and a_med < MIN_CATEGORY_SHARE * reference.median_ms:
             continue  # too small to say anything about, and nobody asked
         checks.append(_category_check(
-            cat, reference, candidate, margin=config.category_margins[cat] if own else config.margin,
-            confidence=gated_conf if own else config.confidence, gated=own and comparison is not Comparison.UNCHANGED,
-            comparison=comparison))
+            cat, reference, candidate, asked=config.category_margins[cat] if own else config.margin,
+            confidence=gated_conf if own else config.confidence, gated=own and rule.gates, rule=rule))
     return checks
 
 

@@ -45,6 +45,10 @@ issue 18 defect 1 (the reference was never seeded in CI) — the part done: seed
 reference measured on another runtime:
     tests/test_reference_seeding.py::test_an_unchanged_run_seeds_the_artifact_store;
     tests/test_reference_seeding.py::test_the_store_removes_what_a_killed_writer_left
+issue 18 defect 2 (category checks ignored the comparison; one rule per comparison kind, pytest_sme2/rule.py):
+    test_a_session_drift_in_a_stored_comparison_does_not_fail_a_category_and_is_not_confirmed;
+    test_a_runtime_upgrade_judged_on_stored_samples_does_not_fail_every_category_at_once;
+    test_one_rule_per_comparison_kind_widens_and_maps_every_relative_check_alike
 issue 18 defect 5 (green could mean nothing was gated):
     tests/test_fail_closed.py::test_in_ci_a_missing_baseline_fails_with_the_command_and_on_a_laptop_it_records;
     tests/test_fail_closed.py::test_ci_opts_in_to_record_with_fail_on_none;
@@ -87,6 +91,7 @@ from pytest_sme2.artifacts import ArtifactStore
 from pytest_sme2.baseline import Baseline, BaselineStore
 from pytest_sme2.errors import BaselineError, RunnerError
 from pytest_sme2.gate import GateConfig, Samples, Status, decide, gate
+from pytest_sme2.rule import Comparison, ComparisonRule
 from pytest_sme2.judge import NOT_WRITTEN, Policy, judge
 from pytest_sme2.profile import Profile
 from pytest_sme2.report.results import TestResult
@@ -480,3 +485,71 @@ def test_a_category_of_one_xnnpack_operator_allows_a_couple_of_ticks() -> None:
     assert "allowed +0.0020 ms (2 ticks of 1 µs for each of its 1 XNNPACK operator(s)" in check.message
     three = gate(ref, _toy_samples_with_operators(15, 29, blocks, elementwise_plus_ms=0.003), config)
     assert next(c for c in three.checks if c.name == "category:Elementwise").status is Status.REGRESSION
+
+
+# ------------------------------------------------------------------- defect 2: one rule per comparison
+
+
+def _session_shift(samples: Samples, factor: float, label: str = "first measurement") -> Samples:
+    """The same real runs in a session whose machine runs everything ``factor`` slower: E2E and every category.
+
+    Nothing under test changed: this is what a slower CI host (or an executorch upgrade that moves every operator
+    alike) does to a measurement compared with samples stored by another session.
+    """
+    cats = {c: tuple(x * factor for x in v) for c, v in samples.category_per_run_ms.items()}
+    return replace(samples, e2e_ms=tuple(x * factor for x in samples.e2e_ms), category_per_run_ms=cats, label=label)
+
+
+def test_a_session_drift_in_a_stored_comparison_does_not_fail_a_category_and_is_not_confirmed() -> None:
+    """Issue 18 defect 2: +30 % session drift, no model change, stored comparison: Convolution at 15 % passes.
+
+    Before, E2E got the 10 % + 50 % drift allowance and the Convolution category only its 15 %: E2E passed and
+    Convolution failed, and the confirming measurement (the same session, the same drift) "confirmed" it.
+    """
+    blocks = (4, 4, 3, 3)
+    ref = _toy_samples(1, 15, blocks)
+    cand = _session_shift(_toy_samples(15, 29, blocks), 1.30)
+    again = _session_shift(_toy_samples(1, 15, blocks), 1.30, label="confirming measurement")
+    config = GateConfig(margin=0.10, drift_allowance=0.50, category_margins={"Convolution": 0.15})
+    verdict = decide((ref, cand, None), lambda: (ref, again, None), config, comparison=Comparison.STORED)
+    conv = next(c for c in verdict.checks if c.name == "category:Convolution")
+    assert conv.status is Status.PASS and not conv.advisory, conv.message
+    assert conv.margin == pytest.approx(0.65)
+    assert "65% (15% + 50% allowed drift between sessions) of 0.0670 ms" in conv.message
+    assert verdict.e2e is not None and verdict.e2e.status is Status.PASS
+    assert verdict.status is Status.PASS and verdict.attempts == 1  # nothing to confirm
+    # The same drift in a same-session comparison is a real slowdown of the model: the category fails there.
+    session = gate(ref, cand, config, comparison=Comparison.SESSION)
+    assert next(c for c in session.checks if c.name == "category:Convolution").status is Status.REGRESSION
+
+
+def test_a_runtime_upgrade_judged_on_stored_samples_does_not_fail_every_category_at_once() -> None:
+    """Issue 18 defect 2: an executorch upgrade (a changed runtime: the stored rule) that moves every operator by
+    +20 % fails no category with a 10 % threshold; a category that really doubled still fails under the same rule."""
+    blocks = (3, 3, 3, 3, 2)  # 5 blocks: four gated categories (Bonferroni, 98.75 % each) need them
+    ref = _toy_samples(1, 15, blocks)
+    gated = {c: 0.10 for c in ("Convolution", "GEMM", "Data Movement", "Elementwise")}
+    config = GateConfig(margin=0.10, drift_allowance=0.50, category_margins=gated)
+    upgraded = _session_shift(_toy_samples(15, 29, blocks), 1.20)
+    verdict = gate(ref, upgraded, config, comparison=Comparison.STORED)
+    cats = [c for c in verdict.checks if c.name.startswith("category:") and not c.advisory]
+    assert len(cats) == 4 and all(c.status is Status.PASS for c in cats), [c.message for c in cats]
+    doubled = _toy_samples(15, 29, blocks)
+    conv = tuple(x * 2 for x in doubled.category_per_run_ms["Convolution"])
+    doubled = replace(doubled, category_per_run_ms={**doubled.category_per_run_ms, "Convolution": conv},
+                      e2e_ms=tuple(e + c / 2 for e, c in zip(doubled.e2e_ms, conv, strict=True)))
+    verdict = gate(ref, doubled, config, comparison=Comparison.STORED)
+    assert next(c for c in verdict.checks if c.name == "category:Convolution").status is Status.REGRESSION
+
+
+def test_one_rule_per_comparison_kind_widens_and_maps_every_relative_check_alike() -> None:
+    """Issue 18 defect 2: the rule (pytest_sme2/rule.py) is the one place a comparison kind means something."""
+    stored, session = ComparisonRule.of(Comparison.STORED, 0.5), ComparisonRule.of(Comparison.SESSION, 0.5)
+    unchanged = ComparisonRule.of(Comparison.UNCHANGED, 0.5)
+    assert stored.margin(0.1) == pytest.approx(0.6) and session.margin(0.1) == unchanged.margin(0.1) == 0.1
+    assert not unchanged.gates and stored.gates and session.gates
+    assert session.separates_session and not stored.separates_session
+    assert [session.status(lo, hi, 0.1) for lo, hi in ((0.11, 0.2), (-0.3, -0.11), (-0.3, 0.1), (0.05, 0.2))] == [
+        Status.REGRESSION, Status.IMPROVEMENT, Status.PASS, Status.INCONCLUSIVE]
+    assert [unchanged.status(lo, hi, 0.1) for lo, hi in ((0.11, 0.2), (-0.3, -0.11), (0.05, 0.2))] == [
+        Status.DRIFT, Status.DRIFT, Status.PASS]
