@@ -15,8 +15,13 @@ Verdicts are ``pass``, ``regression``, ``improvement``, ``inconclusive``, ``inva
   ``session`` — the baseline's own artifact re-measured in this session, interleaved with the candidate:
   drift hits both arms, the margin is the margin; ``stored`` — a changed artifact against the stored
   samples of an earlier session (its reference artifact was not available): the margin is widened by the
-  configured drift allowance (every relative margin, categories included); ``unchanged`` — the same artifact as the baseline's: nothing under test
-  changed, so a slower median is the machine drifting: reported as ``drift``, never a failure.
+  configured drift allowance (every relative margin, categories included); ``unchanged`` — the same
+  artifact as the baseline's: nothing under test changed, so a slower median is the machine drifting:
+  reported as ``drift``, never a failure.
+- Arms measured in the same interleaved rounds (a same-session reference and its candidate, SME2 off and
+  on) carry their rounds (:attr:`Samples.rounds`) and are judged paired: the signed-rank interval of the
+  per-round ratios (:func:`pytest_sme2.stats.paired_ratio_ci`), in which drift between rounds cancels.
+  Stored samples pair with nothing: the unpaired block interval (:func:`pytest_sme2.stats.block_ratio_ci`).
 - "Could not measure" (a busy machine, thermal throttling, no samples) is ``invalid``, never a regression.
 - A regression is confirmed by one fresh measurement before it counts; an inconclusive result is
   re-judged on the pooled blocks of both measurements (:func:`decide`).
@@ -47,7 +52,16 @@ from .kernels import KernelLog, isa_suffix
 from .numerics import NumericsComparison
 from .rule import Comparison, ComparisonRule, Status
 from .sme_evidence import TraceEvidence
-from .stats import BlockEffect, Interval, block_difference_ci, block_medians, block_ratio_ci, median_interval
+from .stats import (
+    BlockEffect,
+    Interval,
+    block_difference_ci,
+    block_medians,
+    block_ratio_ci,
+    median_interval,
+    paired_difference_ci,
+    paired_ratio_ci,
+)
 
 SCHEMA_VERSION = 2
 #: Categories below this share of the reference E2E median are below XNNPACK's 1 µs resolution for
@@ -110,6 +124,10 @@ class Samples:
     label: str = "first measurement"
     #: delegated operator events per run, by category (their times are whole µs: see :data:`TICK_MS`)
     category_operators: Mapping[str, float] = field(default_factory=dict)
+    #: the round each block was measured in (one id per block, in order), when the arm was measured interleaved
+    #: with another: blocks of two arms with the same rounds ran moments apart and are judged paired
+    #: (:func:`paired`); () = no pairing (stored samples, a single-arm measurement)
+    rounds: tuple[str, ...] = ()
 
     @property
     def blocks(self) -> tuple[int, ...]:
@@ -139,9 +157,44 @@ class Samples:
         return Samples(
             self.e2e_ms + other.e2e_ms, self.blocks + other.blocks, cats,
             tuple(n for n in cat_blocks if n) if cats else (),
-            self.invalid_reason or other.invalid_reason, "pooled over 2 measurements",
+            self.invalid_reason or other.invalid_reason, "two measurements pooled",
             dict(self.category_operators) or dict(other.category_operators),
+            self.rounds + other.rounds if (self.rounds and other.rounds) else (),
         )
+
+
+def paired(a: Samples, b: Samples, blocks_a: Sequence[int] | None = None,
+           blocks_b: Sequence[int] | None = None) -> bool:
+    """Were the two arms measured in the same interleaved rounds, block i of each in round i?
+
+    ``blocks_a``/``blocks_b``: the block sizes of the values judged (default: the E2E blocks; a category's traced
+    runs have their own); each must have one block per round.
+    """
+    sizes_a = a.blocks if blocks_a is None else tuple(blocks_a)
+    sizes_b = b.blocks if blocks_b is None else tuple(blocks_b)
+    return bool(a.rounds) and a.rounds == b.rounds and len(sizes_a) == len(sizes_b) == len(a.rounds)
+
+
+def _effect(a: Samples, b: Samples, *, confidence: float, scale: str, category: str | None = None) -> BlockEffect:
+    """The interval of ``b`` against ``a`` (E2E, or ``category``'s traced runs): paired by round when both were
+    measured in the same rounds, else the unpaired block interval (also when the rounds are too few for a paired
+    interval at ``confidence``)."""
+    if category is None:
+        a_values, a_blocks, b_values, b_blocks = a.e2e_ms, a.blocks, b.e2e_ms, b.blocks
+    else:
+        a_values, a_blocks = a.category_per_run_ms[category], a.category_blocks(category)
+        b_values, b_blocks = b.category_per_run_ms[category], b.category_blocks(category)
+    unpaired, by_round = ((block_ratio_ci, paired_ratio_ci) if scale == "ratio"
+                          else (block_difference_ci, paired_difference_ci))
+    if paired(a, b, a_blocks, b_blocks):
+        effect = by_round(a_values, b_values, baseline_blocks=a_blocks, candidate_blocks=b_blocks,
+                          confidence=confidence)
+        if effect.interval is not None:
+            return effect
+        fallback = unpaired(a_values, b_values, baseline_blocks=a_blocks, candidate_blocks=b_blocks,
+                            confidence=confidence)
+        return fallback if fallback.interval is not None else effect
+    return unpaired(a_values, b_values, baseline_blocks=a_blocks, candidate_blocks=b_blocks, confidence=confidence)
 
 
 @dataclass(frozen=True)
@@ -230,7 +283,7 @@ class Verdict:
             lines.append(f"[{c.status.value}] {c.name}: {c.message}")
         lines.extend(self.explanation)
         if self.attempts > 1:
-            lines.append(f"(measured {self.attempts} times: numbers above are from the {self.samples})")
+            lines.append(f"(measured {self.attempts} times: the numbers above are of the {self.samples})")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -262,12 +315,12 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%"
 
 
+def _design_text(effect: BlockEffect) -> str:
+    return f", paired over {effect.baseline_blocks} interleaved rounds" if effect.paired else ""
+
+
 def _ratio_text(iv: Interval) -> str:
     return f"{_pct(iv.estimate - 1)} (95% CI {_pct(iv.low - 1)} .. {_pct(iv.high - 1)})"
-
-
-def _test_text(effect: BlockEffect) -> str:
-    return f"rank test on block medians p={effect.p_value:.2g}"
 
 
 def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comparison: Comparison) -> Check:
@@ -277,8 +330,7 @@ def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comp
     ref_med, cand_med = reference.median_ms, candidate.median_ms
     if ref_med <= 0:
         return Check("e2e", Status.INVALID, "the reference median is 0 ms: below the timer's resolution")
-    effect = block_ratio_ci(reference.e2e_ms, candidate.e2e_ms, baseline_blocks=reference.blocks,
-                            candidate_blocks=candidate.blocks, confidence=config.confidence)
+    effect = _effect(reference, candidate, confidence=config.confidence, scale="ratio")
     rule = ComparisonRule.of(comparison, config.drift_allowance)
     margin = rule.margin(config.margin)
     head = f"median {ref_med:.4f} -> {cand_med:.4f} ms"
@@ -287,7 +339,7 @@ def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comp
                      f"{head} ({_pct(cand_med / ref_med - 1)}); not judged: {effect.reason}", margin=margin,
                      p_value=effect.p_value, baseline=ref_med, candidate=cand_med)
     iv = effect.interval
-    where = f"{head}, {_ratio_text(iv)}"
+    where = f"{head}, {_ratio_text(iv)}{_design_text(effect)}"
     m = rule.margin_text(config.margin)
     status = rule.status(iv.low - 1, iv.high - 1, margin)
     if status is Status.DRIFT:
@@ -297,7 +349,7 @@ def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comp
     elif comparison is Comparison.UNCHANGED:
         msg = f"unchanged artifact, not slower by the {m} (upper bound below it): {where}"
     elif status is Status.REGRESSION:
-        msg = f"slower: {where}, lower bound above the {m} ({_test_text(effect)})"
+        msg = f"slower: {where}, lower bound above the {m} ({effect.test_text})"
     elif status is Status.IMPROVEMENT:
         msg = f"faster: {where}, upper bound below -{margin * 100:.1f}%; consider refreshing the baseline"
     elif status is Status.PASS:
@@ -321,8 +373,7 @@ def _category_check(cat: str, reference: Samples, candidate: Samples, *, asked: 
     margin = rule.margin(asked)  # widened like every relative check of this comparison (defect 2 of issue 18)
     allowance = max(margin * max(a_med, floor), ticks)
     name = f"category:{cat}"
-    effect = block_difference_ci(a, b, baseline_blocks=reference.category_blocks(cat),
-                                 candidate_blocks=candidate.category_blocks(cat), confidence=confidence)
+    effect = _effect(reference, candidate, confidence=confidence, scale="difference", category=cat)
     head = f"median {a_med:.4f} -> {b_med:.4f} ms"
     share = (f"{margin * 100:.0f}%" if not rule.drift_allowance else
              f"{margin * 100:.0f}% ({asked * 100:.0f}% + {rule.drift_allowance * 100:.0f}% allowed drift between "
@@ -337,7 +388,7 @@ def _category_check(cat: str, reference: Samples, candidate: Samples, *, asked: 
         return Check(name, Status.INCONCLUSIVE, f"{head}; not judged: {effect.reason}", margin=margin,
                      p_value=effect.p_value, baseline=a_med, candidate=b_med, advisory=not gated)
     iv = effect.interval
-    where = (f"{head}, change {iv.estimate:+.4f} ms (95% CI {iv.low:+.4f} .. {iv.high:+.4f}), "
+    where = (f"{head}, change {iv.estimate:+.4f} ms (95% CI {iv.low:+.4f} .. {iv.high:+.4f}{_design_text(effect)}), "
              f"allowed +{allowance:.4f} ms ({basis})")
     status = rule.status(iv.low, iv.high, allowance)
     msg = {Status.REGRESSION: f"slower: {where}", Status.IMPROVEMENT: f"faster: {where}",
@@ -410,8 +461,7 @@ def speedup_check(off: Samples, on: Samples, config: GateConfig) -> Check:
     if not off.e2e_ms or not on.e2e_ms:
         return Check(name, Status.INVALID, "no samples to compare", advisory=config.min_speedup is None)
     # speedup = off / on: the "candidate" of the ratio is the off arm
-    effect = block_ratio_ci(on.e2e_ms, off.e2e_ms, baseline_blocks=on.blocks, candidate_blocks=off.blocks,
-                            confidence=config.confidence)
+    effect = _effect(on, off, confidence=config.confidence, scale="ratio")
     estimate = off.median_ms / on.median_ms
     if config.emulated:
         # Emulated time never gates, whatever the number of blocks: a speedup too uncertain to judge is as
@@ -427,7 +477,7 @@ def speedup_check(off: Samples, on: Samples, config: GateConfig) -> Check:
         return Check(name, Status.INCONCLUSIVE, f"speedup {estimate:.2f}x; not judged: {effect.reason}",
                      advisory=config.min_speedup is None, baseline=off.median_ms, candidate=on.median_ms)
     iv = effect.interval
-    where = f"speedup {iv.estimate:.2f}x (95% CI {iv.low:.2f}x .. {iv.high:.2f}x)"
+    where = f"speedup {iv.estimate:.2f}x (95% CI {iv.low:.2f}x .. {iv.high:.2f}x{_design_text(effect)})"
     if config.min_speedup is None:
         return Check(name, Status.PASS, where, interval=iv, advisory=True, p_value=effect.p_value,
                      baseline=off.median_ms, candidate=on.median_ms)
@@ -667,34 +717,40 @@ def decide(
     notes: Sequence[str] = (),
     evidence: Sme2Evidence | None = None,
 ) -> Verdict:
-    """Gate ``first`` = (reference, candidate, off); re-measure once when the verdict is not settled.
+    """Gate ``first`` = (reference, candidate, off); when its measured checks are not settled, measure once more
+    and decide once, on the pooled blocks of both measurements.
 
     ``measure`` returns a fresh (reference, candidate, off) triple — the reference is re-measured too in
-    a same-session comparison, the stored one is returned unchanged otherwise. A regression stands only
-    if the fresh measurement is a regression too (if they disagree the result is inconclusive); an
-    inconclusive first result is re-judged on the pooled blocks of both. Unchanged artifacts and
-    invalid measurements are not re-measured here (the measurement itself re-runs disturbed blocks). Only the
-    measured checks decide whether to measure again (:func:`measured_status`): evidence does not change.
+    a same-session comparison, the stored one is returned unchanged otherwise. A first regression and a first
+    inconclusive are treated alike: the second measurement is pooled with the first and the pooled verdict
+    stands (a regression then needs the pooled interval past the margin, which holds its false-alarm rate at the
+    interval's: the pooled interval is the only one that can fail the test). Only the measured checks decide whether
+    to measure again (:func:`measured_status`): evidence does not change. For an unchanged artifact the relative
+    checks never gate, so only the absolute ones (budgets, ``min_speedup``) can ask for the second measurement.
+    Invalid measurements are not re-measured here (the measurement itself re-runs disturbed blocks).
+    In a stored comparison the second measurement repeats this session's state: it can rule out a transient, not
+    separate the model from the session, and the verdict says so.
     """
     ref, cand, off = first
     verdict = gate(ref, cand, config, comparison=comparison, off=off, notes=notes, evidence=evidence)
     first_status = measured_status(verdict)
-    if (measure is None or comparison is Comparison.UNCHANGED
-            or first_status not in (Status.REGRESSION, Status.INCONCLUSIVE)):
+    if measure is None or first_status not in (Status.REGRESSION, Status.INCONCLUSIVE):
         return verdict
     ref2, cand2, fresh_off = measure()
-    off2 = fresh_off if fresh_off is not None else off
-    if first_status is Status.REGRESSION:
-        again = gate(ref2, replace(cand2, label="confirming measurement"), config, comparison=comparison,
-                     off=off2, notes=notes, evidence=evidence)
-        again_status = measured_status(again)
-        if again_status is Status.REGRESSION:
-            return replace(again, attempts=2)
-        note = (f"the first measurement said regression, the confirming one said {again_status.value}: "
-                "not confirmed")
-        checks = (*again.checks, Check("confirmation", Status.INCONCLUSIVE, note))
-        return replace(again, status=overall(checks), checks=checks, attempts=2)
     pooled_ref = ref.pooled(ref2) if (ref is not None and ref2 is not None and ref2 is not ref) else ref
     pooled_off = off.pooled(fresh_off) if (off is not None and fresh_off is not None) else off
-    return replace(gate(pooled_ref, cand.pooled(cand2), config, comparison=comparison, off=pooled_off, notes=notes,
-                        evidence=evidence), attempts=2)
+    pooled = gate(pooled_ref, cand.pooled(cand2), config, comparison=comparison, off=pooled_off, notes=notes,
+                  evidence=evidence)
+    again = gate(ref2 if ref2 is not None else ref, replace(cand2, label="second measurement"), config,
+                 comparison=comparison, off=fresh_off if fresh_off is not None else off, notes=notes,
+                 evidence=evidence)
+    said = (f"measured twice: the first measurement said {first_status.value}, the second alone "
+            f"{measured_status(again).value}; the verdict is that of both pooled ({measured_status(pooled).value})")
+    extra = [said]
+    rule = ComparisonRule.of(comparison, config.drift_allowance) if ref is not None else None
+    if rule is not None and rule.comparison is Comparison.STORED and measured_status(pooled) is Status.REGRESSION:
+        extra.append("re-measuring cannot separate the model from this session: both measurements ran in this "
+                     "session against samples stored by another, so a machine that drifted since then looks the same; "
+                     "the baseline's artifact in the artifact store (--sme2-artifact-dir) gives a same-session "
+                     "comparison that can")
+    return replace(pooled, attempts=2, explanation=(*pooled.explanation, *extra))

@@ -14,7 +14,8 @@ This is the library half of ``sme2_baseline.check()`` (the plugin only applies t
      (:attr:`~pytest_sme2.gate.Comparison.SESSION`), and the gate judges that ratio;
    - changed, and the baseline's artifact is not available -> the stored samples, with the margin widened by
      the drift allowance (:attr:`~pytest_sme2.gate.Comparison.STORED`), and the verdict says so.
-3. A regression or an inconclusive verdict is measured once more (:func:`pytest_sme2.gate.decide`).
+3. A regression or an inconclusive verdict is measured once more and decided on both measurements pooled
+   (:func:`pytest_sme2.gate.decide`), whatever the comparison (an unchanged artifact's budgets too).
 
 The SME2 kernel evidence (:func:`sme2_evidence`: the arms' XNNPACK logs, what the device reports, whether
 the test requires SME2 kernels) is judged with every verdict, recorded or gated.
@@ -325,6 +326,8 @@ def judge(
         keep_artifacts(artifacts, profile, runner)
         notes.append("unchanged artifact (same program, inputs and build as the baseline): only the machine can "
                      "differ, so a slower median is reported as drift, not gated")
+        # Absolute checks (budgets, min_speedup) still gate: a failing one is measured again like any other.
+        measure_again = _remeasure_stored(runner, profile, off, base, rules=rules, progress=progress)
     else:
         ref_m, why = (reference_measurement(baseline.artifact, profile, runner, artifacts) if baseline.artifact
                       else (None, "the baseline does not record its artifact"))

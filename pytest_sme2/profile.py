@@ -29,6 +29,7 @@ with that evidence, which the gate reports as ``invalid``, never ``regression``.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -249,6 +250,9 @@ class Profile:
     disturbance: str = ""
     breakdown_source: str = ""
     kernel_source: str = ""
+    #: the id of the round each block ran in (:attr:`pytest_sme2.gate.Samples.rounds`): arms of one interleaved
+    #: measurement share them, and the gate judges them paired
+    rounds: tuple[str, ...] = ()
 
     @property
     def samples_ms(self) -> tuple[float, ...]:
@@ -270,7 +274,8 @@ class Profile:
         cats = self.analysis.category_per_run_ms if self.analysis.per_operator else {}
         cat_blocks = (self.analysis.block_sizes or (self.analysis.runs_measured,)) if cats else ()
         return Samples(self.samples_ms, self.block_sizes, cats, cat_blocks, self.invalid_reason,
-                       category_operators=self.analysis.delegated_operators if cats else {})
+                       category_operators=self.analysis.delegated_operators if cats else {},
+                       rounds=self.rounds if len(self.rounds) == len(self.block_sizes) else ())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -292,6 +297,7 @@ class Profile:
             "artifact": self.artifact.to_dict() if self.artifact else None,
             "measurement": self.measurement.to_dict() if self.measurement else None,
             "disturbance": self.disturbance,
+            "rounds": list(self.rounds),
             "analysis": self.analysis.to_dict(),
             "runs": [r.to_dict() for r in self.runs],
         }
@@ -313,6 +319,7 @@ class Profile:
             artifact=Artifact.from_dict(art) if art else None,
             measurement=Measurement.from_dict(meas) if meas else None,
             disturbance=str(d.get("disturbance", "")),
+            rounds=tuple(str(r) for r in d.get("rounds", ())),
         )
 
 
@@ -462,15 +469,18 @@ def _fit_budget(arms: Sequence[Measurement], round_s: float, blocks: int) -> tup
 
 def _measure_blocks(
     runner: Runner, arms: Sequence[Measurement], *, blocks: int, progress: Progress | None, what: str,
-) -> tuple[list[list[Block]], str, str]:
+) -> tuple[list[list[Block]], str, str, tuple[str, ...]]:
     """Run ``blocks`` clean blocks of every arm, interleaved (ABBA...) when there are two.
 
     A block (of every arm: the arms' blocks are re-run together, so interleaving stays balanced) that ran
     on a busy machine is measured again, up to ``blocks`` more times. After the first round, a time budget
     may shrink the runs per block and the blocks (:func:`_fit_budget`). Returns the blocks per arm, a note on
-    what was re-measured or shrunk, and the invalid reason when the machine stayed busy.
+    what was re-measured or shrunk, the invalid reason when the machine stayed busy, and the id of each kept
+    round (block i of every arm ran in round i: the gate pairs them, :func:`pytest_sme2.gate.paired`).
     """
     arms = list(arms)
+    token = os.urandom(4).hex()  # this measurement's rounds pair with nothing else's
+    rounds: list[str] = []
     per_arm: list[list[Block]] = [[] for _ in arms]
     disturbed_seen: list[str] = []
     notes: list[str] = []
@@ -496,13 +506,14 @@ def _measure_blocks(
             continue
         for i in order:
             per_arm[i].append(got[i])
+        rounds.append(f"{token}.{len(rounds)}")
         if evidence:
             disturbed_seen.append(evidence[0])
             reason = (f"the machine stayed busy: {len(disturbed_seen)} blocks disturbed, {len(disturbed_seen) - 1} "
                       f"measured again (last: {evidence[0]}); the numbers are not the model's. Measure on a quiet "
                       "machine")
-            return per_arm, "; ".join([*notes, _note(disturbed_seen)]), reason
-    return per_arm, "; ".join(n for n in [*notes, _note(disturbed_seen)] if n), ""
+            return per_arm, "; ".join([*notes, _note(disturbed_seen)]), reason, tuple(rounds)
+    return per_arm, "; ".join(n for n in [*notes, _note(disturbed_seen)] if n), "", tuple(rounds)
 
 
 def _note(disturbed: list[str]) -> str:
@@ -561,7 +572,7 @@ def _sources(runner: Runner, measurement: Measurement, analysis: Analysis, *, tr
 
 def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, kernel_log: KernelLog | None,
              rules: CategoryRules | None, disturbance: str, invalid: str,
-             executed: ExecutedKernels | None = None) -> Profile:
+             executed: ExecutedKernels | None = None, rounds: tuple[str, ...] = ()) -> Profile:
     traced = [r for block in blocks for r in block if r.metadata.get("mode", "trace") != "timing"]
     timing = [r for block in blocks for r in block if r.metadata.get("mode", "trace") == "timing"]
     analyses = [analyze_run(r, warmup=measurement.warmup, kernel_log=kernel_log, rules=rules, executed=executed)
@@ -587,6 +598,7 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
         invalid_reason="; ".join(dict.fromkeys(reasons)), note=" ".join(notes), latency_ms=latency,
         latency_blocks=latency_blocks, latency_source=source, artifact=artifact_of(runner, measurement),
         measurement=measurement, disturbance=disturbance, breakdown_source=breakdown, kernel_source=kernels,
+        rounds=rounds if len(rounds) == len(blocks) else (),
     )
 
 
@@ -595,10 +607,10 @@ def measure(runner: Runner, measurement: Measurement, *, kernel_log: KernelLog |
             executed: ExecutedKernels | None = None) -> Profile:
     """Run ``measurement`` in its blocks on ``runner`` and analyze it (``executed``: the kernels an emulator saw
     run, :func:`record_executed_kernels`)."""
-    (blocks,), note, invalid = _measure_blocks(runner, [measurement], blocks=measurement.blocks, progress=progress,
-                                               what=measurement.label)
+    (blocks,), note, invalid, rounds = _measure_blocks(runner, [measurement], blocks=measurement.blocks,
+                                                       progress=progress, what=measurement.label)
     return _profile(runner, measurement, blocks, kernel_log=kernel_log, rules=rules, disturbance=note,
-                    invalid=invalid, executed=executed)
+                    invalid=invalid, executed=executed, rounds=rounds)
 
 
 def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs: Sequence[KernelLog | None] = (),
@@ -608,14 +620,15 @@ def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs:
     if a.blocks != b.blocks:
         raise ConfigError(f"an interleaved comparison needs the same number of blocks per arm ({a.blocks} != "
                           f"{b.blocks})")
-    (blocks_a, blocks_b), note, invalid = _measure_blocks(runner, [a, b], blocks=a.blocks, progress=progress,
-                                                          what=what or f"{a.label} vs {b.label}")
+    (blocks_a, blocks_b), note, invalid, rounds = _measure_blocks(runner, [a, b], blocks=a.blocks,
+                                                                  progress=progress,
+                                                                  what=what or f"{a.label} vs {b.label}")
     logs = [*list(kernel_logs), None, None]
     ran = [*list(executed), None, None]
     return (_profile(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid,
-                     executed=ran[0]),
+                     executed=ran[0], rounds=rounds),
             _profile(runner, b, blocks_b, kernel_log=logs[1], rules=rules, disturbance=note, invalid=invalid,
-                     executed=ran[1]))
+                     executed=ran[1], rounds=rounds))
 
 
 def remeasure(runner: Runner, profile: Profile, *, rules: CategoryRules | None = None,

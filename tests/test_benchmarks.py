@@ -271,3 +271,11 @@ def test_runner_speed_quick_measures_every_arm_side_by_side(tmp_path: Path) -> N
         assert "EMULATED" in text and "NOT device time" in text
     else:
         assert data["emulated_skipped"]
+
+
+def test_quick_run_of_the_paired_gate_study_exits_0_with_every_comparison_kind() -> None:
+    """Issue 18 defect 4: benchmarks/gate_paired.py (offline, on the recorded A/A rounds) runs to the end (~2 s)."""
+    proc = _bench(str(ROOT / "benchmarks" / "gate_paired.py"), "--quick", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    for kind in ("session (paired)", "session (unpaired, before)", "stored (+50% allowance)", "unchanged"):
+        assert kind in proc.stdout

@@ -49,6 +49,16 @@ issue 18 defect 2 (category checks ignored the comparison; one rule per comparis
     test_a_session_drift_in_a_stored_comparison_does_not_fail_a_category_and_is_not_confirmed;
     test_a_runtime_upgrade_judged_on_stored_samples_does_not_fail_every_category_at_once;
     test_one_rule_per_comparison_kind_widens_and_maps_every_relative_check_alike
+issue 18 defect 4 (paired designs analysed as unpaired; the paired signed-rank interval, stats.paired_ratio_ci):
+    test_an_interleaved_pair_carries_its_rounds_and_the_gate_judges_it_paired;
+    tests/test_intervals.py::test_same_session_rounds_are_judged_paired_so_drift_between_rounds_cancels (real A/A
+    rounds with drift, paired vs unpaired); tests/test_intervals.py::
+    test_paired_interval_is_the_signed_rank_walsh_interval_and_its_test_is_scipys; coverage and power on real
+    measurements for every comparison kind: benchmarks/gate_paired.py (tests/test_benchmarks.py runs it --quick)
+issue 18 defect 6 (confirmation decides on pooled blocks both ways; absolute checks of unchanged artifacts):
+    test_a_first_regression_is_decided_on_both_measurements_pooled_like_a_first_inconclusive;
+    test_absolute_checks_of_an_unchanged_artifact_are_measured_again_before_they_fail;
+    test_a_stored_regression_says_re_measuring_cannot_separate_the_model_from_the_session
 issue 18 defect 5 (green could mean nothing was gated):
     tests/test_fail_closed.py::test_in_ci_a_missing_baseline_fails_with_the_command_and_on_a_laptop_it_records;
     tests/test_fail_closed.py::test_ci_opts_in_to_record_with_fail_on_none;
@@ -91,10 +101,10 @@ from pytest_sme2.artifacts import ArtifactStore
 from pytest_sme2.baseline import Baseline, BaselineStore
 from pytest_sme2.errors import BaselineError, RunnerError
 from pytest_sme2.gate import GateConfig, Samples, Status, decide, gate
-from pytest_sme2.rule import Comparison, ComparisonRule
 from pytest_sme2.judge import NOT_WRITTEN, Policy, judge
 from pytest_sme2.profile import Profile
 from pytest_sme2.report.results import TestResult
+from pytest_sme2.rule import Comparison, ComparisonRule
 from pytest_sme2.runners.android import AndroidRunner
 from pytest_sme2.runners.base import RunRequest
 from pytest_sme2.runners.host import HostRunner, check_what_ran
@@ -351,12 +361,13 @@ def test_one_current_median_per_result_and_which_samples_it_is_from() -> None:
     config = GateConfig(margin=0.02)
     again = _toy_samples(1, 15, blocks, label="confirming measurement")  # A/A: does not confirm
     verdict = decide((ref, first, None), lambda: (ref, again, None), config)
-    assert verdict.attempts == 2 and verdict.samples == "confirming measurement"
-    assert verdict.median_ms == pytest.approx(float(np.median(again.e2e_ms)))
+    # Issue 18 defect 6: the verdict is decided on both measurements pooled, and says so.
+    assert verdict.attempts == 2 and verdict.samples == "two measurements pooled"
+    assert verdict.median_ms == pytest.approx(float(np.median(first.e2e_ms + again.e2e_ms)))
     result = TestResult("t.py::test_a", outcome="passed", verdict=verdict)
     assert result.median_ms == verdict.median_ms
     assert verdict.e2e is not None and verdict.e2e.candidate == pytest.approx(verdict.median_ms)
-    assert "numbers above are from the confirming measurement" in verdict.summary()
+    assert "the numbers above are of the two measurements pooled" in verdict.summary()
 
 
 def test_the_sme2_speedup_is_computed_once_and_confirmed_like_latency() -> None:
@@ -368,9 +379,11 @@ def test_the_sme2_speedup_is_computed_once_and_confirmed_like_latency() -> None:
                      config)
     speedups = [c for c in verdict.checks if c.name in ("speedup", "min_speedup")]
     assert len(speedups) == 1 and verdict.speedup is speedups[0]
-    # The first measurement said 1.0x < 2.0x; the confirming one (off arm 1 ms slower per run) does not agree.
+    # The first measurement said 1.0x < 2.0x; the second (off arm 1 ms slower per run) does not agree, and both
+    # pooled are too spread to decide (issue 18 defect 6: one decision, on the pooled blocks).
     assert verdict.attempts == 2 and verdict.status is Status.INCONCLUSIVE
-    assert "the first measurement said regression, the confirming one said pass: not confirmed" in verdict.summary()
+    assert ("measured twice: the first measurement said regression, the second alone pass; the verdict is that of "
+            "both pooled (inconclusive)") in verdict.summary()
     first = gate(None, on, config, off=off)
     assert first.status is Status.REGRESSION and first.speedup is not None and first.speedup.interval is not None
     assert first.speedup.interval.high < 2.0
@@ -553,3 +566,80 @@ def test_one_rule_per_comparison_kind_widens_and_maps_every_relative_check_alike
         Status.REGRESSION, Status.IMPROVEMENT, Status.PASS, Status.INCONCLUSIVE]
     assert [unchanged.status(lo, hi, 0.1) for lo, hi in ((0.11, 0.2), (-0.3, -0.11), (0.05, 0.2))] == [
         Status.DRIFT, Status.DRIFT, Status.PASS]
+
+
+# ------------------------------------------------------------------- defect 4: paired designs analysed as paired
+
+
+def test_an_interleaved_pair_carries_its_rounds_and_the_gate_judges_it_paired(tmp_path: Path) -> None:
+    """Issue 18 defect 4: measure_pair's two arms share one id per round (block i of each ran in round i), so the
+    gate judges them with the paired signed-rank interval; separate measurements never pair."""
+    from pytest_sme2.profile import Measurement, measure, measure_pair
+
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
+    m = Measurement(pte=DATA / "toy_cnn_fp32_xnnpack.pte", inputs=(DATA / "toy_cnn_input_fp32.bin",), runs=5,
+                    warmup=1, blocks=6, out_dir=tmp_path / "out", busy_limit=1.0)
+    ref, cand = measure_pair(runner, m, replace(m, label="b"))
+    assert len(ref.rounds) == 6 and ref.rounds == cand.rounds and len(set(ref.rounds)) == 6
+    assert ref.samples().rounds == cand.samples().rounds == ref.rounds
+    again = measure(runner, m)
+    assert again.rounds and not set(again.rounds) & set(ref.rounds)
+    e2e = gate(ref.samples(), cand.samples(), GateConfig(margin=0.05)).e2e
+    assert e2e is not None and "paired over 6 interleaved rounds" in e2e.message, e2e.message
+    unpaired = gate(ref.samples(), again.samples(), GateConfig(margin=0.05)).e2e
+    assert unpaired is not None and "paired" not in unpaired.message
+    # The rounds survive the results file (a profile read back pairs as measured).
+    assert Profile.from_dict(cand.to_dict()).rounds == cand.rounds
+
+
+# ------------------------------------------------------------------- defect 6: confirmation
+
+
+def test_a_first_regression_is_decided_on_both_measurements_pooled_like_a_first_inconclusive() -> None:
+    """Issue 18 defect 6: real runs, +10 % first, +2.5 % second (alone inconclusive at a 2 % margin): pooled, the
+    interval is past the margin, so a regression. Before, the second had to be a regression on its own ("not
+    confirmed": inconclusive), while a first inconclusive was pooled: the asymmetry cost detection."""
+    blocks = (4, 4, 3, 3)
+    ref = _toy_samples(1, 15, blocks)
+    first, second = _session_shift(_toy_samples(15, 29, blocks), 1.10), _session_shift(ref, 1.025)
+    config = GateConfig(margin=0.02)
+    assert gate(ref, first, config).status is Status.REGRESSION
+    assert gate(ref, second, config).status is Status.INCONCLUSIVE
+    verdict = decide((ref, first, None), lambda: (ref, second, None), config)
+    assert verdict.status is Status.REGRESSION and verdict.attempts == 2
+    assert verdict.samples == "two measurements pooled"
+    assert ("the first measurement said regression, the second alone inconclusive; the verdict is that of both "
+            "pooled (regression)") in verdict.summary()
+
+
+def test_absolute_checks_of_an_unchanged_artifact_are_measured_again_before_they_fail() -> None:
+    """Issue 18 defect 6: a p50 budget that fails on an unchanged artifact is measured again (pooled) as the
+    README says, like any other comparison; before, an unchanged artifact failed on one measurement."""
+    blocks = (4, 4, 3, 3)
+    ref = _toy_samples(1, 15, blocks)
+    slow_once = _session_shift(_toy_samples(15, 29, blocks), 1.5)
+    budget = float(np.median(ref.e2e_ms)) * 1.2
+    config = GateConfig(p50_ms=budget)
+    assert gate(ref, slow_once, config, comparison=Comparison.UNCHANGED).status is Status.REGRESSION
+    asked = []
+
+    def again() -> tuple[Samples, Samples, None]:
+        asked.append(1)
+        return ref, _toy_samples(1, 15, blocks), None
+
+    verdict = decide((ref, slow_once, None), again, config, comparison=Comparison.UNCHANGED)
+    assert asked == [1] and verdict.attempts == 2 and verdict.status is not Status.REGRESSION
+
+
+def test_a_stored_regression_says_re_measuring_cannot_separate_the_model_from_the_session() -> None:
+    """Issue 18 defect 6: against stored samples a second measurement repeats the session; the verdict says so."""
+    blocks = (4, 4, 3, 3)
+    ref = _toy_samples(1, 15, blocks)
+    slow = _session_shift(_toy_samples(15, 29, blocks), 1.3)
+    config = GateConfig(margin=0.05, drift_allowance=0.1)
+    verdict = decide((ref, slow, None), lambda: (ref, _session_shift(ref, 1.3), None), config,
+                     comparison=Comparison.STORED)
+    assert verdict.status is Status.REGRESSION
+    assert "re-measuring cannot separate the model from this session" in verdict.summary()
+    session = decide((ref, slow, None), lambda: (ref, _session_shift(ref, 1.3), None), config)
+    assert session.status is Status.REGRESSION and "cannot separate" not in session.summary()
