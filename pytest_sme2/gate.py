@@ -23,8 +23,8 @@ Verdicts are ``pass``, ``regression``, ``improvement``, ``inconclusive``, ``inva
   per-round ratios (:func:`pytest_sme2.stats.paired_ratio_ci`), in which drift between rounds cancels.
   Stored samples pair with nothing: the unpaired block interval (:func:`pytest_sme2.stats.block_ratio_ci`).
 - "Could not measure" (a busy machine, thermal throttling, no samples) is ``invalid``, never a regression.
-- A regression is confirmed by one fresh measurement before it counts; an inconclusive result is
-  re-judged on the pooled blocks of both measurements (:func:`decide`).
+- A regression or an inconclusive result is measured once more and decided once, on the pooled
+  blocks of both measurements (:func:`decide`).
 
 Per-category checks compare the per-run category times of the traced runs; a category with its own
 threshold gates (Bonferroni across the gated categories), the others are advisory. A category whose
@@ -47,10 +47,11 @@ from typing import Any
 
 import numpy as np
 
+from . import rule as _rule
 from .categories import CATEGORIES, OTHER
 from .kernels import KernelLog, isa_suffix
 from .numerics import NumericsComparison
-from .rule import Comparison, ComparisonRule, Status
+from .rule import ComparisonRule
 from .sme_evidence import TraceEvidence
 from .stats import (
     BlockEffect,
@@ -64,6 +65,10 @@ from .stats import (
 )
 
 SCHEMA_VERSION = 2
+#: The verdict statuses and comparison kinds live with the rule (:mod:`pytest_sme2.rule`); the gate's callers
+#: name them from here too.
+Status = _rule.Status
+Comparison = _rule.Comparison
 #: Categories below this share of the reference E2E median are below XNNPACK's 1 µs resolution for
 #: small models; a gated category is judged as if it were this large (so 0 ms -> 0.03 ms is visible).
 MIN_CATEGORY_SHARE = 0.02
@@ -120,7 +125,7 @@ class Samples:
     category_block_sizes: tuple[int, ...] = ()
     #: "" when valid; otherwise why these samples cannot be trusted (a busy machine, thermal throttling)
     invalid_reason: str = ""
-    #: which measurement these are: "first measurement", "pooled over 2 measurements", ...
+    #: which measurement these are: "first measurement", "two measurements pooled", ...
     label: str = "first measurement"
     #: delegated operator events per run, by category (their times are whole µs: see :data:`TICK_MS`)
     category_operators: Mapping[str, float] = field(default_factory=dict)
