@@ -45,6 +45,9 @@ EFFECTS = ((1.0, 400), (1.10, 200), (1.20, 200))
 DRIFTS = (0.0, 0.03, 0.06)
 KINDS = ("session (paired)", "session (unpaired, before)", "stored (+50% allowance)", "stored (+0% allowance)",
          "unchanged")
+#: group-sequential plans (pytest_sme2.sequential.Looks) judged like "session (paired)", with the stopping rule in
+#: place: kind name -> the rounds looked at
+SEQUENTIAL = {"session (paired, looks 7/11/15)": (7, 11, 15), "session (paired, looks 8/15/22/30)": (8, 15, 22, 30)}
 
 
 def load_rounds(path: Path = AA_DATA) -> tuple[np.ndarray, np.ndarray]:
@@ -74,15 +77,19 @@ def samples(arm: np.ndarray, draw: Draw, runs: int, factor: float, ids: tuple[st
 
 
 def one(kind: str, a: np.ndarray, b: np.ndarray, rng: np.random.Generator, *, blocks: int, runs: int,
-        slowdown: float, drift_sd: float, margin: float) -> tuple[str, int, float]:
-    """(status, attempts, first interval width) of one repetition of ``kind``."""
+        slowdown: float, drift_sd: float, margin: float) -> tuple[str, int, float, int]:
+    """(status, attempts, first interval width, rounds measured) of one repetition of ``kind``."""
     from pytest_sme2.gate import Comparison, GateConfig, decide
 
+    looks = SEQUENTIAL.get(kind)
+    blocks = looks[-1] if looks else blocks
     picks = rng.choice(a.shape[0], size=3 * blocks, replace=False)
     draws = [Draw(picks[i * blocks:(i + 1) * blocks], np.exp(rng.normal(0.0, drift_sd, blocks))) for i in range(3)]
     tag = f"{rng.integers(1 << 30)}"
     ids = [tuple(f"{tag}.{i}.{k}" for k in range(blocks)) for i in range(3)]
     paired = kind.startswith("session (paired")
+    if looks:
+        return sequential(a, b, draws, ids, runs=runs, slowdown=slowdown, margin=margin, looks=looks)
     if kind.startswith("session"):
         comparison, allowance = Comparison.SESSION, 0.0
 
@@ -109,7 +116,39 @@ def one(kind: str, a: np.ndarray, b: np.ndarray, rng: np.random.Generator, *, bl
     first = decide((ref, cand, None), None, config, comparison=comparison).e2e
     iv = first.interval if first is not None else None
     width = iv.high / iv.low - 1 if iv is not None else math.nan
-    return verdict.status.value, verdict.attempts, width
+    return verdict.status.value, verdict.attempts, width, blocks * verdict.attempts
+
+
+def sequential(a: np.ndarray, b: np.ndarray, draws: list[Draw], ids: list[tuple[str, ...]], *, runs: int,
+               slowdown: float, margin: float, looks: tuple[int, ...]) -> tuple[str, int, float, int]:
+    """A same-session paired comparison measured with the stopping rule in place: each measurement (the first and
+    the confirming one) stops at the first look whose verdict, at the per-look confidence, is settled."""
+    from pytest_sme2.gate import Comparison, GateConfig, decide, gate, measured_status
+    from pytest_sme2.sequential import Looks, settled
+
+    plan = Looks(looks)
+    config = plan.gate_config(GateConfig(margin=margin))
+    used = [0]
+
+    def measure(i: int) -> tuple[Any, Any]:
+        for n in plan.rounds:
+            part = Draw(draws[i].rounds[:n], draws[i].drift[:n])
+            ref, cand = samples(a, part, runs, 1.0, ids[i][:n]), samples(b, part, runs, slowdown, ids[i][:n])
+            if settled(measured_status(gate(ref, cand, config, comparison=Comparison.SESSION))) or n == plan.last:
+                used[0] += n
+                return ref, cand
+        raise AssertionError("unreachable")
+
+    ref, cand = measure(0)
+    first = gate(ref, cand, config, comparison=Comparison.SESSION).e2e
+    iv = first.interval if first is not None else None
+
+    def again() -> tuple[Any, Any, Any]:
+        r, c = measure(1)
+        return r, c, None
+
+    verdict = decide((ref, cand, None), again, config, comparison=Comparison.SESSION)
+    return verdict.status.value, verdict.attempts, (iv.high / iv.low - 1) if iv is not None else math.nan, used[0]
 
 
 def study(*, quick: bool = False, blocks: int = 15, runs: int = 10, margin: float = 0.05,
@@ -118,7 +157,7 @@ def study(*, quick: bool = False, blocks: int = 15, runs: int = 10, margin: floa
     rng = np.random.default_rng(seed)
     rows = []
     for drift_sd in DRIFTS if not quick else (0.03,):
-        for kind in KINDS:
+        for kind in (*KINDS, *SEQUENTIAL):
             for slowdown, reps in EFFECTS:
                 n = 20 if quick else reps
                 got = [one(kind, a, b, rng, blocks=blocks, runs=runs, slowdown=slowdown, drift_sd=drift_sd,
@@ -130,6 +169,7 @@ def study(*, quick: bool = False, blocks: int = 15, runs: int = 10, margin: floa
                     "inconclusive": statuses.count("inconclusive") / n, "drift": statuses.count("drift") / n,
                     "remeasured": sum(g[1] > 1 for g in got) / n,
                     "median_width": float(np.nanmedian([g[2] for g in got])),
+                    "mean_rounds": float(np.mean([g[3] for g in got])),
                 })
     return {"blocks": blocks, "runs": runs, "margin": margin, "source": str(AA_DATA.relative_to(ROOT)),
             "rounds_recorded": int(a.shape[0]), "rows": rows}
@@ -151,17 +191,17 @@ def render(result: dict[str, Any]) -> str:
     lines = [f"Gate by comparison kind on real recorded A/A rounds ({result['source']}, {result['rounds_recorded']} "
              f"rounds), design {result['blocks']} blocks x {result['runs']} runs, margin {result['margin']:.0%}; "
              "confirmation included",
-             f"{'kind':28s} {'drift':>5s} {'effect':>6s} {'n':>4s} {'regr.':>6s} {'pass':>6s} {'incon.':>6s} "
-             f"{'drift':>6s} {'re-meas.':>8s} {'width':>6s}"]
+             f"{'kind':36s} {'drift':>5s} {'effect':>6s} {'n':>4s} {'regr.':>6s} {'pass':>6s} {'incon.':>6s} "
+             f"{'drift':>6s} {'re-meas.':>8s} {'width':>6s} {'rounds':>6s}"]
     for r in result["rows"]:
         extra = ""
         if r["slowdown"] == 1.0 and r["kind"] != "unchanged":
             k = round(r["regression"] * r["repetitions"])
             extra = f"  false alarms {k}/{r['repetitions']} (95% upper {upper95(k, r['repetitions']):.2%})"
         lines.append(
-            f"{r['kind']:28s} {r['drift_sd']:5.0%} {r['slowdown'] - 1:+6.0%} {r['repetitions']:4d} "
+            f"{r['kind']:36s} {r['drift_sd']:5.0%} {r['slowdown'] - 1:+6.0%} {r['repetitions']:4d} "
             f"{r['regression']:6.1%} {r['pass']:6.1%} {r['inconclusive']:6.1%} {r['drift']:6.1%} "
-            f"{r['remeasured']:8.1%} {r['median_width']:6.1%}{extra}")
+            f"{r['remeasured']:8.1%} {r['median_width']:6.1%} {r['mean_rounds']:6.1f}{extra}")
     return "\n".join(lines)
 
 

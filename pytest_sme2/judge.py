@@ -46,6 +46,7 @@ from .gate import (
     Verdict,
     decide,
     gate,
+    measured_status,
     sme2_kernel_checks,
 )
 from .identity import reports_sme2
@@ -53,6 +54,7 @@ from .kernels import KernelLog
 from .numerics import NumericsComparison
 from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair, source_head
 from .runners.base import MODE_TIMING, Runner
+from .sequential import Looks, settled
 
 #: Judgement outcomes.
 GATED = "gated"
@@ -337,14 +339,27 @@ def judge(
             notes.append(f"changed since the baseline: {what}; compared with the baseline's artifact re-measured "
                          "in this session, in interleaved blocks")
             cand_m = profile.measurement
+            # Measured until decided (issue 18 defect 12): looks at about half, all, 1.5x and 2x the blocks, each at
+            # the Bonferroni share of the error; the gate judges at that same confidence.
+            looks = Looks.for_blocks(cand_m.blocks, config.confidence)
+            config = looks.gate_config(config)
+            session_config = config
+
+            def settled_pair(ref_so_far: Profile, cand_so_far: Profile) -> bool:
+                look = gate(ref_so_far.samples(), cand_so_far.samples(), session_config,
+                            comparison=Comparison.SESSION)
+                return settled(measured_status(look))
+
             reference, candidate = measure_pair(runner, ref_m, cand_m, rules=rules, progress=progress,
-                                                what=f"{cand_m.label} vs the baseline's artifact")
+                                                what=f"{cand_m.label} vs the baseline's artifact", looks=looks,
+                                                stop=settled_pair)
             cand = candidate.samples()
             first_ref: Samples = reference.samples()
 
             def again_session() -> tuple[Samples | None, Samples, Samples | None]:
                 r, c = measure_pair(runner, ref_m, cand_m, rules=rules, progress=progress,
-                                    what=f"{cand_m.label} vs the baseline's artifact (confirming)")
+                                    what=f"{cand_m.label} vs the baseline's artifact (confirming)", looks=looks,
+                                    stop=settled_pair)
                 return r.samples(), c.samples(), None
 
             measure_again = again_session

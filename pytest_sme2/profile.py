@@ -55,6 +55,7 @@ from .runners.base import (
     RunResult,
     build_option,
 )
+from .sequential import Looks
 from .sme_evidence import trace_evidence
 from .trace import read_etdump
 
@@ -469,6 +470,7 @@ def _fit_budget(arms: Sequence[Measurement], round_s: float, blocks: int) -> tup
 
 def _measure_blocks(
     runner: Runner, arms: Sequence[Measurement], *, blocks: int, progress: Progress | None, what: str,
+    looks: Looks | None = None, stop: Callable[[list[list[Block]]], bool] | None = None,
 ) -> tuple[list[list[Block]], str, str, tuple[str, ...]]:
     """Run ``blocks`` clean blocks of every arm, interleaved (ABBA...) when there are two.
 
@@ -477,7 +479,13 @@ def _measure_blocks(
     may shrink the runs per block and the blocks (:func:`_fit_budget`). Returns the blocks per arm, a note on
     what was re-measured or shrunk, the invalid reason when the machine stayed busy, and the id of each kept
     round (block i of every arm ran in round i: the gate pairs them, :func:`pytest_sme2.gate.paired`).
+
+    ``looks`` (a group-sequential plan, :mod:`pytest_sme2.sequential`) replaces ``blocks``: rounds are measured up
+    to its last look, and at every earlier look ``stop(blocks per arm)`` may end the measurement (the verdict is
+    settled). A time budget that shrank the blocks cuts the plan there (:meth:`~pytest_sme2.sequential.Looks.within`).
     """
+    if looks is not None:
+        blocks = looks.last
     arms = list(arms)
     token = os.urandom(4).hex()  # this measurement's rounds pair with nothing else's
     rounds: list[str] = []
@@ -496,8 +504,14 @@ def _measure_blocks(
         b += 1
         evidence = [d for d in (_block_disturbance(got[i], arms[i].busy_limit) for i in order) if d]
         if b == 1:
-            arms, blocks, fitted = _fit_budget(arms, round_s, blocks)
+            base = arms[0].blocks if looks is not None else blocks
+            arms, fitted_blocks, fitted = _fit_budget(arms, round_s, base)
             notes += [fitted] if fitted else []
+            if looks is not None:
+                looks = looks.within(fitted_blocks) if fitted else looks
+                blocks = looks.last
+            else:
+                blocks = fitted_blocks
         if evidence and retries > 0:
             retries -= 1
             disturbed_seen.append(evidence[0])
@@ -507,6 +521,11 @@ def _measure_blocks(
         for i in order:
             per_arm[i].append(got[i])
         rounds.append(f"{token}.{len(rounds)}")
+        if (not evidence and looks is not None and stop is not None and len(rounds) in looks.rounds[:-1]
+                and stop(per_arm)):
+            notes.append(f"stopped after {len(rounds)} of up to {looks.last} rounds: the verdict was settled "
+                         f"(looks at {', '.join(map(str, looks.rounds))} rounds, {looks.per_look:.2%} each)")
+            break
         if evidence:
             disturbed_seen.append(evidence[0])
             reason = (f"the machine stayed busy: {len(disturbed_seen)} blocks disturbed, {len(disturbed_seen) - 1} "
@@ -615,16 +634,30 @@ def measure(runner: Runner, measurement: Measurement, *, kernel_log: KernelLog |
 
 def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs: Sequence[KernelLog | None] = (),
                  rules: CategoryRules | None = None, progress: Progress | None = None,
-                 what: str = "", executed: Sequence[ExecutedKernels | None] = ()) -> tuple[Profile, Profile]:
-    """Measure ``a`` and ``b`` in interleaved blocks (A,B / B,A / ...); returns their profiles."""
+                 what: str = "", executed: Sequence[ExecutedKernels | None] = (), looks: Looks | None = None,
+                 stop: Callable[[Profile, Profile], bool] | None = None) -> tuple[Profile, Profile]:
+    """Measure ``a`` and ``b`` in interleaved blocks (A,B / B,A / ...); returns their profiles.
+
+    With ``looks`` and ``stop`` the pair is measured group-sequentially (:mod:`pytest_sme2.sequential`): at each
+    look before the last, ``stop(profile of a, profile of b)`` on the rounds so far may end it.
+    """
     if a.blocks != b.blocks:
         raise ConfigError(f"an interleaved comparison needs the same number of blocks per arm ({a.blocks} != "
                           f"{b.blocks})")
-    (blocks_a, blocks_b), note, invalid, rounds = _measure_blocks(runner, [a, b], blocks=a.blocks,
-                                                                  progress=progress,
-                                                                  what=what or f"{a.label} vs {b.label}")
     logs = [*list(kernel_logs), None, None]
     ran = [*list(executed), None, None]
+
+    def settled(per_arm: list[list[Block]]) -> bool:
+        if stop is None:
+            return False
+        so_far = [_profile(runner, m, blocks, kernel_log=None, rules=rules, disturbance="", invalid="")
+                  for m, blocks in zip((a, b), per_arm, strict=True)]
+        return stop(so_far[0], so_far[1])
+
+    (blocks_a, blocks_b), note, invalid, rounds = _measure_blocks(runner, [a, b], blocks=a.blocks,
+                                                                  progress=progress,
+                                                                  what=what or f"{a.label} vs {b.label}",
+                                                                  looks=looks, stop=settled if stop else None)
     return (_profile(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid,
                      executed=ran[0], rounds=rounds),
             _profile(runner, b, blocks_b, kernel_log=logs[1], rules=rules, disturbance=note, invalid=invalid,

@@ -59,6 +59,10 @@ issue 18 defect 6 (confirmation decides on pooled blocks both ways; absolute che
     test_a_first_regression_is_decided_on_both_measurements_pooled_like_a_first_inconclusive;
     test_absolute_checks_of_an_unchanged_artifact_are_measured_again_before_they_fail;
     test_a_stored_regression_says_re_measuring_cannot_separate_the_model_from_the_session
+issue 18 defect 12 (measure until decided: pytest_sme2/sequential.py, used by judge's same-session pair; errors with
+the stopping rule in place: benchmarks/gate_paired.py, "looks" rows):
+    test_the_sequential_plan_looks_at_half_all_and_twice_the_blocks_at_the_bonferroni_share;
+    test_an_interleaved_pair_stops_at_the_first_look_whose_verdict_is_settled
 issue 18 defect 5 (green could mean nothing was gated):
     tests/test_fail_closed.py::test_in_ci_a_missing_baseline_fails_with_the_command_and_on_a_laptop_it_records;
     tests/test_fail_closed.py::test_ci_opts_in_to_record_with_fail_on_none;
@@ -643,3 +647,44 @@ def test_a_stored_regression_says_re_measuring_cannot_separate_the_model_from_th
     assert "re-measuring cannot separate the model from this session" in verdict.summary()
     session = decide((ref, slow, None), lambda: (ref, _session_shift(ref, 1.3), None), config)
     assert session.status is Status.REGRESSION and "cannot separate" not in session.summary()
+
+
+# ------------------------------------------------------------------- defect 12: measure until decided
+
+
+def test_the_sequential_plan_looks_at_half_all_and_twice_the_blocks_at_the_bonferroni_share() -> None:
+    """Issue 18 defect 12: 15 blocks -> looks after 8, 15, 22 and 30 rounds, each at 1 - 0.05/4; cut by a budget, the
+    share stays; too few blocks for a look's interval: one fixed look at the asked confidence."""
+    from pytest_sme2.sequential import Looks
+
+    plan = Looks.for_blocks(15)
+    assert plan.rounds == (8, 15, 22, 30) and plan.per_look == pytest.approx(0.9875)
+    cut = plan.within(12)
+    assert cut.rounds == (8, 12) and cut.per_look == pytest.approx(0.9875)
+    assert Looks.for_blocks(6).rounds == (6,) and Looks.for_blocks(6).per_look == pytest.approx(0.95)
+    assert plan.gate_config(GateConfig(margin=0.05)).confidence == pytest.approx(0.9875)
+
+
+def test_an_interleaved_pair_stops_at_the_first_look_whose_verdict_is_settled(tmp_path: Path) -> None:
+    """Issue 18 defect 12: the same recorded trace in both arms (a ratio of exactly 1 every round) is a settled pass at
+    the first look: 8 rounds measured, not 15 (or 30), and the profile says why; without a stop rule all 15 run."""
+    from pytest_sme2.gate import measured_status
+    from pytest_sme2.profile import Measurement, measure_pair
+    from pytest_sme2.sequential import Looks, settled
+
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
+    m = Measurement(pte=DATA / "toy_cnn_fp32_xnnpack.pte", inputs=(DATA / "toy_cnn_input_fp32.bin",), runs=3,
+                    warmup=1, blocks=15, out_dir=tmp_path / "out", busy_limit=1.0)
+    plan = Looks.for_blocks(m.blocks)
+    config = plan.gate_config(GateConfig(margin=0.05))
+    looked: list[int] = []
+
+    def stop(ref: Profile, cand: Profile) -> bool:
+        looked.append(len(ref.rounds or ref.samples().blocks))
+        return settled(measured_status(gate(ref.samples(), cand.samples(), config)))
+
+    ref, cand = measure_pair(runner, m, replace(m, label="b"), looks=plan, stop=stop)
+    assert looked == [8] and len(ref.rounds) == len(cand.rounds) == 8
+    assert "stopped after 8 of up to 30 rounds: the verdict was settled" in ref.disturbance
+    verdict = gate(ref.samples(), cand.samples(), config)
+    assert verdict.status is Status.PASS and verdict.e2e is not None and "paired over 8" in verdict.e2e.message
