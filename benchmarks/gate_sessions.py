@@ -395,8 +395,8 @@ def calibrate(runner: Any, exported: Mapping[str, Any], rounds: int, settings: M
     of a round is median(variant) / median(base) in that round, and the result is the median over
     rounds with a bootstrap 95 % CI: drift between rounds cancels because each round is paired.
     """
+    from benchmarks.former_stats import median_ci
     from pytest_sme2.profile import measure
-    from pytest_sme2.stats import median_ci
 
     design = dict(settings) | {"runs": runs, "warmup": warmup, "blocks": 1, "busy_limit": 1.0}
     names = list(exported)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,17 +26,19 @@ from pytest_sme2.stats import (
     Interval,
     block_difference_ci,
     block_medians,
-    block_rank_p,
     block_ratio_ci,
     mann_whitney_p,
     max_block_coverage,
     min_blocks_per_arm,
     paired_ratio_ci,
     rank_test_p,
-    ratio_of_medians_ci,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # the statistics only tests and benchmarks use live in benchmarks/former_stats.py
+    sys.path.insert(0, str(ROOT))
+from benchmarks.former_stats import block_rank_p, ratio_of_medians_ci  # noqa: E402
+
 AA_DATA = ROOT / "benchmarks" / "data" / "aa_toy_cnn_fp32_xnnpack.json"
 
 
