@@ -325,7 +325,12 @@ def _design_text(effect: BlockEffect) -> str:
 
 
 def _ratio_text(iv: Interval) -> str:
-    return f"{_pct(iv.estimate - 1)} (95% CI {_pct(iv.low - 1)} .. {_pct(iv.high - 1)})"
+    return f"{_pct(iv.estimate - 1)} ({_ci(iv)} {_pct(iv.low - 1)} .. {_pct(iv.high - 1)})"
+
+
+def _ci(iv: Interval) -> str:
+    """``95% CI``, or the level actually used (``98.75% CI`` at a look of a sequential plan)."""
+    return f"{iv.confidence * 100:.4g}% CI"
 
 
 def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comparison: Comparison) -> Check:
@@ -393,7 +398,7 @@ def _category_check(cat: str, reference: Samples, candidate: Samples, *, asked: 
         return Check(name, Status.INCONCLUSIVE, f"{head}; not judged: {effect.reason}", margin=margin,
                      p_value=effect.p_value, baseline=a_med, candidate=b_med, advisory=not gated)
     iv = effect.interval
-    where = (f"{head}, change {iv.estimate:+.4f} ms (95% CI {iv.low:+.4f} .. {iv.high:+.4f}{_design_text(effect)}), "
+    where = (f"{head}, change {iv.estimate:+.4f} ms ({_ci(iv)} {iv.low:+.4f} .. {iv.high:+.4f}{_design_text(effect)}), "
              f"allowed +{allowance:.4f} ms ({basis})")
     status = rule.status(iv.low, iv.high, allowance)
     msg = {Status.REGRESSION: f"slower: {where}", Status.IMPROVEMENT: f"faster: {where}",
@@ -482,7 +487,7 @@ def speedup_check(off: Samples, on: Samples, config: GateConfig) -> Check:
         return Check(name, Status.INCONCLUSIVE, f"speedup {estimate:.2f}x; not judged: {effect.reason}",
                      advisory=config.min_speedup is None, baseline=off.median_ms, candidate=on.median_ms)
     iv = effect.interval
-    where = f"speedup {iv.estimate:.2f}x (95% CI {iv.low:.2f}x .. {iv.high:.2f}x{_design_text(effect)})"
+    where = f"speedup {iv.estimate:.2f}x ({_ci(iv)} {iv.low:.2f}x .. {iv.high:.2f}x{_design_text(effect)})"
     if config.min_speedup is None:
         return Check(name, Status.PASS, where, interval=iv, advisory=True, p_value=effect.p_value,
                      baseline=off.median_ms, candidate=on.median_ms)

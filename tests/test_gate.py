@@ -663,6 +663,13 @@ def test_the_sequential_plan_looks_at_half_all_and_twice_the_blocks_at_the_bonfe
     assert cut.rounds == (8, 12) and cut.per_look == pytest.approx(0.9875)
     assert Looks.for_blocks(6).rounds == (6,) and Looks.for_blocks(6).per_look == pytest.approx(0.95)
     assert plan.gate_config(GateConfig(margin=0.05)).confidence == pytest.approx(0.9875)
+    # The verdict and the reports name the level the look used, not a fixed 95 %.
+    blocks = (3, 3, 3, 3, 2)
+    e2e = gate(_toy_samples(1, 15, blocks), _toy_samples(15, 29, blocks), plan.gate_config(GateConfig())).e2e
+    assert e2e is not None and "98.75% CI" in e2e.message
+    from pytest_sme2.report.html import _check_text
+
+    assert "98.75% CI" in _check_text(e2e)
 
 
 def test_an_interleaved_pair_stops_at_the_first_look_whose_verdict_is_settled(tmp_path: Path) -> None:
