@@ -320,6 +320,7 @@ def judge(
     reference: Profile | None = None
     candidate = profile
     measure_again: Callable[[], tuple[Samples | None, Samples, Samples | None]] | None = None
+    judged = config  # the configuration the verdict is judged with (a sequential measurement's looks change it)
     changes = baseline.artifact.differences(profile.artifact) if (baseline.artifact and profile.artifact) else []
     if baseline.artifact is not None and profile.artifact is not None and not changes:
         comparison = Comparison.UNCHANGED
@@ -342,8 +343,7 @@ def judge(
             # Measured until decided (issue 18 defect 12): looks at about half, all, 1.5x and 2x the blocks, each at
             # the Bonferroni share of the error; the gate judges at that same confidence.
             looks = Looks.for_blocks(cand_m.blocks, config.confidence)
-            config = looks.gate_config(config)
-            session_config = config
+            judged = session_config = looks.gate_config(config)
 
             def settled_pair(ref_so_far: Profile, cand_so_far: Profile) -> bool:
                 look = gate(ref_so_far.samples(), cand_so_far.samples(), session_config,
@@ -369,7 +369,7 @@ def judge(
             notes.append(f"changed since the baseline: {what}; compared with the stored samples of "
                          f"{baseline.created or 'an earlier session'} ({why or 'the measurement is invalid'})")
             measure_again = _remeasure_stored(runner, profile, off, base, rules=rules, progress=progress)
-    verdict = decide((base, cand, off_samples), measure_again if policy.confirm else None, config,
+    verdict = decide((base, cand, off_samples), measure_again if policy.confirm else None, judged,
                      comparison=comparison, notes=notes, evidence=evidence)
     warnings = _inputs_warning(baseline.artifact, profile.artifact)
     return Judgement(GATED, verdict, lookup.path, baseline, verdict.summary(), reference, candidate, warnings)
