@@ -229,7 +229,9 @@ def test_gate_sessions_quick_run_judges_each_mode_in_a_later_process(tmp_path: P
             assert r["comparison"] == mode, r
         if r["experiment"] == "unchanged":
             assert r["status"] != "regression", r
-        assert r["live_runs_in_replay"] == 0, r
+        # A same-session comparison is measured until decided (pytest_sme2/sequential.py): where the strictest margin
+        # settled at an early look, a wider one may need the later rounds, which the replay measures live.
+        assert r["live_runs_in_replay"] == 0 or mode == "session", r
         judged.setdefault((r["session"], r["slot"], r["experiment"]), []).append((r["margin"], r["allowance"]))
     for (_, _, experiment), settings in judged.items():
         assert settings == gate_sessions.gate_settings(gate_sessions.EXPERIMENTS[experiment][0], allowance)
