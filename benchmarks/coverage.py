@@ -70,7 +70,8 @@ def signed_rank_interval(diffs: np.ndarray, confidence: float = 0.95) -> tuple[f
 
 
 def judge(arms: dict[str, list[np.ndarray]], blocks: int, runs: int, *, old: bool) -> dict[str, Any]:
-    from pytest_sme2.stats import block_medians, block_ratio_ci, mann_whitney_p, ratio_of_medians_ci
+    from benchmarks.former_stats import ratio_of_medians_ci
+    from pytest_sme2.stats import block_medians, block_ratio_ci, mann_whitney_p
 
     a_all, b_all = arms["A"], arms["B"]
     windows = min(len(a_all), len(b_all)) // blocks

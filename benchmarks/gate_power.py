@@ -138,7 +138,7 @@ def true_ratios(runner: Any, exported: Mapping[str, Any], rounds: int, *, thread
     median(variant) / median(base) over that round's runs, and the reported ratio is the median over
     rounds with a bootstrap 95 % CI — drift between rounds cancels because each round is paired.
     """
-    from pytest_sme2.stats import median_ci
+    from benchmarks.former_stats import median_ci
 
     names = list(exported)
     per_round: dict[str, list[float]] = {n: [] for n in names}
@@ -302,7 +302,8 @@ class FirstLook:
 
 def old_first_verdict(a: Any, b: Any, margin: float, alpha: float = 0.01) -> tuple[str, Any]:
     """The gate before issue 12: two-stage block bootstrap interval, Mann-Whitney p on all runs."""
-    from pytest_sme2.stats import mann_whitney_p, min_mann_whitney_p, ratio_of_medians_ci
+    from benchmarks.former_stats import min_mann_whitney_p, ratio_of_medians_ci
+    from pytest_sme2.stats import mann_whitney_p
 
     iv = ratio_of_medians_ci(a.e2e_ms, b.e2e_ms, baseline_blocks=a.block_sizes, candidate_blocks=b.block_sizes)
     p = mann_whitney_p(a.e2e_ms, b.e2e_ms)

@@ -280,10 +280,12 @@ class Session:
 def gate_settings(mode: str, allowance: float) -> list[tuple[float, float]]:
     """(margin, drift allowance) pairs a comparison in ``mode`` is judged at, strictest first.
 
-    The first judgement measures; the others replay its runs. A wider effective margin never asks for a
-    run the narrower one did not make: pass stays pass, and whatever it confirms the narrower one confirmed
-    (a regression or inconclusive verdict at a wider margin is one at the narrower margin too). Only a stored
-    comparison knows the allowance; the others would repeat their rows.
+    The first judgement measures; the others replay its runs. In a stored comparison a wider effective margin
+    never asks for a run the narrower one did not make: pass stays pass, and whatever it confirms the narrower
+    one confirmed (a regression or inconclusive verdict at a wider margin is one at the narrower margin too). A
+    same-session comparison is measured until decided (``pytest_sme2.sequential``): a regression settled at an
+    early look at 5 % may be unsettled at 10 % and need later rounds, which the replay measures live (counted in
+    ``live_runs_in_replay``). Only a stored comparison knows the allowance; the others would repeat their rows.
     """
     pairs = [(m, 0.0) for m in MARGINS]
     if mode == "stored" and allowance > 0:
@@ -395,8 +397,8 @@ def calibrate(runner: Any, exported: Mapping[str, Any], rounds: int, settings: M
     of a round is median(variant) / median(base) in that round, and the result is the median over
     rounds with a bootstrap 95 % CI: drift between rounds cancels because each round is paired.
     """
+    from benchmarks.former_stats import median_ci
     from pytest_sme2.profile import measure
-    from pytest_sme2.stats import median_ci
 
     design = dict(settings) | {"runs": runs, "warmup": warmup, "blocks": 1, "busy_limit": 1.0}
     names = list(exported)

@@ -53,7 +53,7 @@ def _run(pte: Path, inputs: tuple[Path, ...], *, threads: int, pinned: bool, blo
 
 def measure(exported: Any, *, rounds: int, blocks: int, warmup: int, runs: int,
             configs: tuple[tuple[str, int, bool], ...] = CONFIGS) -> dict[str, dict[str, float]]:
-    from pytest_sme2.stats import ratio_of_medians_ci
+    from benchmarks.former_stats import ratio_of_medians_ci
 
     configs = tuple(c for c in configs if not c[2] or shutil.which("taskset"))
     collected: dict[str, list[list[float]]] = {name: [] for name, _, _ in configs}

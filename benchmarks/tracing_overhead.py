@@ -136,7 +136,7 @@ def measure(config: Config, exported: Any, pairs: int, out_dir: Path, say: Any) 
 
 
 def summarize(config: Config) -> dict[str, Any]:
-    from pytest_sme2.stats import ratio_of_medians_ci
+    from benchmarks.former_stats import ratio_of_medians_ci
 
     def pooled(blocks: list[list[float]]) -> np.ndarray:
         return np.concatenate([np.asarray(b) for b in blocks])

@@ -10,15 +10,21 @@ Verdicts are ``pass``, ``regression``, ``improvement``, ``inconclusive``, ``inva
   regression when the whole interval lies above ``+m``; improvement when it lies below ``-m``; pass when
   its upper end is at or below ``+m`` ("not slower by more than the margin" — a faster-but-uncertain
   result passes); otherwise inconclusive.
-- What the reference is decides what a slowdown means (:class:`Comparison`):
+- What the reference is decides what a slowdown means (:class:`Comparison`; the rule, applied alike to E2E,
+  categories and every other relative check, is :class:`~pytest_sme2.rule.ComparisonRule`):
   ``session`` — the baseline's own artifact re-measured in this session, interleaved with the candidate:
   drift hits both arms, the margin is the margin; ``stored`` — a changed artifact against the stored
   samples of an earlier session (its reference artifact was not available): the margin is widened by the
-  configured drift allowance; ``unchanged`` — the same artifact as the baseline's: nothing under test
-  changed, so a slower median is the machine drifting: reported as ``drift``, never a failure.
+  configured drift allowance (every relative margin, categories included); ``unchanged`` — the same
+  artifact as the baseline's: nothing under test changed, so a slower median is the machine drifting:
+  reported as ``drift``, never a failure.
+- Arms measured in the same interleaved rounds (a same-session reference and its candidate, SME2 off and
+  on) carry their rounds (:attr:`Samples.rounds`) and are judged paired: the signed-rank interval of the
+  per-round ratios (:func:`pytest_sme2.stats.paired_ratio_ci`), in which drift between rounds cancels.
+  Stored samples pair with nothing: the unpaired block interval (:func:`pytest_sme2.stats.block_ratio_ci`).
 - "Could not measure" (a busy machine, thermal throttling, no samples) is ``invalid``, never a regression.
-- A regression is confirmed by one fresh measurement before it counts; an inconclusive result is
-  re-judged on the pooled blocks of both measurements (:func:`decide`).
+- A regression or an inconclusive result is measured once more and decided once, on the pooled
+  blocks of both measurements (:func:`decide`).
 
 Per-category checks compare the per-run category times of the traced runs; a category with its own
 threshold gates (Bonferroni across the gated categories), the others are advisory. A category whose
@@ -37,21 +43,35 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import rule as _rule
 from .categories import CATEGORIES, OTHER
 from .kernels import KernelLog, isa_suffix
 from .numerics import NumericsComparison
+from .rule import ComparisonRule
 from .sme_evidence import TraceEvidence
-from .stats import Interval, block_difference_ci, block_medians, block_ratio_ci, median_interval
+from .stats import (
+    BlockEffect,
+    Interval,
+    block_difference_ci,
+    block_medians,
+    block_ratio_ci,
+    median_interval,
+    paired_difference_ci,
+    paired_ratio_ci,
+)
 
 if TYPE_CHECKING:
     from .memory import MemoryThresholds
 
 SCHEMA_VERSION = 2
+#: The verdict statuses and comparison kinds live with the rule (:mod:`pytest_sme2.rule`); the gate's callers
+#: name them from here too.
+Status = _rule.Status
+Comparison = _rule.Comparison
 #: Categories below this share of the reference E2E median are below XNNPACK's 1 µs resolution for
 #: small models; a gated category is judged as if it were this large (so 0 ms -> 0.03 ms is visible).
 MIN_CATEGORY_SHARE = 0.02
@@ -61,51 +81,6 @@ MIN_CATEGORY_SHARE = 0.02
 #: delegated operator of the category: a 1 µs category that reads 2 µs is not a 100 % regression.
 TICK_MS = 0.001
 TICKS_PER_OPERATOR = 2
-
-
-class Status(str, Enum):
-    PASS = "pass"
-    REGRESSION = "regression"
-    IMPROVEMENT = "improvement"
-    INCONCLUSIVE = "inconclusive"
-    INVALID = "invalid"
-    #: an unchanged artifact ran slower or faster than its baseline: the machine, not the model
-    DRIFT = "drift"
-    #: something that cannot change did (an unchanged artifact's memory plan): the tool or its data is wrong
-    BUG = "bug"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class Comparison(str, Enum):
-    """What the candidate is compared with (see the module docstring)."""
-
-    SESSION = "session"
-    STORED = "stored"
-    UNCHANGED = "unchanged"
-    #: the stored samples because the *runtime* changed (another executorch on the local runtime, other shared
-    #: libraries under a runner): the baseline's runtime cannot run here, so its artifact cannot be re-measured.
-    #: Judged as ``stored`` (margin + drift allowance); named apart so CI sees that an upgrade was gated this weakly
-    RUNTIME = "runtime"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def description(self) -> str:
-        return {
-            Comparison.SESSION: "the baseline's artifact re-measured in this session, interleaved",
-            Comparison.STORED: "the stored baseline samples (the baseline's artifact is not available here)",
-            Comparison.UNCHANGED: "the stored baseline samples of the same artifact (only the machine can differ)",
-            Comparison.RUNTIME: ("the stored baseline samples: the runtime changed and the baseline's runtime cannot "
-                                 "run here, so only a slowdown beyond the margin plus the drift allowance is caught"),
-        }[self]
-
-    @property
-    def widened(self) -> bool:
-        """Whether the reference is from another session, so the margin takes the drift allowance."""
-        return self in (Comparison.STORED, Comparison.RUNTIME)
 
 
 @dataclass(frozen=True)
@@ -156,10 +131,14 @@ class Samples:
     category_block_sizes: tuple[int, ...] = ()
     #: "" when valid; otherwise why these samples cannot be trusted (a busy machine, thermal throttling)
     invalid_reason: str = ""
-    #: which measurement these are: "first measurement", "pooled over 2 measurements", ...
+    #: which measurement these are: "first measurement", "two measurements pooled", ...
     label: str = "first measurement"
     #: delegated operator events per run, by category (their times are whole µs: see :data:`TICK_MS`)
     category_operators: Mapping[str, float] = field(default_factory=dict)
+    #: the round each block was measured in (one id per block, in order), when the arm was measured interleaved
+    #: with another: blocks of two arms with the same rounds ran moments apart and are judged paired
+    #: (:func:`paired`); () = no pairing (stored samples, a single-arm measurement)
+    rounds: tuple[str, ...] = ()
 
     @property
     def blocks(self) -> tuple[int, ...]:
@@ -189,9 +168,44 @@ class Samples:
         return Samples(
             self.e2e_ms + other.e2e_ms, self.blocks + other.blocks, cats,
             tuple(n for n in cat_blocks if n) if cats else (),
-            self.invalid_reason or other.invalid_reason, "pooled over 2 measurements",
+            self.invalid_reason or other.invalid_reason, "two measurements pooled",
             dict(self.category_operators) or dict(other.category_operators),
+            self.rounds + other.rounds if (self.rounds and other.rounds) else (),
         )
+
+
+def paired(a: Samples, b: Samples, blocks_a: Sequence[int] | None = None,
+           blocks_b: Sequence[int] | None = None) -> bool:
+    """Were the two arms measured in the same interleaved rounds, block i of each in round i?
+
+    ``blocks_a``/``blocks_b``: the block sizes of the values judged (default: the E2E blocks; a category's traced
+    runs have their own); each must have one block per round.
+    """
+    sizes_a = a.blocks if blocks_a is None else tuple(blocks_a)
+    sizes_b = b.blocks if blocks_b is None else tuple(blocks_b)
+    return bool(a.rounds) and a.rounds == b.rounds and len(sizes_a) == len(sizes_b) == len(a.rounds)
+
+
+def _effect(a: Samples, b: Samples, *, confidence: float, scale: str, category: str | None = None) -> BlockEffect:
+    """The interval of ``b`` against ``a`` (E2E, or ``category``'s traced runs): paired by round when both were
+    measured in the same rounds, else the unpaired block interval (also when the rounds are too few for a paired
+    interval at ``confidence``)."""
+    if category is None:
+        a_values, a_blocks, b_values, b_blocks = a.e2e_ms, a.blocks, b.e2e_ms, b.blocks
+    else:
+        a_values, a_blocks = a.category_per_run_ms[category], a.category_blocks(category)
+        b_values, b_blocks = b.category_per_run_ms[category], b.category_blocks(category)
+    unpaired, by_round = ((block_ratio_ci, paired_ratio_ci) if scale == "ratio"
+                          else (block_difference_ci, paired_difference_ci))
+    if paired(a, b, a_blocks, b_blocks):
+        effect = by_round(a_values, b_values, baseline_blocks=a_blocks, candidate_blocks=b_blocks,
+                          confidence=confidence)
+        if effect.interval is not None:
+            return effect
+        fallback = unpaired(a_values, b_values, baseline_blocks=a_blocks, candidate_blocks=b_blocks,
+                            confidence=confidence)
+        return fallback if fallback.interval is not None else effect
+    return unpaired(a_values, b_values, baseline_blocks=a_blocks, candidate_blocks=b_blocks, confidence=confidence)
 
 
 @dataclass(frozen=True)
@@ -280,7 +294,7 @@ class Verdict:
             lines.append(f"[{c.status.value}] {c.name}: {c.message}")
         lines.extend(self.explanation)
         if self.attempts > 1:
-            lines.append(f"(measured {self.attempts} times: numbers above are from the {self.samples})")
+            lines.append(f"(measured {self.attempts} times: the numbers above are of the {self.samples})")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -312,8 +326,17 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%"
 
 
+def _design_text(effect: BlockEffect) -> str:
+    return f", paired over {effect.baseline_blocks} interleaved rounds" if effect.paired else ""
+
+
 def _ratio_text(iv: Interval) -> str:
-    return f"{_pct(iv.estimate - 1)} (95% CI {_pct(iv.low - 1)} .. {_pct(iv.high - 1)})"
+    return f"{_pct(iv.estimate - 1)} ({_ci(iv)} {_pct(iv.low - 1)} .. {_pct(iv.high - 1)})"
+
+
+def _ci(iv: Interval) -> str:
+    """``95% CI``, or the level actually used (``98.75% CI`` at a look of a sequential plan)."""
+    return f"{iv.confidence * 100:.4g}% CI"
 
 
 def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comparison: Comparison) -> Check:
@@ -323,46 +346,39 @@ def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comp
     ref_med, cand_med = reference.median_ms, candidate.median_ms
     if ref_med <= 0:
         return Check("e2e", Status.INVALID, "the reference median is 0 ms: below the timer's resolution")
-    effect = block_ratio_ci(reference.e2e_ms, candidate.e2e_ms, baseline_blocks=reference.blocks,
-                            candidate_blocks=candidate.blocks, confidence=config.confidence)
-    margin = config.margin + (config.drift_allowance if comparison.widened else 0.0)
+    effect = _effect(reference, candidate, confidence=config.confidence, scale="ratio")
+    rule = ComparisonRule.of(comparison, config.drift_allowance)
+    margin = rule.margin(config.margin)
     head = f"median {ref_med:.4f} -> {cand_med:.4f} ms"
     if effect.interval is None:
         return Check("e2e", Status.INCONCLUSIVE,
                      f"{head} ({_pct(cand_med / ref_med - 1)}); not judged: {effect.reason}", margin=margin,
                      p_value=effect.p_value, baseline=ref_med, candidate=cand_med)
     iv = effect.interval
-    where = f"{head}, {_ratio_text(iv)}"
-    m = f"+{margin * 100:.1f}% margin"
-    if comparison.widened and config.drift_allowance:
-        m += (f" ({config.margin * 100:.0f}% + {config.drift_allowance * 100:.0f}% allowed drift "
-              "between sessions)")
-    if comparison is Comparison.UNCHANGED:
-        if iv.low > 1 + margin or iv.high < 1 - margin:
-            way = "slower" if iv.low > 1 else "faster"
-            status, msg = Status.DRIFT, (f"the unchanged artifact ran {way} than its baseline: {where}, beyond the "
-                                         f"{m}. Nothing under test changed: this is the machine, not gated")
-        else:
-            status, msg = Status.PASS, f"unchanged artifact, not slower by the {m} (upper bound below it): {where}"
-    elif iv.low > 1 + margin:
-        status, msg = (Status.REGRESSION, f"slower: {where}, lower bound above the {m} "
-                                          f"(rank test on block medians p={effect.p_value:.2g})")
-    elif iv.high < 1 - margin:
-        status, msg = (Status.IMPROVEMENT,
-                       f"faster: {where}, upper bound below -{margin * 100:.1f}%; consider refreshing the baseline")
-    elif iv.high <= 1 + margin:
-        status, msg = Status.PASS, f"not slower by the {m} (upper bound below it): {where}"
+    where = f"{head}, {_ratio_text(iv)}{_design_text(effect)}"
+    m = rule.margin_text(config.margin)
+    status = rule.status(iv.low - 1, iv.high - 1, margin)
+    if status is Status.DRIFT:
+        way = "slower" if iv.low > 1 else "faster"
+        msg = (f"the unchanged artifact ran {way} than its baseline: {where}, beyond the {m}. Nothing under test "
+               "changed: this is the machine, not gated")
+    elif comparison is Comparison.UNCHANGED:
+        msg = f"unchanged artifact, not slower by the {m} (upper bound below it): {where}"
+    elif status is Status.REGRESSION:
+        msg = f"slower: {where}, lower bound above the {m} ({effect.test_text})"
+    elif status is Status.IMPROVEMENT:
+        msg = f"faster: {where}, upper bound below -{margin * 100:.1f}%; consider refreshing the baseline"
+    elif status is Status.PASS:
+        msg = f"not slower by the {m} (upper bound below it): {where}"
     else:
-        status, msg = Status.INCONCLUSIVE, (
-            f"the interval reaches past the {m}: {where}; a pass needs its upper bound below the margin, so "
-            "the measurement is not precise enough for it (more blocks, a larger margin, or a quieter device)"
-        )
+        msg = (f"the interval reaches past the {m}: {where}; a pass needs its upper bound below the margin, so "
+               "the measurement is not precise enough for it (more blocks, a larger margin, or a quieter device)")
     return Check("e2e", status, msg, interval=iv, margin=margin, p_value=effect.p_value, baseline=ref_med,
                  candidate=cand_med)
 
 
-def _category_check(cat: str, reference: Samples, candidate: Samples, *, margin: float, confidence: float,
-                    gated: bool, comparison: Comparison) -> Check:
+def _category_check(cat: str, reference: Samples, candidate: Samples, *, asked: float, confidence: float,
+                    gated: bool, rule: ComparisonRule) -> Check:
     a = reference.category_per_run_ms[cat]
     b = candidate.category_per_run_ms[cat]
     a_med = float(np.median(block_medians(a, reference.category_blocks(cat))))
@@ -370,13 +386,16 @@ def _category_check(cat: str, reference: Samples, candidate: Samples, *, margin:
     floor = MIN_CATEGORY_SHARE * reference.median_ms
     operators = max(reference.category_operators.get(cat, 0.0), candidate.category_operators.get(cat, 0.0))
     ticks = TICKS_PER_OPERATOR * TICK_MS * operators
+    margin = rule.margin(asked)  # widened like every relative check of this comparison (defect 2 of issue 18)
     allowance = max(margin * max(a_med, floor), ticks)
     name = f"category:{cat}"
-    effect = block_difference_ci(a, b, baseline_blocks=reference.category_blocks(cat),
-                                 candidate_blocks=candidate.category_blocks(cat), confidence=confidence)
+    effect = _effect(reference, candidate, confidence=confidence, scale="difference", category=cat)
     head = f"median {a_med:.4f} -> {b_med:.4f} ms"
-    basis = (f"{margin * 100:.0f}% of {a_med:.4f} ms" if a_med >= floor else
-             f"{margin * 100:.0f}% of {floor:.4f} ms: the baseline is below {MIN_CATEGORY_SHARE:.0%} of E2E, so the "
+    share = (f"{margin * 100:.0f}%" if not rule.drift_allowance else
+             f"{margin * 100:.0f}% ({asked * 100:.0f}% + {rule.drift_allowance * 100:.0f}% allowed drift between "
+             "sessions)")
+    basis = (f"{share} of {a_med:.4f} ms" if a_med >= floor else
+             f"{share} of {floor:.4f} ms: the baseline is below {MIN_CATEGORY_SHARE:.0%} of E2E, so the "
              "change is judged in ms")
     if ticks > margin * max(a_med, floor):
         basis = (f"{TICKS_PER_OPERATOR} ticks of {TICK_MS * 1000:g} µs for each of its {operators:g} XNNPACK "
@@ -385,19 +404,14 @@ def _category_check(cat: str, reference: Samples, candidate: Samples, *, margin:
         return Check(name, Status.INCONCLUSIVE, f"{head}; not judged: {effect.reason}", margin=margin,
                      p_value=effect.p_value, baseline=a_med, candidate=b_med, advisory=not gated)
     iv = effect.interval
-    where = (f"{head}, change {iv.estimate:+.4f} ms (95% CI {iv.low:+.4f} .. {iv.high:+.4f}), "
+    where = (f"{head}, change {iv.estimate:+.4f} ms ({_ci(iv)} {iv.low:+.4f} .. {iv.high:+.4f}{_design_text(effect)}), "
              f"allowed +{allowance:.4f} ms ({basis})")
-    if comparison is Comparison.UNCHANGED:
-        status = Status.DRIFT if (iv.low > allowance or iv.high < -allowance) else Status.PASS
+    status = rule.status(iv.low, iv.high, allowance)
+    msg = {Status.REGRESSION: f"slower: {where}", Status.IMPROVEMENT: f"faster: {where}",
+           Status.PASS: f"within: {where}", Status.INCONCLUSIVE: f"the interval reaches past the allowance: {where}",
+           Status.DRIFT: f"unchanged artifact: {where}"}[status]
+    if rule.comparison is Comparison.UNCHANGED:
         msg = f"unchanged artifact: {where}"
-    elif iv.low > allowance:
-        status, msg = Status.REGRESSION, f"slower: {where}"
-    elif iv.high < -allowance:
-        status, msg = Status.IMPROVEMENT, f"faster: {where}"
-    elif iv.high <= allowance:
-        status, msg = Status.PASS, f"within: {where}"
-    else:
-        status, msg = Status.INCONCLUSIVE, f"the interval reaches past the allowance: {where}"
     rel = Interval(b_med / a_med if a_med > 0 else float("nan"), 1 + iv.low / a_med if a_med > 0 else float("nan"),
                    1 + iv.high / a_med if a_med > 0 else float("nan"), iv.confidence, iv.coverage)
     return Check(name, status, msg, interval=rel if a_med > 0 else None, margin=margin, p_value=effect.p_value,
@@ -417,6 +431,7 @@ def category_checks(reference: Samples, candidate: Samples, config: GateConfig, 
                       margin=config.category_margins[c])
                 for c in gated]
     checks = []
+    rule = ComparisonRule.of(comparison, config.drift_allowance)
     # Bonferroni across the categories that gate: a few hard gates, each must hold.
     gated_conf = 1 - (1 - config.confidence) / max(1, len(gated))
     for cat in CATEGORIES:
@@ -427,9 +442,8 @@ def category_checks(reference: Samples, candidate: Samples, config: GateConfig, 
         if not own and a_med < MIN_CATEGORY_SHARE * reference.median_ms:
             continue  # too small to say anything about, and nobody asked
         checks.append(_category_check(
-            cat, reference, candidate, margin=config.category_margins[cat] if own else config.margin,
-            confidence=gated_conf if own else config.confidence, gated=own and comparison is not Comparison.UNCHANGED,
-            comparison=comparison))
+            cat, reference, candidate, asked=config.category_margins[cat] if own else config.margin,
+            confidence=gated_conf if own else config.confidence, gated=own and rule.gates, rule=rule))
     return checks
 
 
@@ -463,8 +477,7 @@ def speedup_check(off: Samples, on: Samples, config: GateConfig) -> Check:
     if not off.e2e_ms or not on.e2e_ms:
         return Check(name, Status.INVALID, "no samples to compare", advisory=config.min_speedup is None)
     # speedup = off / on: the "candidate" of the ratio is the off arm
-    effect = block_ratio_ci(on.e2e_ms, off.e2e_ms, baseline_blocks=on.blocks, candidate_blocks=off.blocks,
-                            confidence=config.confidence)
+    effect = _effect(on, off, confidence=config.confidence, scale="ratio")
     estimate = off.median_ms / on.median_ms
     if config.emulated:
         # Emulated time never gates, whatever the number of blocks: a speedup too uncertain to judge is as
@@ -480,7 +493,7 @@ def speedup_check(off: Samples, on: Samples, config: GateConfig) -> Check:
         return Check(name, Status.INCONCLUSIVE, f"speedup {estimate:.2f}x; not judged: {effect.reason}",
                      advisory=config.min_speedup is None, baseline=off.median_ms, candidate=on.median_ms)
     iv = effect.interval
-    where = f"speedup {iv.estimate:.2f}x (95% CI {iv.low:.2f}x .. {iv.high:.2f}x)"
+    where = f"speedup {iv.estimate:.2f}x ({_ci(iv)} {iv.low:.2f}x .. {iv.high:.2f}x{_design_text(effect)})"
     if config.min_speedup is None:
         return Check(name, Status.PASS, where, interval=iv, advisory=True, p_value=effect.p_value,
                      baseline=off.median_ms, candidate=on.median_ms)
@@ -720,34 +733,40 @@ def decide(
     notes: Sequence[str] = (),
     evidence: Sme2Evidence | None = None,
 ) -> Verdict:
-    """Gate ``first`` = (reference, candidate, off); re-measure once when the verdict is not settled.
+    """Gate ``first`` = (reference, candidate, off); when its measured checks are not settled, measure once more
+    and decide once, on the pooled blocks of both measurements.
 
     ``measure`` returns a fresh (reference, candidate, off) triple — the reference is re-measured too in
-    a same-session comparison, the stored one is returned unchanged otherwise. A regression stands only
-    if the fresh measurement is a regression too (if they disagree the result is inconclusive); an
-    inconclusive first result is re-judged on the pooled blocks of both. Unchanged artifacts and
-    invalid measurements are not re-measured here (the measurement itself re-runs disturbed blocks). Only the
-    measured checks decide whether to measure again (:func:`measured_status`): evidence does not change.
+    a same-session comparison, the stored one is returned unchanged otherwise. A first regression and a first
+    inconclusive are treated alike: the second measurement is pooled with the first and the pooled verdict
+    stands (a regression then needs the pooled interval past the margin, which holds its false-alarm rate at the
+    interval's: the pooled interval is the only one that can fail the test). Only the measured checks decide whether
+    to measure again (:func:`measured_status`): evidence does not change. For an unchanged artifact the relative
+    checks never gate, so only the absolute ones (budgets, ``min_speedup``) can ask for the second measurement.
+    Invalid measurements are not re-measured here (the measurement itself re-runs disturbed blocks).
+    In a stored comparison the second measurement repeats this session's state: it can rule out a transient, not
+    separate the model from the session, and the verdict says so.
     """
     ref, cand, off = first
     verdict = gate(ref, cand, config, comparison=comparison, off=off, notes=notes, evidence=evidence)
     first_status = measured_status(verdict)
-    if (measure is None or comparison is Comparison.UNCHANGED
-            or first_status not in (Status.REGRESSION, Status.INCONCLUSIVE)):
+    if measure is None or first_status not in (Status.REGRESSION, Status.INCONCLUSIVE):
         return verdict
     ref2, cand2, fresh_off = measure()
-    off2 = fresh_off if fresh_off is not None else off
-    if first_status is Status.REGRESSION:
-        again = gate(ref2, replace(cand2, label="confirming measurement"), config, comparison=comparison,
-                     off=off2, notes=notes, evidence=evidence)
-        again_status = measured_status(again)
-        if again_status is Status.REGRESSION:
-            return replace(again, attempts=2)
-        note = (f"the first measurement said regression, the confirming one said {again_status.value}: "
-                "not confirmed")
-        checks = (*again.checks, Check("confirmation", Status.INCONCLUSIVE, note))
-        return replace(again, status=overall(checks), checks=checks, attempts=2)
     pooled_ref = ref.pooled(ref2) if (ref is not None and ref2 is not None and ref2 is not ref) else ref
     pooled_off = off.pooled(fresh_off) if (off is not None and fresh_off is not None) else off
-    return replace(gate(pooled_ref, cand.pooled(cand2), config, comparison=comparison, off=pooled_off, notes=notes,
-                        evidence=evidence), attempts=2)
+    pooled = gate(pooled_ref, cand.pooled(cand2), config, comparison=comparison, off=pooled_off, notes=notes,
+                  evidence=evidence)
+    again = gate(ref2 if ref2 is not None else ref, replace(cand2, label="second measurement"), config,
+                 comparison=comparison, off=fresh_off if fresh_off is not None else off, notes=notes,
+                 evidence=evidence)
+    said = (f"measured twice: the first measurement said {first_status.value}, the second alone "
+            f"{measured_status(again).value}; the verdict is that of both pooled ({measured_status(pooled).value})")
+    extra = [said]
+    rule = ComparisonRule.of(comparison, config.drift_allowance) if ref is not None else None
+    if rule is not None and rule.comparison.widened and measured_status(pooled) is Status.REGRESSION:
+        extra.append("re-measuring cannot separate the model from this session: both measurements ran in this "
+                     "session against samples stored by another, so a machine that drifted since then looks the same; "
+                     "the baseline's artifact in the artifact store (--sme2-artifact-dir) gives a same-session "
+                     "comparison that can")
+    return replace(pooled, attempts=2, explanation=(*pooled.explanation, *extra))

@@ -14,7 +14,8 @@ This is the library half of ``sme2_baseline.check()`` (the plugin only applies t
      (:attr:`~pytest_sme2.gate.Comparison.SESSION`), and the gate judges that ratio;
    - changed, and the baseline's artifact is not available -> the stored samples, with the margin widened by
      the drift allowance (:attr:`~pytest_sme2.gate.Comparison.STORED`), and the verdict says so.
-3. A regression or an inconclusive verdict is measured once more (:func:`pytest_sme2.gate.decide`).
+3. A regression or an inconclusive verdict is measured once more and decided on both measurements pooled
+   (:func:`pytest_sme2.gate.decide`), whatever the comparison (an unchanged artifact's budgets too).
 
 The SME2 kernel evidence (:func:`sme2_evidence`: the arms' XNNPACK logs, what the device reports, whether
 the test requires SME2 kernels) is judged with every verdict, recorded or gated.
@@ -45,6 +46,7 @@ from .gate import (
     Verdict,
     decide,
     gate,
+    measured_status,
     sme2_kernel_checks,
 )
 from .identity import reports_sme2
@@ -54,6 +56,7 @@ from .numerics import NumericsComparison
 from .onoff import Pair, decide_speedup, remeasure, with_speedup
 from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair, source_head
 from .runners.base import MODE_TIMING, Runner
+from .sequential import Looks, settled
 
 #: Judgement outcomes.
 GATED = "gated"
@@ -335,6 +338,7 @@ def judge(
     reference: Profile | None = None
     candidate = profile
     measure_again: Callable[[], tuple[Samples | None, Samples, Samples | None]] | None = None
+    judged = config  # the configuration the verdict is judged with (a sequential measurement's looks change it)
     changes = baseline.artifact.differences(profile.artifact) if (baseline.artifact and profile.artifact) else []
     if baseline.artifact is not None and profile.artifact is not None and not changes:
         comparison = Comparison.UNCHANGED
@@ -343,6 +347,8 @@ def judge(
         keep_artifacts(artifacts, profile, runner)
         notes.append("unchanged artifact (same program, inputs and build as the baseline): only the machine can "
                      "differ, so a slower median is reported as drift, not gated")
+        # Absolute checks (budgets, min_speedup) still gate: a failing one is measured again like any other.
+        measure_again = _remeasure_stored(runner, profile, again_pair, base, rules=rules, progress=progress)
     else:
         ref = (reference_measurement(baseline.artifact, profile, runner, artifacts) if baseline.artifact
                else Reference(None, "the baseline does not record its artifact"))
@@ -353,14 +359,26 @@ def judge(
             notes.append(f"changed since the baseline: {what}; compared with the baseline's artifact re-measured "
                          "in this session, in interleaved blocks")
             cand_m = profile.measurement
+            # Measured until decided (issue 18 defect 12): looks at about half, all, 1.5x and 2x the blocks, each at
+            # the Bonferroni share of the error; the gate judges at that same confidence.
+            looks = Looks.for_blocks(cand_m.blocks, config.confidence)
+            judged = session_config = looks.gate_config(config)
+
+            def settled_pair(ref_so_far: Profile, cand_so_far: Profile) -> bool:
+                look = gate(ref_so_far.samples(), cand_so_far.samples(), session_config,
+                            comparison=Comparison.SESSION)
+                return settled(measured_status(look))
+
             reference, candidate = measure_pair(runner, ref_m, cand_m, rules=rules, progress=progress,
-                                                what=f"{cand_m.label} vs the baseline's artifact")
+                                                what=f"{cand_m.label} vs the baseline's artifact", looks=looks,
+                                                stop=settled_pair)
             cand = candidate.samples()
             first_ref: Samples = reference.samples()
 
             def again_session() -> tuple[Samples | None, Samples, Samples | None]:
                 r, c = measure_pair(runner, ref_m, cand_m, rules=rules, progress=progress,
-                                    what=f"{cand_m.label} vs the baseline's artifact (confirming)")
+                                    what=f"{cand_m.label} vs the baseline's artifact (confirming)", looks=looks,
+                                    stop=settled_pair)
                 return r.samples(), c.samples(), None
 
             measure_again = again_session
@@ -381,13 +399,13 @@ def judge(
         notes.append("the baseline records no measurement recipe (written by an earlier pytest-sme2): its runs, "
                      "warm-up, measuring code and SME2-off arm are not compared; --sme2-update-baseline records them")
     if off is None:
-        verdict = decide((base, cand, None), measure_again if policy.confirm else None, config,
+        verdict = decide((base, cand, None), measure_again if policy.confirm else None, judged,
                          comparison=comparison, notes=notes, evidence=evidence)
     else:
         # The latency is judged against the baseline; the speedup on the pair's own interleaved arms, confirmed on
         # the pair measured again (pytest_sme2.onoff) — never the pair's off arm over another measurement's on arm.
         verdict = decide((base, cand, None), measure_again if policy.confirm else None,
-                         replace(config, min_speedup=None), comparison=comparison, notes=notes, evidence=evidence)
+                         replace(judged, min_speedup=None), comparison=comparison, notes=notes, evidence=evidence)
         pair = Pair(off, profile)
         verdict = with_speedup(verdict, decide_speedup(pair, config, again_pair if policy.confirm else None))
     # Memory: against the baseline's artifact measured in this session when there is one, else the stored memory.

@@ -28,6 +28,7 @@ with that evidence, which the gate reports as ``invalid``, never ``regression``.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +55,7 @@ from .runners.base import (
     RunResult,
     build_option,
 )
+from .sequential import Looks
 from .sme_evidence import trace_evidence
 from .trace import read_etdump
 
@@ -270,6 +272,9 @@ class Profile:
     #: planned memory, program size, load time and peak memory per block (:mod:`pytest_sme2.memory`); None for a
     #: profile stored before they were measured
     memory: Memory | None = None
+    #: the id of the round each block ran in (:attr:`pytest_sme2.gate.Samples.rounds`): arms of one interleaved
+    #: measurement share them, and the gate judges them paired
+    rounds: tuple[str, ...] = ()
 
     @property
     def samples_ms(self) -> tuple[float, ...]:
@@ -293,7 +298,8 @@ class Profile:
         cats = self.analysis.category_per_run_ms if self.analysis.per_operator else {}
         cat_blocks = (self.analysis.block_sizes or (self.analysis.runs_measured,)) if cats else ()
         return Samples(self.samples_ms, self.block_sizes, cats, cat_blocks, self.invalid_reason,
-                       category_operators=self.analysis.delegated_operators if cats else {})
+                       category_operators=self.analysis.delegated_operators if cats else {},
+                       rounds=self.rounds if len(self.rounds) == len(self.block_sizes) else ())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -315,6 +321,7 @@ class Profile:
             "artifact": self.artifact.to_dict() if self.artifact else None,
             "measurement": self.measurement.to_dict() if self.measurement else None,
             "disturbance": self.disturbance,
+            "rounds": list(self.rounds),
             "analysis": self.analysis.to_dict(),
             "runs": [r.to_dict() for r in self.runs],
             "memory": self.memory.to_dict() if self.memory else None,
@@ -338,6 +345,7 @@ class Profile:
             measurement=Measurement.from_dict(meas) if meas else None,
             disturbance=str(d.get("disturbance", "")),
             memory=Memory.maybe(d.get("memory")),
+            rounds=tuple(str(r) for r in d.get("rounds", ())),
         )
 
 
@@ -452,15 +460,25 @@ def _fit_budget(arms: Sequence[Measurement], round_s: float, blocks: int) -> tup
 
 def _measure_blocks(
     runner: Runner, arms: Sequence[Measurement], *, blocks: int, progress: Progress | None, what: str,
-) -> tuple[list[list[Block]], str, str]:
+    looks: Looks | None = None, stop: Callable[[list[list[Block]]], bool] | None = None,
+) -> tuple[list[list[Block]], str, str, tuple[str, ...]]:
     """Run ``blocks`` clean blocks of every arm, interleaved (ABBA...) when there are two.
 
     A block (of every arm: the arms' blocks are re-run together, so interleaving stays balanced) that ran
     on a busy machine is measured again, up to ``blocks`` more times. After the first round, a time budget
     may shrink the runs per block and the blocks (:func:`_fit_budget`). Returns the blocks per arm, a note on
-    what was re-measured or shrunk, and the invalid reason when the machine stayed busy.
+    what was re-measured or shrunk, the invalid reason when the machine stayed busy, and the id of each kept
+    round (block i of every arm ran in round i: the gate pairs them, :func:`pytest_sme2.gate.paired`).
+
+    ``looks`` (a group-sequential plan, :mod:`pytest_sme2.sequential`) replaces ``blocks``: rounds are measured up
+    to its last look, and at every earlier look ``stop(blocks per arm)`` may end the measurement (the verdict is
+    settled). A time budget that shrank the blocks cuts the plan there (:meth:`~pytest_sme2.sequential.Looks.within`).
     """
+    if looks is not None:
+        blocks = looks.last
     arms = list(arms)
+    token = os.urandom(4).hex()  # this measurement's rounds pair with nothing else's
+    rounds: list[str] = []
     per_arm: list[list[Block]] = [[] for _ in arms]
     disturbed_seen: list[str] = []
     notes: list[str] = []
@@ -476,8 +494,14 @@ def _measure_blocks(
         b += 1
         evidence = [d for d in (_block_disturbance(got[i], arms[i].busy_limit) for i in order) if d]
         if b == 1:
-            arms, blocks, fitted = _fit_budget(arms, round_s, blocks)
+            base = arms[0].blocks if looks is not None else blocks
+            arms, fitted_blocks, fitted = _fit_budget(arms, round_s, base)
             notes += [fitted] if fitted else []
+            if looks is not None:
+                looks = looks.within(fitted_blocks) if fitted else looks
+                blocks = looks.last
+            else:
+                blocks = fitted_blocks
         if evidence and retries > 0:
             retries -= 1
             disturbed_seen.append(evidence[0])
@@ -486,13 +510,19 @@ def _measure_blocks(
             continue
         for i in order:
             per_arm[i].append(got[i])
+        rounds.append(f"{token}.{len(rounds)}")
+        if (not evidence and looks is not None and stop is not None and len(rounds) in looks.rounds[:-1]
+                and stop(per_arm)):
+            notes.append(f"stopped after {len(rounds)} of up to {looks.last} rounds: the verdict was settled "
+                         f"(looks at {', '.join(map(str, looks.rounds))} rounds, {looks.per_look:.2%} each)")
+            break
         if evidence:
             disturbed_seen.append(evidence[0])
             reason = (f"the machine stayed busy: {len(disturbed_seen)} blocks disturbed, {len(disturbed_seen) - 1} "
                       f"measured again (last: {evidence[0]}); the numbers are not the model's. Measure on a quiet "
                       "machine")
-            return per_arm, "; ".join([*notes, _note(disturbed_seen)]), reason
-    return per_arm, "; ".join(n for n in [*notes, _note(disturbed_seen)] if n), ""
+            return per_arm, "; ".join([*notes, _note(disturbed_seen)]), reason, tuple(rounds)
+    return per_arm, "; ".join(n for n in [*notes, _note(disturbed_seen)] if n), "", tuple(rounds)
 
 
 def _note(disturbed: list[str]) -> str:
@@ -551,7 +581,7 @@ def _sources(runner: Runner, measurement: Measurement, analysis: Analysis, *, tr
 
 def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, kernel_log: KernelLog | None,
              rules: CategoryRules | None, disturbance: str, invalid: str,
-             executed: ExecutedKernels | None = None) -> Profile:
+             executed: ExecutedKernels | None = None, rounds: tuple[str, ...] = ()) -> Profile:
     traced = [r for block in blocks for r in block if r.metadata.get("mode", "trace") != "timing"]
     timing = [r for block in blocks for r in block if r.metadata.get("mode", "trace") == "timing"]
     analyses = [analyze_run(r, warmup=measurement.warmup, kernel_log=kernel_log, rules=rules, executed=executed)
@@ -588,6 +618,7 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
         artifact=artifact_of(runner, measurement, libraries=libraries),
         measurement=measurement, disturbance=disturbance, breakdown_source=breakdown, kernel_source=kernels,
         memory=memory,
+        rounds=rounds if len(rounds) == len(blocks) else (),
     )
 
 
@@ -597,29 +628,43 @@ def measure(runner: Runner, measurement: Measurement, *, kernel_log: KernelLog |
     """Run ``measurement`` in its blocks on ``runner`` and analyze it (``executed``: the kernels an emulator saw
     run, :func:`record_executed_kernels`)."""
     with measuring(measurement.lock_file, what=measurement.label, progress=progress):
-        (blocks,), note, invalid = _measure_blocks(runner, [measurement], blocks=measurement.blocks,
-                                                   progress=progress, what=measurement.label)
+        (blocks,), note, invalid, rounds = _measure_blocks(runner, [measurement], blocks=measurement.blocks,
+                                                           progress=progress, what=measurement.label)
     return _profile(runner, measurement, blocks, kernel_log=kernel_log, rules=rules, disturbance=note,
-                    invalid=invalid, executed=executed)
+                    invalid=invalid, executed=executed, rounds=rounds)
 
 
 def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs: Sequence[KernelLog | None] = (),
                  rules: CategoryRules | None = None, progress: Progress | None = None,
-                 what: str = "", executed: Sequence[ExecutedKernels | None] = ()) -> tuple[Profile, Profile]:
-    """Measure ``a`` and ``b`` in interleaved blocks (A,B / B,A / ...); returns their profiles."""
+                 what: str = "", executed: Sequence[ExecutedKernels | None] = (), looks: Looks | None = None,
+                 stop: Callable[[Profile, Profile], bool] | None = None) -> tuple[Profile, Profile]:
+    """Measure ``a`` and ``b`` in interleaved blocks (A,B / B,A / ...); returns their profiles.
+
+    With ``looks`` and ``stop`` the pair is measured group-sequentially (:mod:`pytest_sme2.sequential`): at each
+    look before the last, ``stop(profile of a, profile of b)`` on the rounds so far may end it.
+    """
     if a.blocks != b.blocks:
         raise ConfigError(f"an interleaved comparison needs the same number of blocks per arm ({a.blocks} != "
                           f"{b.blocks})")
     label = what or f"{a.label} vs {b.label}"
-    with measuring(a.lock_file or b.lock_file, what=label, progress=progress):
-        (blocks_a, blocks_b), note, invalid = _measure_blocks(runner, [a, b], blocks=a.blocks, progress=progress,
-                                                              what=label)
     logs = [*list(kernel_logs), None, None]
     ran = [*list(executed), None, None]
+
+    def settled(per_arm: list[list[Block]]) -> bool:
+        if stop is None:
+            return False
+        so_far = [_profile(runner, m, blocks, kernel_log=None, rules=rules, disturbance="", invalid="")
+                  for m, blocks in zip((a, b), per_arm, strict=True)]
+        return stop(so_far[0], so_far[1])
+
+    with measuring(a.lock_file or b.lock_file, what=label, progress=progress):
+        (blocks_a, blocks_b), note, invalid, rounds = _measure_blocks(runner, [a, b], blocks=a.blocks,
+                                                                      progress=progress, what=label,
+                                                                      looks=looks, stop=settled if stop else None)
     return (_profile(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid,
-                     executed=ran[0]),
+                     executed=ran[0], rounds=rounds),
             _profile(runner, b, blocks_b, kernel_log=logs[1], rules=rules, disturbance=note, invalid=invalid,
-                     executed=ran[1]))
+                     executed=ran[1], rounds=rounds))
 
 
 def remeasure(runner: Runner, profile: Profile, *, rules: CategoryRules | None = None,

@@ -6,7 +6,8 @@ are medians, percentiles and trimmed means; significance comes from rank tests (
 exact, distribution-free inference on block medians (:func:`block_ratio_ci`,
 :func:`block_difference_ci`, :func:`block_rank_p`): blocks are the independent units. The
 bootstrap intervals (Efron & Tibshirani, 1993; fixed seed, so the same data always gives the same
-interval) remain for one sample's quantiles and for the former ratio interval.
+interval), the former ratio interval and the other methods only tests and benchmarks use live in
+``benchmarks/former_stats.py``.
 """
 
 from __future__ import annotations
@@ -18,14 +19,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-
-#: Bootstrap resamples. 2,000 keeps the Monte Carlo error of the 2.5 %/97.5 % bounds a few percent
-#: of the interval's width — far below the run-to-run noise of any device — at a fifth of the cost
-#: of 10,000 (measured in benchmarks/README.md: the same verdict on 99.3 % and 98.7 % of 150 real
-#: comparisons in two runs, the gate 2.2x faster, plugin overhead per test 85 -> 35 ms).
-BOOTSTRAP_RESAMPLES = 2_000
-#: Seed for every bootstrap: verdicts must be reproducible from the stored samples.
-BOOTSTRAP_SEED = 20_251_122
 
 
 def _array(samples: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -126,93 +119,6 @@ def check_blocks(blocks: Sequence[int], size: int, what: str = "samples") -> np.
     return sizes
 
 
-def _bootstrap_medians(
-    x: np.ndarray, rng: np.random.Generator, resamples: int, blocks: Sequence[int] = ()
-) -> np.ndarray:
-    """Medians of ``resamples`` bootstrap resamples of ``x``.
-
-    With block sizes (the runs of each runner process, in order), resampling has two stages: the
-    blocks with replacement, then the runs of each chosen block. The runs of one block share the
-    machine's state while it ran (clocks, other load, the process's memory layout), so they are not
-    independent; resampling runs alone claims an interval several times too narrow when that state
-    drifts between blocks (Kalibera & Jones, *Rigorous Benchmarking in Reasonable Time*, 2013).
-    One block, or unknown blocks, leaves the runs as the only level to resample.
-    """
-    sizes = check_blocks(blocks, x.size)
-    if sizes.size < 2:
-        idx = rng.integers(0, x.size, size=(resamples, x.size))
-        medians: np.ndarray = np.median(x[idx], axis=1)
-        return medians
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    chosen = rng.integers(0, sizes.size, size=(resamples, sizes.size))
-    chosen_sizes = sizes[chosen][..., None]
-    width = int(sizes.max())
-    within = np.floor(rng.random((resamples, sizes.size, width)) * chosen_sizes).astype(np.int64)
-    values = x[starts[chosen][..., None] + within]
-    if (sizes == width).all():
-        medians = np.median(values.reshape(resamples, -1), axis=1)
-        return medians
-    # A chosen block contributes as many runs as it has: the padding past its size is dropped.
-    keep = np.arange(width) < chosen_sizes
-    medians = np.nanmedian(np.where(keep, values, np.nan).reshape(resamples, -1), axis=1)
-    return medians
-
-
-# The gate's former interval, kept only so that tests/test_intervals.py and benchmarks/coverage.py can
-# show on the same data why it was replaced by the block intervals below (it under-covers with 5 blocks).
-def ratio_of_medians_ci(
-    baseline: Sequence[float] | np.ndarray,
-    candidate: Sequence[float] | np.ndarray,
-    *,
-    confidence: float = 0.95,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-    baseline_blocks: Sequence[int] = (),
-    candidate_blocks: Sequence[int] = (),
-) -> Interval:
-    """Percentile-bootstrap CI of ``median(candidate) / median(baseline)``.
-
-    Each arm is resampled independently, by blocks then runs when its block sizes are given (see
-    :func:`_bootstrap_medians`). A ratio above 1 means the candidate is slower.
-
-    With few blocks this under-covers: 93.2 % for a nominal 95 % with 5 vs 5 drifting blocks
-    (tests/test_intervals.py). To judge two arms measured in blocks use :func:`block_ratio_ci`.
-    """
-    a, b = _array(baseline), _array(candidate)
-    if a.size == 0 or b.size == 0:
-        raise ValueError("both arms need at least one sample")
-    estimate = float(np.median(b) / np.median(a))
-    if a.size == 1 and b.size == 1:
-        return Interval(estimate, estimate, estimate, confidence)
-    rng = np.random.default_rng(seed)
-    ratios = (_bootstrap_medians(b, rng, resamples, candidate_blocks)
-              / _bootstrap_medians(a, rng, resamples, baseline_blocks))
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail])
-    return Interval(estimate, float(low), float(high), confidence)
-
-
-def median_ci(
-    samples: Sequence[float] | np.ndarray,
-    *,
-    quantile: float = 50.0,
-    confidence: float = 0.95,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-) -> Interval:
-    """Percentile-bootstrap CI of one quantile (the median by default) of ``samples``."""
-    x = _array(samples)
-    estimate = float(np.percentile(x, quantile))
-    if x.size < 2:
-        return Interval(estimate, estimate, estimate, confidence)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, x.size, size=(resamples, x.size))
-    boots = np.percentile(x[idx], quantile, axis=1)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(boots, [tail, 100 - tail])
-    return Interval(estimate, float(low), float(high), confidence)
-
-
 def mann_whitney_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """Two-sided Mann-Whitney U p-value (normal approximation with tie and continuity correction).
 
@@ -240,11 +146,6 @@ def mann_whitney_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndar
         return 1.0
     z = (abs(u1 - mu) - 0.5) / sigma
     return float(min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2))))
-
-
-def min_mann_whitney_p(n1: int, n2: int) -> float:
-    """Smallest two-sided exact p a Mann-Whitney test can reach with these sample sizes."""
-    return 2 / math.comb(n1 + n2, n1)
 
 
 def _rankdata(x: np.ndarray) -> np.ndarray:
@@ -408,13 +309,22 @@ class BlockEffect:
     baseline_blocks: int
     candidate_blocks: int
     reason: str = ""
+    #: the blocks were paired by round (:func:`paired_ratio_ci`): a signed-rank interval of per-round differences
+    paired: bool = False
+
+    @property
+    def test_text(self) -> str:
+        """What the p-value is, in words, for a message."""
+        what = ("signed-rank test on per-round differences of block medians" if self.paired
+                else "rank test on block medians")
+        return f"{what} p={self.p_value:.2g}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "scale": self.scale, "estimate": self.estimate, "shift": self.shift,
             "interval": self.interval.to_dict() if self.interval else None, "p_value": self.p_value,
             "baseline_blocks": self.baseline_blocks, "candidate_blocks": self.candidate_blocks,
-            "reason": self.reason,
+            "reason": self.reason, "paired": self.paired,
         }
 
     @classmethod
@@ -424,7 +334,7 @@ class BlockEffect:
             scale=str(d["scale"]), estimate=float(d["estimate"]), shift=float(d["shift"]),
             interval=Interval(**iv) if iv else None, p_value=float(d["p_value"]),
             baseline_blocks=int(d["baseline_blocks"]), candidate_blocks=int(d["candidate_blocks"]),
-            reason=str(d.get("reason", "")),
+            reason=str(d.get("reason", "")), paired=bool(d.get("paired", False)),
         )
 
 
@@ -514,34 +424,139 @@ def block_difference_ci(
                          confidence=confidence, scale="difference")
 
 
-def block_rank_p(
+# ----------------------------------------------------------------------------- paired rounds
+#
+# In an interleaved measurement (reference and candidate, or SME2 off and on, alternating within each
+# round: A B, B A, ...) block i of one arm and block i of the other ran moments apart, in the same state of
+# the machine. What drifts between rounds (clocks, other load, temperature) hits both blocks of a round
+# alike, so the per-round difference of log block medians cancels it; the unpaired interval above treats
+# the drift as noise and grows with it. The paired interval is the one that inverts the Wilcoxon
+# signed-rank test: the Walsh averages (d_i + d_j) / 2, i <= j, of the per-round differences d, from the
+# k-th smallest to the k-th largest, k from the exact null distribution of the signed-rank statistic
+# (Hollander, Wolfe & Chicken, 3rd ed., 2014, section 3.3). Exact for any distribution of the d symmetric
+# about the shift; rounds are the independent units.
+
+
+@functools.lru_cache(maxsize=256)
+def _signed_rank_cdf(n: int) -> np.ndarray:
+    """P(T+ <= t), t = 0..n(n+1)/2: the Wilcoxon signed-rank statistic of n untied differences under the null."""
+    total = n * (n + 1) // 2
+    ways = np.zeros(total + 1)
+    ways[0] = 1.0
+    for r in range(1, n + 1):
+        ways[r:] = ways[r:] + ways[: total + 1 - r].copy()
+    cdf: np.ndarray = np.cumsum(ways) / 2.0**n
+    return cdf
+
+
+def max_paired_coverage(n: int) -> float:
+    """The highest confidence a signed-rank interval can have with n rounds: 1 - 2 / 2^n (6 rounds: 96.9 %)."""
+    return 1 - 2 / 2.0**n if n >= 1 else 0.0
+
+
+def min_paired_rounds(confidence: float = 0.95) -> int:
+    """Fewest paired rounds for a signed-rank interval at ``confidence``: 6 at 95 %, 8 at 99 %."""
+    n = 1
+    while max_paired_coverage(n) < confidence - 1e-12:
+        n += 1
+    return n
+
+
+def signed_rank_p(differences: Sequence[float] | np.ndarray) -> float:
+    """Exact two-sided Wilcoxon signed-rank p of ``differences`` (zeros dropped, ties at mid-ranks, counted exactly)."""
+    d = _array(differences)
+    d = d[d != 0]
+    if d.size == 0:
+        return 1.0
+    doubled = np.rint(2 * _rankdata(np.abs(d))).astype(np.int64)
+    total = int(doubled.sum())
+    ways = np.zeros(total + 1)
+    ways[0] = 1.0
+    for r in doubled.tolist():
+        ways[r:] = ways[r:] + ways[: total + 1 - r].copy()
+    probs = ways / ways.sum()
+    t = int(doubled[d > 0].sum())
+    return float(min(1.0, 2 * min(probs[: t + 1].sum(), probs[t:].sum())))
+
+
+def _paired_effect(
+    baseline: Sequence[float] | np.ndarray,
+    candidate: Sequence[float] | np.ndarray,
+    *,
+    baseline_blocks: Sequence[int],
+    candidate_blocks: Sequence[int],
+    confidence: float,
+    scale: str,
+) -> BlockEffect:
+    a, b = _array(baseline), _array(candidate)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("both arms need at least one sample")
+    ma, mb = block_medians(a, baseline_blocks), block_medians(b, candidate_blocks)
+    if ma.size != mb.size:
+        raise ValueError(f"paired rounds need as many blocks in each arm ({ma.size} != {mb.size})")
+    n = ma.size
+    med_a, med_b = float(np.median(a)), float(np.median(b))
+    ratio = scale == "ratio"
+    positive = bool((ma > 0).all() and (mb > 0).all()) if ratio else True
+    if ratio:
+        estimate = med_b / med_a if med_a > 0 else math.nan
+        d = np.log(mb) - np.log(ma) if positive else np.empty(0)
+    else:
+        estimate, d = med_b - med_a, mb - ma
+    effect = BlockEffect(scale, estimate, math.nan, None, signed_rank_p(d) if d.size else 1.0, n, n, paired=True)
+    if not positive:
+        return replace(effect, reason=(
+            "a block median is not positive (below the timer's resolution), so there is no ratio: "
+            "judge the difference in ms instead"))
+    i, j = np.triu_indices(n)
+    walsh = np.sort((d[i] + d[j]) / 2)
+    shift = float(np.median(walsh))
+    effect = replace(effect, shift=math.exp(shift) if ratio else shift)
+    cdf = _signed_rank_cdf(n)
+    coverage = 1 - 2 * cdf[: (walsh.size + 1) // 2]  # k = 1 .. : [k-th smallest, k-th largest]
+    ok = np.flatnonzero(coverage >= confidence - 1e-12)
+    if ok.size == 0:
+        return replace(effect, reason=(
+            f"too few rounds: {n} paired rounds can support at most {max_paired_coverage(n):.1%} confidence, not "
+            f"{confidence:.0%}; need >= {min_paired_rounds(confidence)} rounds"))
+    k = int(ok[-1]) + 1
+    low, high = float(walsh[k - 1]), float(walsh[walsh.size - k])
+    if ratio:
+        low, high = math.exp(low), math.exp(high)
+    return replace(effect, interval=Interval(estimate, low, high, confidence, float(coverage[k - 1])))
+
+
+def paired_ratio_ci(
     baseline: Sequence[float] | np.ndarray,
     candidate: Sequence[float] | np.ndarray,
     *,
     baseline_blocks: Sequence[int] = (),
     candidate_blocks: Sequence[int] = (),
-) -> float:
-    """Exact two-sided Mann-Whitney p on block medians: the significance test that respects blocks.
+    confidence: float = 0.95,
+) -> BlockEffect:
+    """The effect ``candidate / baseline`` from blocks paired by round (block i of each arm ran in round i).
 
-    Unlike :func:`mann_whitney_p` on all runs, its false-positive rate stays at or below alpha when
-    the machine drifts between blocks. 5 vs 5 blocks reach p = 0.0079 at best (complete separation).
+    The exact signed-rank (Walsh average) interval of the per-round log ratio of block medians,
+    exponentiated; ``estimate`` is the headline ``median(candidate runs) / median(baseline runs)`` as in
+    :func:`block_ratio_ci`, ``shift`` the Hodges-Lehmann one-sample estimate of the per-round ratio, and
+    ``p_value`` the exact signed-rank test. Needs as many blocks in both arms; with fewer than 6 rounds at
+    95 % the interval is None and ``reason`` says how many are needed.
     """
-    return rank_test_p(block_medians(baseline, baseline_blocks), block_medians(candidate, candidate_blocks))
+    return _paired_effect(baseline, candidate, baseline_blocks=baseline_blocks, candidate_blocks=candidate_blocks,
+                          confidence=confidence, scale="ratio")
 
 
-def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
-    """Benjamini-Hochberg adjusted p-values (false discovery rate), in the input order."""
-    p = np.asarray(pvalues, dtype=np.float64)
-    m = p.size
-    if m == 0:
-        return []
-    order = np.argsort(p)
-    adjusted = p[order] * m / np.arange(1, m + 1)
-    adjusted = np.minimum.accumulate(adjusted[::-1])[::-1]
-    out = np.empty(m)
-    out[order] = np.minimum(adjusted, 1.0)
-    return out.tolist()
-
+def paired_difference_ci(
+    baseline: Sequence[float] | np.ndarray,
+    candidate: Sequence[float] | np.ndarray,
+    *,
+    baseline_blocks: Sequence[int] = (),
+    candidate_blocks: Sequence[int] = (),
+    confidence: float = 0.95,
+) -> BlockEffect:
+    """:func:`paired_ratio_ci` on the difference in ms (for categories at or near 0 ms)."""
+    return _paired_effect(baseline, candidate, baseline_blocks=baseline_blocks, candidate_blocks=candidate_blocks,
+                          confidence=confidence, scale="difference")
 
 
 def median_interval(values: Sequence[float] | np.ndarray, *, confidence: float = 0.95) -> tuple[Interval | None, str]:

@@ -229,7 +229,9 @@ def test_gate_sessions_quick_run_judges_each_mode_in_a_later_process(tmp_path: P
             assert r["comparison"] == mode, r
         if r["experiment"] == "unchanged":
             assert r["status"] != "regression", r
-        assert r["live_runs_in_replay"] == 0, r
+        # A same-session comparison is measured until decided (pytest_sme2/sequential.py): where the strictest margin
+        # settled at an early look, a wider one may need the later rounds, which the replay measures live.
+        assert r["live_runs_in_replay"] == 0 or mode == "session", r
         judged.setdefault((r["session"], r["slot"], r["experiment"]), []).append((r["margin"], r["allowance"]))
     for (_, _, experiment), settings in judged.items():
         assert settings == gate_sessions.gate_settings(gate_sessions.EXPERIMENTS[experiment][0], allowance)
@@ -283,3 +285,11 @@ def test_quick_memory_section_measures_peak_noise_and_its_cost() -> None:
     assert 0 < summary["peak_delta_us"] < 50_000 and 0 < summary["memory_read_ms"] < 1_000
     assert "host toy_cnn" in proc.stdout and "local toy_cnn" in proc.stdout  # the runner builds here (SDK installed)
     assert 0 <= summary["peak_between_session_dev"] < 1 and 0 <= summary["peak_within_session_spread"] < 1
+
+
+def test_quick_run_of_the_paired_gate_study_exits_0_with_every_comparison_kind() -> None:
+    """Issue 18 defect 4: benchmarks/gate_paired.py (offline, on the recorded A/A rounds) runs to the end (~2 s)."""
+    proc = _bench(str(ROOT / "benchmarks" / "gate_paired.py"), "--quick", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    for kind in ("session (paired)", "session (unpaired, before)", "stored (+50% allowance)", "unchanged"):
+        assert kind in proc.stdout

@@ -207,9 +207,10 @@ def _check_text(c: Check) -> str:
     iv = c.interval
     if iv is None:
         return c.message
+    level = f"{iv.confidence * 100:.4g}% CI"  # 95 %, or a sequential look's level (the gate's interval as judged)
     if c.name in ("speedup", "min_speedup"):
-        return f"{fmt_x(iv.estimate)} (95% CI {fmt_x(iv.low)}–{fmt_x(iv.high)})"
-    return f"{(iv.estimate - 1) * 100:+.1f}% (95% CI {(iv.low - 1) * 100:+.1f}% .. {(iv.high - 1) * 100:+.1f}%)"
+        return f"{fmt_x(iv.estimate)} ({level} {fmt_x(iv.low)}–{fmt_x(iv.high)})"
+    return f"{(iv.estimate - 1) * 100:+.1f}% ({level} {(iv.low - 1) * 100:+.1f}% .. {(iv.high - 1) * 100:+.1f}%)"
 
 
 def _headline(test: TestResult) -> str:

@@ -159,8 +159,10 @@ def _latency(test: TestResult, level: int) -> list[str]:
         out += ["", f"**{what}: {fmt_x(iv.estimate)}** (95% CI {fmt_x(iv.low)}–{fmt_x(iv.high)}): median "
                 f"{_escape(cmp.off_label)} / median {_escape(cmp.on_label)}, block interval."]
     elif test.baseline is not None:
-        out += ["", f"**Change of the median: {delta_text(test.headline)}** (95% bootstrap CI of "
-                "median current / median baseline)."]
+        e2e = test.verdict.e2e if test.verdict is not None else None
+        ci_level = f"{e2e.interval.confidence * 100:.4g}%" if e2e is not None and e2e.interval is not None else "95%"
+        out += ["", f"**Change of the median: {delta_text(test.headline)}** (the gate's {ci_level} interval of "
+                "median current / median baseline: see its E2E check for how it was computed)."]
     out += ["", "_E2E latency is the `Method::execute` duration of each run (never a sum of nested events); the "
             "cold first run is shown but left out of every statistic._"]
     for arm in tables.arms(test):

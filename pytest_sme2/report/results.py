@@ -185,7 +185,7 @@ class TestResult:
 
     @property
     def samples_label(self) -> str:
-        """Which samples :attr:`median_ms` is from ("first measurement", "pooled over 2 measurements", ...)."""
+        """Which samples :attr:`median_ms` is from ("first measurement", "two measurements pooled", ...)."""
         if self.verdict is not None and self.verdict.median_ms is not None:
             return self.verdict.samples
         return "first measurement"

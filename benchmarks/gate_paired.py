@@ -1,0 +1,257 @@
+"""Paired vs unpaired, per comparison kind: A/A false alarms, detection at 10 % and 20 %, interval widths.
+
+    python benchmarks/gate_paired.py            # ~1-2 min: 400 A/A + 200 per slowdown, every row
+    python benchmarks/gate_paired.py --quick    # a smoke run (tests/test_benchmarks.py): rates are not estimates
+
+Offline, on REAL measurements: ``benchmarks/data/aa_toy_cnn_fp32_xnnpack.json`` (``record_aa.py``: 1000 rounds of
+two blocks of the same ``.pte``, interleaved A B / B A, 3 warm-ups + 30 runs each, toy_cnn ~80 µs per execution on
+this project's shared 2-core VM). A *round* is the recorded A block and the B block measured beside it. One
+repetition draws rounds at random (without replacement) and builds what the gate sees, with the library's own
+``gate.decide`` (confirmation included: the re-measurement is another draw of rounds) at the suite's margin:
+
+- ``session (paired)``: reference = the A blocks, candidate = the B blocks of the same rounds, both carrying the
+  round ids, so the gate judges them paired (``stats.paired_ratio_ci``) — a same-session comparison;
+- ``session (unpaired, before)``: the same samples without round ids: the unpaired block interval
+  (``stats.block_ratio_ci``) the gate used before issue 18;
+- ``stored``: reference = A blocks of *other* rounds (an earlier session's stored samples, no pairing), judged at
+  the margin + the drift allowance (this repository's 50 %, and 0 % for the interval alone);
+- ``unchanged``: the same samples as ``stored``, the same artifact: a change beyond the margin is ``drift``.
+
+Injected, multiplicatively, on real blocks: the model's slowdown (B blocks x 1.10 or x 1.20) and a common drift of
+the machine per round (both blocks of round k x exp(N(0, s)), s = 0, 3 %, 6 %), which pairing cancels. Widths are
+the first measurement's 95 % interval, high / low - 1, median over repetitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+AA_DATA = ROOT / "benchmarks" / "data" / "aa_toy_cnn_fp32_xnnpack.json"
+RESULTS = ROOT / "benchmarks" / "results"
+#: (slowdown, repetitions at full size)
+EFFECTS = ((1.0, 400), (1.10, 200), (1.20, 200))
+DRIFTS = (0.0, 0.03, 0.06)
+KINDS = ("session (paired)", "session (unpaired, before)", "stored (+50% allowance)", "stored (+0% allowance)",
+         "unchanged")
+#: group-sequential plans (pytest_sme2.sequential.Looks) judged like "session (paired)", with the stopping rule in
+#: place: kind name -> the rounds looked at
+SEQUENTIAL = {"session (paired, looks 7/11/15)": (7, 11, 15), "session (paired, looks 8/15/22/30)": (8, 15, 22, 30)}
+
+
+def load_rounds(path: Path = AA_DATA) -> tuple[np.ndarray, np.ndarray]:
+    """The recorded measured runs (ms) as arrays [round, run] for arm A and arm B (block k of each: round k)."""
+    data = json.loads(path.read_text())
+    w = data["warmup"]
+    arms: dict[str, list[list[float]]] = {"A": [], "B": []}
+    for block in data["blocks"]:
+        arms[block["arm"]].append([x / 1e3 for x in block["e2e_us"][w:]])
+    n = min(len(arms["A"]), len(arms["B"]))
+    return np.asarray(arms["A"][:n]), np.asarray(arms["B"][:n])
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One measurement's worth of rounds: which rounds, and the machine's drift in each."""
+
+    rounds: np.ndarray
+    drift: np.ndarray
+
+
+def samples(arm: np.ndarray, draw: Draw, runs: int, factor: float, ids: tuple[str, ...]) -> Any:
+    from pytest_sme2.gate import Samples
+
+    values = arm[draw.rounds, :runs] * draw.drift[:, None] * factor
+    return Samples(tuple(values.ravel().tolist()), (runs,) * len(draw.rounds), rounds=ids)
+
+
+def one(kind: str, a: np.ndarray, b: np.ndarray, rng: np.random.Generator, *, blocks: int, runs: int,
+        slowdown: float, drift_sd: float, margin: float) -> tuple[str, int, float, int]:
+    """(status, attempts, first interval width, rounds measured) of one repetition of ``kind``."""
+    from pytest_sme2.gate import Comparison, GateConfig, decide
+
+    looks = SEQUENTIAL.get(kind)
+    blocks = looks[-1] if looks else blocks
+    picks = rng.choice(a.shape[0], size=3 * blocks, replace=False)
+    draws = [Draw(picks[i * blocks:(i + 1) * blocks], np.exp(rng.normal(0.0, drift_sd, blocks))) for i in range(3)]
+    tag = f"{rng.integers(1 << 30)}"
+    ids = [tuple(f"{tag}.{i}.{k}" for k in range(blocks)) for i in range(3)]
+    paired = kind.startswith("session (paired")
+    if looks:
+        return sequential(a, b, draws, ids, runs=runs, slowdown=slowdown, margin=margin, looks=looks)
+    if kind.startswith("session"):
+        comparison, allowance = Comparison.SESSION, 0.0
+
+        def pair(i: int) -> tuple[Any, Any]:
+            use = ids[i] if paired else ()
+            return samples(a, draws[i], runs, 1.0, use), samples(b, draws[i], runs, slowdown, use)
+
+        ref, cand = pair(0)
+
+        def again() -> tuple[Any, Any, Any]:
+            r, c = pair(1)
+            return r, c, None
+    else:
+        comparison = Comparison.UNCHANGED if kind == "unchanged" else Comparison.STORED
+        allowance = 0.5 if "+50%" in kind else 0.0
+        ref = samples(a, draws[2], runs, 1.0, ())
+        cand = samples(b, draws[0], runs, slowdown, ())
+
+        def again() -> tuple[Any, Any, Any]:
+            return ref, samples(b, draws[1], runs, slowdown, ()), None
+
+    config = GateConfig(margin=margin, drift_allowance=allowance)
+    verdict = decide((ref, cand, None), again, config, comparison=comparison)
+    first = decide((ref, cand, None), None, config, comparison=comparison).e2e
+    iv = first.interval if first is not None else None
+    width = iv.high / iv.low - 1 if iv is not None else math.nan
+    return verdict.status.value, verdict.attempts, width, blocks * verdict.attempts
+
+
+def sequential(a: np.ndarray, b: np.ndarray, draws: list[Draw], ids: list[tuple[str, ...]], *, runs: int,
+               slowdown: float, margin: float, looks: tuple[int, ...]) -> tuple[str, int, float, int]:
+    """A same-session paired comparison measured with the stopping rule in place: each measurement (the first and
+    the confirming one) stops at the first look whose verdict, at the per-look confidence, is settled."""
+    from pytest_sme2.gate import Comparison, GateConfig, decide, gate, measured_status
+    from pytest_sme2.sequential import Looks, settled
+
+    plan = Looks(looks)
+    config = plan.gate_config(GateConfig(margin=margin))
+    used = [0]
+
+    def measure(i: int) -> tuple[Any, Any]:
+        for n in plan.rounds:
+            part = Draw(draws[i].rounds[:n], draws[i].drift[:n])
+            ref, cand = samples(a, part, runs, 1.0, ids[i][:n]), samples(b, part, runs, slowdown, ids[i][:n])
+            if settled(measured_status(gate(ref, cand, config, comparison=Comparison.SESSION))) or n == plan.last:
+                used[0] += n
+                return ref, cand
+        raise AssertionError("unreachable")
+
+    ref, cand = measure(0)
+    first = gate(ref, cand, config, comparison=Comparison.SESSION).e2e
+    iv = first.interval if first is not None else None
+
+    def again() -> tuple[Any, Any, Any]:
+        r, c = measure(1)
+        return r, c, None
+
+    verdict = decide((ref, cand, None), again, config, comparison=Comparison.SESSION)
+    return verdict.status.value, verdict.attempts, (iv.high / iv.low - 1) if iv is not None else math.nan, used[0]
+
+
+def study(*, quick: bool = False, blocks: int = 15, runs: int = 10, margin: float = 0.05,
+          seed: int = 18) -> dict[str, Any]:
+    a, b = load_rounds()
+    rng = np.random.default_rng(seed)
+    rows = []
+    for drift_sd in DRIFTS if not quick else (0.03,):
+        for kind in (*KINDS, *SEQUENTIAL):
+            for slowdown, reps in EFFECTS:
+                n = 20 if quick else reps
+                got = [one(kind, a, b, rng, blocks=blocks, runs=runs, slowdown=slowdown, drift_sd=drift_sd,
+                           margin=margin) for _ in range(n)]
+                statuses = [g[0] for g in got]
+                rows.append({
+                    "kind": kind, "drift_sd": drift_sd, "slowdown": slowdown, "repetitions": n,
+                    "regression": statuses.count("regression") / n, "pass": statuses.count("pass") / n,
+                    "inconclusive": statuses.count("inconclusive") / n, "drift": statuses.count("drift") / n,
+                    "remeasured": sum(g[1] > 1 for g in got) / n,
+                    "median_width": float(np.nanmedian([g[2] for g in got])),
+                    "mean_rounds": float(np.mean([g[3] for g in got])),
+                })
+    coverage = [c for n in ((15,) if quick else (8, 15, 30)) for c in consecutive_coverage(a, b, rounds=n, runs=runs)]
+    return {"blocks": blocks, "runs": runs, "margin": margin, "source": str(AA_DATA.relative_to(ROOT)),
+            "rounds_recorded": int(a.shape[0]), "rows": rows, "coverage": coverage}
+
+
+def consecutive_coverage(a: np.ndarray, b: np.ndarray, *, rounds: int, runs: int) -> list[dict[str, Any]]:
+    """Coverage of the true ratio 1 on disjoint windows of *consecutive* recorded rounds (the machine's own drift and
+    any dependence between neighbouring rounds kept, nothing injected): paired and unpaired, at 95 % and at the
+    per-look level of the plugin's sequential plan (98.75 %)."""
+    from pytest_sme2.stats import block_ratio_ci, paired_ratio_ci
+
+    sizes = (runs,) * rounds
+    out = []
+    for confidence in (0.95, 0.9875):
+        hits: dict[str, list[bool]] = {"paired": [], "unpaired": []}
+        widths: dict[str, list[float]] = {"paired": [], "unpaired": []}
+        for start in range(0, a.shape[0] - rounds + 1, rounds):
+            x, y = a[start:start + rounds, :runs].ravel(), b[start:start + rounds, :runs].ravel()
+            for name, fn in (("paired", paired_ratio_ci), ("unpaired", block_ratio_ci)):
+                iv = fn(x, y, baseline_blocks=sizes, candidate_blocks=sizes, confidence=confidence).interval
+                if iv is not None:
+                    hits[name].append(iv.low <= 1.0 <= iv.high)
+                    widths[name].append(iv.high / iv.low - 1)
+        for name, covered in hits.items():
+            out.append({"interval": name, "confidence": confidence, "rounds": rounds, "runs": runs,
+                        "windows": len(covered), "coverage": float(np.mean(covered)),
+                        "median_width": float(np.median(widths[name]))})
+    return out
+
+
+def upper95(k: int, n: int) -> float:
+    """Exact one-sided 95 % upper bound of a rate with k of n (Clopper-Pearson; k = 0: 1 - 0.05^(1/n))."""
+    if k == 0:
+        return 1 - 0.05 ** (1 / n)
+    lo, hi = k / n, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        tail = sum(math.comb(n, i) * mid**i * (1 - mid) ** (n - i) for i in range(k + 1))
+        lo, hi = (mid, hi) if tail > 0.05 else (lo, mid)
+    return hi
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [f"Gate by comparison kind on real recorded A/A rounds ({result['source']}, {result['rounds_recorded']} "
+             f"rounds), design {result['blocks']} blocks x {result['runs']} runs, margin {result['margin']:.0%}; "
+             "confirmation included",
+             f"{'kind':36s} {'drift':>5s} {'effect':>6s} {'n':>4s} {'regr.':>6s} {'pass':>6s} {'incon.':>6s} "
+             f"{'drift':>6s} {'re-meas.':>8s} {'width':>6s} {'rounds':>6s}"]
+    for r in result["rows"]:
+        extra = ""
+        if r["slowdown"] == 1.0 and r["kind"] != "unchanged":
+            k = round(r["regression"] * r["repetitions"])
+            extra = f"  false alarms {k}/{r['repetitions']} (95% upper {upper95(k, r['repetitions']):.2%})"
+        lines.append(
+            f"{r['kind']:36s} {r['drift_sd']:5.0%} {r['slowdown'] - 1:+6.0%} {r['repetitions']:4d} "
+            f"{r['regression']:6.1%} {r['pass']:6.1%} {r['inconclusive']:6.1%} {r['drift']:6.1%} "
+            f"{r['remeasured']:8.1%} {r['median_width']:6.1%} {r['mean_rounds']:6.1f}{extra}")
+    lines += ["", "Coverage of the true ratio 1 on disjoint windows of consecutive recorded rounds (nothing injected)",
+              f"{'interval':9s} {'level':>7s} {'rounds':>6s} {'windows':>7s} {'coverage':>8s} {'width':>6s}"]
+    for c in result["coverage"]:
+        lines.append(f"{c['interval']:9s} {c['confidence']:7.2%} {c['rounds']:6d} {c['windows']:7d} "
+                     f"{c['coverage']:8.1%} {c['median_width']:6.1%}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="20 repetitions per row, one drift: a smoke run")
+    parser.add_argument("--blocks", type=int, default=15)
+    parser.add_argument("--runs", type=int, default=10)
+    args = parser.parse_args(argv)
+    result = study(quick=args.quick, blocks=args.blocks, runs=args.runs)
+    text = render(result)
+    print(text)
+    if not args.quick:
+        RESULTS.mkdir(exist_ok=True)
+        stem = f"gate_paired_b{args.blocks}_r{args.runs}"
+        (RESULTS / f"{stem}.txt").write_text(text + "\n")
+        (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
