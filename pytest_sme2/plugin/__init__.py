@@ -3,17 +3,19 @@
 Everything that measures or judges lives in the library (``export``, ``runners``, ``profile``, ``gate``,
 ``baseline``, ``report``); this package only translates between pytest and it:
 
-- ``options``  — ``--sme2-*`` flags and ``sme2_*`` ini keys -> one frozen ``Sme2Options``; conflicts;
+- ``config``   — pytest's config (``--sme2-*`` flags, ``sme2_*`` ini keys) -> one frozen ``Sme2Options``; conflicts
+  (the option table itself is the library's ``pytest_sme2/options.py``, shared with the CLI);
 - ``markers``  — ``sme2_model`` / ``sme2_threshold``: registration, parsing, validation;
 - ``session``  — per-session state (the runner, built once) and the library-call wrapper;
 - ``fixtures`` — ``exported_model``, ``sme2_runner``, ``sme2_baseline``, ``android_device``;
 - ``measure``  — what ``sme2_runner`` does (variants, profiling);
 - ``check``    — what ``sme2_baseline`` does (the library judges; this applies the verdict to the test);
-- ``records``  — each test's record and its trip to the controller (xdist-safe), shared with ``html``;
+- ``records``  — each test's record and its trip to the controller (xdist-safe), shared with ``pytest_html_hooks``;
 - ``terminal`` — the ``sme2 performance`` terminal section;
 - ``reports``  — the JSON / markdown / GitHub step summary files, written once by the controller;
 - ``history``  — appends the session's results to the history store, once, by the controller;
-- ``html``     — pytest-html columns and row sections, registered only when pytest-html writes a report.
+- ``pytest_html_hooks`` — pytest-html columns and row sections, registered only when pytest-html writes a report
+  (the HTML itself is built by the library's ``report/html.py``).
 """
 
 from __future__ import annotations
@@ -23,24 +25,25 @@ from typing import Any
 
 import pytest
 
-from . import history, markers, options, records, reports, terminal
+from . import config as sme2_config
+from . import history, markers, records, reports, terminal
 from .fixtures import android_device, exported_model, sme2_baseline, sme2_options, sme2_runner, sme2_session
 
 __all__ = ["android_device", "exported_model", "sme2_baseline", "sme2_options", "sme2_runner", "sme2_session"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    options.addoption(parser)
+    sme2_config.addoption(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     markers.register(config)
-    config.stash[records.OPTIONS_KEY] = options.build_options(config)
+    config.stash[records.OPTIONS_KEY] = sme2_config.build_options(config)
     config.stash[records.RESULTS_KEY] = []
     config.pluginmanager.register(Collector(config), "sme2_collector")
     # pytest-html is "active" when it writes a report; being installed is not enough.
     if config.pluginmanager.hasplugin("html") and getattr(config.option, "htmlpath", None):
-        from . import html
+        from . import pytest_html_hooks as html
 
         config.pluginmanager.register(html, "sme2_html")
 
