@@ -147,17 +147,21 @@ def category_chart(series: Sequence[Series]) -> str:
     for s in cats:
         top = [below[i] + s.points[i].value for i in range(n)]
         name = s.metric.removeprefix(CATEGORY_PREFIX)
-        poly = [f"{f.x(i):.1f},{f.y(top[i]):.1f}" for i in range(n)]
-        poly += [f"{f.x(i):.1f},{f.y(below[i]):.1f}" for i in reversed(range(n))]
+        # One run is a bar (a polygon through one x has no area), more runs a stacked band.
+        xs = [(f.x(0) - 12, f.x(0) + 12)] if n == 1 else [(f.x(i), f.x(i)) for i in range(n)]
+        poly = [f"{x:.1f},{f.y(top[i]):.1f}" for i in range(n) for x in xs[i]]
+        poly += [f"{x:.1f},{f.y(below[i]):.1f}" for i in reversed(range(n)) for x in reversed(xs[i])]
         body.append(f'<polygon class="category" points="{" ".join(poly)}" fill="{category_color(name)}" '
                     f'fill-opacity="0.8"><title>{_e(name)}</title></polygon>')
         below = top
-    legend_x = LEFT + 330
-    for k, s in enumerate(cats):
+    # The legend after the title, each entry as wide as its name (the five categories fit the narrowest chart).
+    x = LEFT + 220.0
+    for s in cats:
         name = s.metric.removeprefix(CATEGORY_PREFIX)
-        body.append(f'<rect x="{legend_x + k * 110}" y="7" width="10" height="10" fill="{category_color(name)}"/>'
-                    f'<text x="{legend_x + 14 + k * 110}" y="16" class="tick">{_e(name)}</text>')
-    return _svg(f, "categories", "operator categories (median ms per run, stacked)", body)
+        body.append(f'<rect x="{x:.0f}" y="7" width="10" height="10" fill="{category_color(name)}"/>'
+                    f'<text x="{x + 14:.0f}" y="16" class="tick">{_e(name)}</text>')
+        x += 14 + 6.6 * len(name) + 12
+    return _svg(f, "categories", "categories (median ms, stacked)", body)
 
 
 def ratio_chart(series: Series, steps: Sequence[FoundStep]) -> str:
