@@ -239,8 +239,9 @@ def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, object]], list[str]]:
-    """main: c1 (the model), c2 (docs only); feature (from c2): c3 (input 32 -> 48: really slower), c4 (docs).
-    One session per commit; c4's with two xdist workers."""
+    """main: c1 (the model), c2, c3 (docs only); feature (from c3): c4 (input 32 -> 48: really slower), c5, c6 (docs).
+    One session per commit (c6's with two xdist workers): three runs a side, so Welch's t-test has a few degrees of
+    freedom and the step stands on a loaded CI machine too (two a side left ~1, and p wandered past 0.05 there)."""
     root = tmp_path_factory.mktemp("history") / "proj"
     root.mkdir()
     for name, text in {"models.py": MODELS.format(size=32), "test_perf.py": TESTS, "pyproject.toml": PYPROJECT,
@@ -250,16 +251,18 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, d
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "c1: the model")
     results = {"c1": _session(root, "c1")}
-    (root / "README.md").write_text("a model project, documented\n")
-    _git(root, "commit", "-qam", "c2: docs")
-    results["c2"] = _session(root, "c2")
+    for name in ("c2", "c3"):
+        (root / "README.md").write_text(f"a model project, documented ({name})\n")
+        _git(root, "commit", "-qam", f"{name}: docs")
+        results[name] = _session(root, name)
     _git(root, "checkout", "-qb", "feature")
     (root / "models.py").write_text(textwrap.dedent(MODELS.format(size=48)))
-    _git(root, "commit", "-qam", "c3: larger input")
-    results["c3"] = _session(root, "c3")
-    (root / "README.md").write_text("a model project, documented again\n")
-    _git(root, "commit", "-qam", "c4: docs")
-    results["c4"] = _session(root, "c4", "-n", "2")
+    _git(root, "commit", "-qam", "c4: larger input")
+    results["c4"] = _session(root, "c4")
+    for name in ("c5", "c6"):
+        (root / "README.md").write_text(f"a model project, documented again ({name})\n")
+        _git(root, "commit", "-qam", f"{name}: docs")
+        results[name] = _session(root, name, *(("-n", "2") if name == "c6" else ()))
     commits = _git(root, "rev-list", "--reverse", "HEAD").split()
     return root, results, commits
 
@@ -273,30 +276,30 @@ def test_history_fills_and_lists_the_real_step(project: tuple[Path, dict[str, di
     root, results, commits = project
     runs = HistoryStore(root / ".sme2_history").runs()
     assert [r.run.commit for r in runs] == commits  # one run per session, in order, xdist's appended once
-    assert [r.run.branch for r in runs] == ["main", "main", "feature", "feature"]
-    assert [len(r.records) for r in runs] == [2, 2, 2, 2]
+    assert [r.run.branch for r in runs] == ["main"] * 3 + ["feature"] * 3
+    assert [len(r.records) for r in runs] == [2] * 6
     # Each record carries what that session's gate said (its --sme2-json), not a recomputation.
-    for stored, name in zip(runs, ("c1", "c2", "c3", "c4"), strict=True):
+    for stored, name in zip(runs, ("c1", "c2", "c3", "c4", "c5", "c6"), strict=True):
         gate = {t["test_id"]: (t["status"], t["median_ms"]) for t in results[name]["tests"]}  # type: ignore[index]
         assert {r.test_id: (r.status, r.median_ms) for r in stored.records} == {
             k: (s, round(m, 6)) for k, (s, m) in gate.items()}
     listed = _cli(root, "list")
-    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 4
-    # Two runs on each side of the step: Welch's t-test has ~1 degree of freedom there, so this short history needs a
-    # looser p than the default (which is tuned for series of tens of runs, benchmarks/changepoints.py).
-    steps = _cli(root, "steps", "--min-size=2", "--max-pvalue=0.05", "--metrics=e2e")
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 6
+    # Three runs on each side of the step: Welch's t-test has a few degrees of freedom there, so this short history
+    # needs a looser p than the default (which is tuned for series of tens of runs, benchmarks/changepoints.py).
+    steps = _cli(root, "steps", "--min-size=3", "--max-pvalue=0.05", "--metrics=e2e")
     assert steps.returncode == 0, steps.stderr
     lines = [line for line in steps.stdout.splitlines() if line.startswith("REGRESSION")]
     assert len(lines) == 2, steps.stdout  # both tests
-    # The sides' medians are of log values (two runs a side: their geometric mean), from each session's gate median.
-    expected = {t: (np.exp(np.median(np.log([_gate_medians(results[c], t) for c in ("c3", "c4")]))
-                           - np.median(np.log([_gate_medians(results[c], t) for c in ("c1", "c2")]))) - 1) * 100
+    # The sides' medians are of log values (three runs a side: the middle one), from each session's gate median.
+    expected = {t: (np.exp(np.median(np.log([_gate_medians(results[c], t) for c in ("c4", "c5", "c6")]))
+                           - np.median(np.log([_gate_medians(results[c], t) for c in ("c1", "c2", "c3")]))) - 1) * 100
                 for t in ("test_latency", "test_latency_loose")}
     for test, pct in expected.items():
         line = next(x for x in lines if f"::{test} " in x)
         shown = float(line.split(" e2e: ")[1].split("%")[0])
         # The store keeps medians to 1 ns (6 decimals of a ms) and the line prints 0.1 %.
-        assert shown == pytest.approx(pct, abs=0.06) and f"at {commits[1][:10]}..{commits[2][:10]}" in line
+        assert shown == pytest.approx(pct, abs=0.06) and f"at {commits[2][:10]}..{commits[3][:10]}" in line
         assert "artifact changed" in line
     assert all(p > 30 for p in expected.values())
 
@@ -310,7 +313,7 @@ def test_pr_table_matches_the_gate_and_regressions_are_listed(
     pr = subprocess.run([sys.executable, "-m", "pytest_sme2", "history", "pr", "--base", "main", "--step-summary"],
                         cwd=root, env=env_summary, capture_output=True, text=True, timeout=300, check=False)
     assert pr.returncode == 0, pr.stderr
-    gate = results["c4"]["counts"]  # type: ignore[index]
+    gate = results["c6"]["counts"]  # type: ignore[index]
     columns = {"regressed": gate["regression"], "improved": gate["improvement"],  # type: ignore[index]
                "unchanged": gate["pass"] + gate["drift"],  # type: ignore[index]
                "invalid": gate["invalid"] + gate["inconclusive"] + gate["failed"],  # type: ignore[index]
@@ -318,27 +321,27 @@ def test_pr_table_matches_the_gate_and_regressions_are_listed(
     header = "| regressed | improved | unchanged | new | missing | invalid |"
     assert header in pr.stdout
     assert "| " + " | ".join(str(columns[c]) for c in header.strip("| ").split(" | ")) + " |" in pr.stdout
-    assert f"against `{commits[1][:10]}` (merge-base with `main`)" in pr.stdout
+    assert f"against `{commits[2][:10]}` (merge-base with `main`)" in pr.stdout
     assert summary.read_text() == pr.stdout
     assert gate["regression"] == 2  # type: ignore[index]  # the larger input is really slower: both tests regress
-    regressions = _cli(root, "regressions", "--min-size=2", "--max-pvalue=0.05", "--metrics=e2e")
+    regressions = _cli(root, "regressions", "--min-size=3", "--max-pvalue=0.05", "--metrics=e2e")
     assert regressions.returncode == 1
     step_lines = [x for x in regressions.stdout.splitlines() if " e2e: " in x]
-    assert len(step_lines) == 2 and all(f"at {commits[1][:10]}..{commits[2][:10]}" in x for x in step_lines)
+    assert len(step_lines) == 2 and all(f"at {commits[2][:10]}..{commits[3][:10]}" in x for x in step_lines)
     assert len([x for x in regressions.stdout.splitlines() if "gate verdict of run" in x]) == 2
     # Acknowledging the change stops the steps from counting; the gate's own regressions of the head run stay.
     (root / acknowledge.DEFAULT_FILE).write_text(json.dumps({"schema_version": 1, "acknowledged": [
-        {"test": "test_perf.py::*", "device": "*", "commits": commits[2][:12], "reason": "larger input, accepted"},
+        {"test": "test_perf.py::*", "device": "*", "commits": commits[3][:12], "reason": "larger input, accepted"},
         {"test": "test_perf.py::old", "device": "*", "commits": commits[0][:12], "reason": "stale"}]}))
     try:
-        acked = _cli(root, "regressions", "--min-size=2", "--max-pvalue=0.05", "--metrics=e2e")
+        acked = _cli(root, "regressions", "--min-size=3", "--max-pvalue=0.05", "--metrics=e2e")
     finally:
         (root / acknowledge.DEFAULT_FILE).unlink()
     lines = acked.stdout.splitlines()
     assert not [x for x in lines if " e2e: " in x]  # the acknowledged steps are no longer current regressions
     assert len([x for x in lines if "gate verdict of run" in x]) == 2 and acked.returncode == 1
     assert [x.split(" on ")[0] for x in lines if x.startswith("STALE ACK")] == ["STALE ACK   test_perf.py::old"]
-    steps = _cli(root, "steps", "--min-size=2", "--max-pvalue=0.05", "--metrics=e2e")
+    steps = _cli(root, "steps", "--min-size=3", "--max-pvalue=0.05", "--metrics=e2e")
     assert steps.returncode == 0
 
 
@@ -354,12 +357,12 @@ def test_trend_page_shows_the_steps_in_chromium(project: tuple[Path, dict[str, d
 
     root, _, commits = project
     page = tmp_path / "trend.html"
-    made = _cli(root, "page", "--min-size=2", "--max-pvalue=0.05", "--out", str(page))
+    made = _cli(root, "page", "--min-size=3", "--max-pvalue=0.05", "--out", str(page))
     assert made.returncode == 0, made.stderr
     dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / "profile").stdout
-    step_range = f"{commits[1][:10]}..{commits[2][:10]}"
+    step_range = f"{commits[2][:10]}..{commits[3][:10]}"
     assert dom.count('class="step"') >= 2 and f'data-commits="{step_range}"' in dom
-    assert dom.count('class="point"') >= 8 and commits[3][:12] in dom  # hover text names each run's commit
+    assert dom.count('class="point"') >= 12 and commits[4][:12] in dom  # hover text names each run's commit
     assert dom.count("<section class=\"series\"") == 2
     shot = tmp_path / "trend.png"
     chromium("--window-size=1000,1400", f"--screenshot={shot}", page.as_uri(), profile=tmp_path / "profile")

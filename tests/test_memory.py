@@ -222,7 +222,9 @@ def test_budgets(local_memory: Memory) -> None:
 
 def test_an_old_baseline_without_memory_is_not_gated_and_says_so(local_memory: Memory) -> None:
     committed = sorted((REPO / ".sme2_baselines").glob("*toy_cnn*int8-xnnpack*.json"))[0]
-    old = Baseline.from_dict(json.loads(committed.read_text()), source=str(committed))
+    data = json.loads(committed.read_text())
+    data.pop("memory", None)  # as every baseline was written before issue 21 (a run since may have added it)
+    old = Baseline.from_dict(data, source=str(committed))
     assert old.memory is None
     v = with_memory(_verdict(Comparison.UNCHANGED), old.memory, local_memory, _cfg())  # type: ignore[arg-type]
     assert NOT_STORED in v.notes and not any(c.name == "planned_memory" for c in v.checks)

@@ -77,7 +77,8 @@ SIZE_TEST = """
     SIZE = int(os.environ.get("SME2_TEST_SIZE", "32"))
 
     @pytest.mark.sme2_model("toy_cnn", dtype="fp32", inputs=(torch.ones(1, 3, SIZE, SIZE),))
-    @pytest.mark.sme2_threshold(latency_pct={margin})
+    # a test of the latency gate: planned memory grows with the input and may (tests/test_memory.py gates it)
+    @pytest.mark.sme2_threshold(latency_pct={margin}, planned_pct=900)  # 32x32 -> 96x96 plans +793 %
     def test_toy(exported_model, sme2_runner, sme2_baseline):
         profile = sme2_runner.profile(exported_model)
         sme2_baseline.check(profile)
@@ -196,6 +197,7 @@ def test_exported_model_without_marker(pytester: pytest.Pytester) -> None:
         ('sme2_threshold(categories=["GEMM"])', "categories must be a dict"),
         ("sme2_threshold(min_speedup='fast')", "min_speedup='fast' must be a positive number"),
         ("sme2_threshold(planned_pct=-1)", "planned_pct=-1 must be a positive number"),
+        ("sme2_threshold(planned_pct=1000)", "planned_pct=1000 must be below 1000"),
         ("sme2_threshold(peak_pct=100)", "peak_pct=100 must be below 100"),
         ("sme2_threshold(peak_mb='big')", "peak_mb='big' must be a positive number"),
     ],
@@ -349,7 +351,7 @@ def test_checking_one_profile_never_remeasures_another(run, pytester: pytest.Pyt
         SIZE = int(os.environ["SME2_TEST_SIZE"])
 
         @pytest.mark.sme2_model("toy_cnn", dtype="fp32", inputs=(torch.ones(1, 3, SIZE, SIZE),))
-        @pytest.mark.sme2_threshold(latency_pct=25)
+        @pytest.mark.sme2_threshold(latency_pct=25, planned_pct=100)  # a larger input plans more: allowed here
         def test_toy(exported_model, sme2_runner, sme2_baseline):
             fast = sme2_runner.profile(exported_model)
             slow = sme2_runner.profile(exported_model, variant="portable", runs=3)

@@ -792,7 +792,8 @@ def test_xdist_n4_update_baseline_writes_every_baseline_and_reports_once(pyteste
     assert all(test_id in markdown for test_id in ids)
     writes = [line.split("\t") for line in (pytester.path / "writes.log").read_text().splitlines()]
     reports = [(who, what) for who, what, _ in writes if what != "baseline"]
-    assert sorted(reports) == [("controller", "markdown report"), ("controller", "results JSON")]
+    assert sorted(reports) == [("controller", "history run"), ("controller", "markdown report"),
+                               ("controller", "results JSON")]
     baseline_writers = {who for who, what, _ in writes if what == "baseline"}
     assert baseline_writers <= {"gw0", "gw1", "gw2", "gw3"} and len(baseline_writers) > 1
 
