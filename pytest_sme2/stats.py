@@ -338,6 +338,26 @@ class BlockEffect:
         )
 
 
+NOT_POSITIVE = ("a block median is not positive (below the timer's resolution), so there is no ratio: "
+                "judge the difference in ms instead")
+
+
+def _arms(baseline: Sequence[float] | np.ndarray, candidate: Sequence[float] | np.ndarray, *,
+          baseline_blocks: Sequence[int], candidate_blocks: Sequence[int],
+          ratio: bool) -> tuple[np.ndarray, np.ndarray, float, bool]:
+    """Both arms' block medians, the headline estimate (ratio or difference of the runs' medians) and whether
+    every block median is positive (a ratio needs it): what the unpaired and the paired effect both start from."""
+    a, b = _array(baseline), _array(candidate)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("both arms need at least one sample")
+    ma, mb = block_medians(a, baseline_blocks), block_medians(b, candidate_blocks)
+    med_a, med_b = float(np.median(a)), float(np.median(b))
+    if not ratio:
+        return ma, mb, med_b - med_a, True
+    estimate = med_b / med_a if med_a > 0 else math.nan
+    return ma, mb, estimate, bool((ma > 0).all() and (mb > 0).all())
+
+
 def _block_effect(
     baseline: Sequence[float] | np.ndarray,
     candidate: Sequence[float] | np.ndarray,
@@ -347,28 +367,20 @@ def _block_effect(
     confidence: float,
     scale: str,
 ) -> BlockEffect:
-    a, b = _array(baseline), _array(candidate)
-    if a.size == 0 or b.size == 0:
-        raise ValueError("both arms need at least one sample")
-    ma, mb = block_medians(a, baseline_blocks), block_medians(b, candidate_blocks)
+    ratio = scale == "ratio"
+    ma, mb, estimate, positive = _arms(baseline, candidate, baseline_blocks=baseline_blocks,
+                                       candidate_blocks=candidate_blocks, ratio=ratio)
     m, n = ma.size, mb.size
     p = rank_test_p(ma, mb)
-    med_a, med_b = float(np.median(a)), float(np.median(b))
-    ratio = scale == "ratio"
     if ratio:
-        estimate = med_b / med_a if med_a > 0 else math.nan
-        positive = bool((ma > 0).all() and (mb > 0).all())
         diffs = np.subtract.outer(np.log(mb), np.log(ma)).ravel() if positive else np.empty(0)
     else:
-        estimate, positive = med_b - med_a, True
         diffs = np.subtract.outer(mb, ma).ravel()
     shift = float(np.median(diffs)) if diffs.size else math.nan
     shift = math.exp(shift) if ratio and diffs.size else shift
     effect = BlockEffect(scale, estimate, shift, None, p, m, n)
     if not positive:
-        return replace(effect, reason=(
-            "a block median is not positive (below the timer's resolution), so there is no ratio: "
-            "judge the difference in ms instead"))
+        return replace(effect, reason=NOT_POSITIVE)
     rank = _interval_rank(m, n, confidence)
     if rank is None:
         need = min_blocks_per_arm(confidence)
@@ -488,26 +500,16 @@ def _paired_effect(
     confidence: float,
     scale: str,
 ) -> BlockEffect:
-    a, b = _array(baseline), _array(candidate)
-    if a.size == 0 or b.size == 0:
-        raise ValueError("both arms need at least one sample")
-    ma, mb = block_medians(a, baseline_blocks), block_medians(b, candidate_blocks)
+    ratio = scale == "ratio"
+    ma, mb, estimate, positive = _arms(baseline, candidate, baseline_blocks=baseline_blocks,
+                                       candidate_blocks=candidate_blocks, ratio=ratio)
     if ma.size != mb.size:
         raise ValueError(f"paired rounds need as many blocks in each arm ({ma.size} != {mb.size})")
     n = ma.size
-    med_a, med_b = float(np.median(a)), float(np.median(b))
-    ratio = scale == "ratio"
-    positive = bool((ma > 0).all() and (mb > 0).all()) if ratio else True
-    if ratio:
-        estimate = med_b / med_a if med_a > 0 else math.nan
-        d = np.log(mb) - np.log(ma) if positive else np.empty(0)
-    else:
-        estimate, d = med_b - med_a, mb - ma
+    d = (np.log(mb) - np.log(ma) if ratio else mb - ma) if positive else np.empty(0)  # only a ratio can be non-positive
     effect = BlockEffect(scale, estimate, math.nan, None, signed_rank_p(d) if d.size else 1.0, n, n, paired=True)
     if not positive:
-        return replace(effect, reason=(
-            "a block median is not positive (below the timer's resolution), so there is no ratio: "
-            "judge the difference in ms instead"))
+        return replace(effect, reason=NOT_POSITIVE)
     i, j = np.triu_indices(n)
     walsh = np.sort((d[i] + d[j]) / 2)
     shift = float(np.median(walsh))
