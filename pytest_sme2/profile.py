@@ -650,9 +650,8 @@ def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs:
     logs = [*list(kernel_logs), None, None]
     ran = [*list(executed), None, None]
 
-    def settled(per_arm: list[list[Block]]) -> bool:
-        if stop is None:
-            return False
+    def settled(per_arm: list[list[Block]]) -> bool:  # passed to _measure_blocks only when there is a ``stop``
+        assert stop is not None
         so_far = [_profile(runner, m, blocks, kernel_log=None, rules=rules, disturbance="", invalid="")
                   for m, blocks in zip((a, b), per_arm, strict=True)]
         return stop(so_far[0], so_far[1])
