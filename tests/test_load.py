@@ -251,8 +251,11 @@ def test_a_busy_machine_gives_an_invalid_verdict_never_a_regression(tmp_path: Pa
     kw = {"config": GateConfig(margin=5.0), "policy": Policy(confirm=False), "runner": runner,
           "baselines": baselines, "artifacts": ArtifactStore(tmp_path / "empty")}
 
+    # Blocks of ~25 ms: longer than the scheduler's slice, so a burner must take the core during one (a 1 ms
+    # block of 10 runs often fits in one slice and is measured undisturbed: then PASS is the truth, and the
+    # test would assert nothing about a busy machine).
     def measurement(pte: Path, busy_limit: float) -> Measurement:
-        return Measurement.of(ProgramFile(pte, (TOY_INPUT,), "fp32", "xnnpack"), runs=10, warmup=3, blocks=8,
+        return Measurement.of(ProgramFile(pte, (TOY_INPUT,), "fp32", "xnnpack"), runs=300, warmup=3, blocks=8,
                               out_dir=tmp_path / "runs", busy_limit=busy_limit)
 
     # The baseline: recorded with the busy check off (this test shares the cores with the rest of the suite;
