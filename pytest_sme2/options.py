@@ -230,6 +230,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("blocks", "blocks (program loads or runner processes, interleaved when two arms are compared) per "
                "measurement; blocks are the gate's independent units, at least 4 per arm for a 95 percent interval "
                "(default 15)", 15, positive_int),
+    OptionSpec("precision", "stop measuring once the median latency is known to +/- this percent (the 95 percent "
+               "interval of the block medians, looked at after 6 blocks and half-way; every arm of a pair); a "
+               "measurement too noisy for it runs every --sme2-blocks block. 0 = always every block (default: half "
+               "the test's latency margin)", None, nonnegative_percent),
     OptionSpec("threads", "CPU threads for the runtime (default 1; at most the CPUs of the host or phone)", 1,
                positive_int),
     OptionSpec("timeout", "seconds allowed per runner process (default 600)", 600.0, positive_float),
@@ -300,6 +304,8 @@ class Sme2Options:
     time_budget: float = 60.0
     warmup: int = 3
     blocks: int = 15
+    #: percent; None = half of each test's latency margin (:meth:`~pytest_sme2.plugin.markers.Threshold.precision`)
+    precision: float | None = None
     threads: int = 1
     timeout: float = 600.0
     baseline_dir: Path = Path(".sme2_baselines")

@@ -55,7 +55,7 @@ from .runners.base import (
     RunResult,
     build_option,
 )
-from .sequential import Looks
+from .sequential import Looks, Precision
 from .sme_evidence import trace_evidence
 from .trace import read_etdump
 
@@ -175,6 +175,9 @@ class Measurement:
     #: the host's measuring lock (:mod:`pytest_sme2.hostlock`): held for the blocks, so measurements of other
     #: processes on this host (xdist workers) never overlap them; None = not serialized
     lock_file: Path | None = None
+    #: stop before ``blocks`` once the median is known to ± this share (:class:`~pytest_sme2.sequential.Precision`:
+    #: looks after 6 blocks and half-way); 0 = always measure every block
+    precision: float = 0.0
 
     def __post_init__(self) -> None:
         if self.runs < 1:
@@ -186,6 +189,9 @@ class Measurement:
             raise ConfigError(f"blocks must be at least 1 (got {self.blocks}); set --sme2-blocks / --blocks")
         if self.latency not in LATENCY_MODES:
             raise ConfigError(f"latency must be one of {', '.join(LATENCY_MODES)} (got {self.latency!r})")
+        if not 0 <= self.precision < 1:
+            raise ConfigError(f"precision must be a share from 0 (measure every block) to below 1 (got "
+                              f"{self.precision}); set --sme2-precision to a percentage such as 2.5, or 0")
 
     @classmethod
     def of(cls, exported: ExportedLike, **kwargs: Any) -> Measurement:
@@ -220,7 +226,7 @@ class Measurement:
             "warmup": self.warmup, "blocks": self.blocks, "threads": self.threads,
             "timeout_s": self.timeout_s, "out_dir": str(self.out_dir), "latency": self.latency,
             "busy_limit": self.busy_limit, "time_budget_s": self.time_budget_s,
-            "lock_file": str(self.lock_file) if self.lock_file else None,
+            "lock_file": str(self.lock_file) if self.lock_file else None, "precision": self.precision,
         }
 
     @classmethod
@@ -235,6 +241,7 @@ class Measurement:
             out_dir=Path(d.get("out_dir", "sme2_out")), latency=str(d.get("latency", LATENCY_TRACED)),
             busy_limit=float(d.get("busy_limit", PREEMPTED_LIMIT)), time_budget_s=float(d.get("time_budget_s", 0.0)),
             lock_file=Path(d["lock_file"]) if d.get("lock_file") else None,
+            precision=float(d.get("precision", 0.0)),
         )
 
 
@@ -460,7 +467,7 @@ def _fit_budget(arms: Sequence[Measurement], round_s: float, blocks: int) -> tup
 
 def _measure_blocks(
     runner: Runner, arms: Sequence[Measurement], *, blocks: int, progress: Progress | None, what: str,
-    looks: Looks | None = None, stop: Callable[[list[list[Block]]], bool] | None = None,
+    looks: Looks | None = None, stop: Callable[[list[list[Block]]], str] | None = None,
 ) -> tuple[list[list[Block]], str, str, tuple[str, ...]]:
     """Run ``blocks`` clean blocks of every arm, interleaved (ABBA...) when there are two.
 
@@ -470,9 +477,10 @@ def _measure_blocks(
     what was re-measured or shrunk, the invalid reason when the machine stayed busy, and the id of each kept
     round (block i of every arm ran in round i: the gate pairs them, :func:`pytest_sme2.gate.paired`).
 
-    ``looks`` (a group-sequential plan, :mod:`pytest_sme2.sequential`) replaces ``blocks``: rounds are measured up
-    to its last look, and at every earlier look ``stop(blocks per arm)`` may end the measurement (the verdict is
-    settled). A time budget that shrank the blocks cuts the plan there (:meth:`~pytest_sme2.sequential.Looks.within`).
+    ``looks`` (a plan of :mod:`pytest_sme2.sequential`) replaces ``blocks``: rounds are measured up to its last look,
+    and at every earlier look ``stop(blocks per arm)`` may end the measurement by saying why (the verdict is
+    settled, or the median is known precisely enough; "" = go on). A time budget that shrank the blocks cuts the
+    plan there (:meth:`~pytest_sme2.sequential.Looks.within`).
     """
     if looks is not None:
         blocks = looks.last
@@ -511,11 +519,11 @@ def _measure_blocks(
         for i in order:
             per_arm[i].append(got[i])
         rounds.append(f"{token}.{len(rounds)}")
-        if (not evidence and looks is not None and stop is not None and len(rounds) in looks.rounds[:-1]
-                and stop(per_arm)):
-            notes.append(f"stopped after {len(rounds)} of up to {looks.last} rounds: the verdict was settled "
-                         f"(looks at {', '.join(map(str, looks.rounds))} rounds, {looks.per_look:.2%} each)")
-            break
+        if not evidence and looks is not None and stop is not None and len(rounds) in looks.rounds[:-1]:
+            why = stop(per_arm)
+            if why:
+                notes.append(f"stopped after {len(rounds)} of up to {looks.last} rounds: {why}")
+                break
         if evidence:
             disturbed_seen.append(evidence[0])
             reason = (f"the machine stayed busy: {len(disturbed_seen)} blocks disturbed, {len(disturbed_seen) - 1} "
@@ -523,6 +531,30 @@ def _measure_blocks(
                       "machine")
             return per_arm, "; ".join([*notes, _note(disturbed_seen)]), reason, tuple(rounds)
     return per_arm, "; ".join(n for n in [*notes, _note(disturbed_seen)] if n), "", tuple(rounds)
+
+
+def _block_median(block: Block) -> float:
+    """The median latency of one block (its untraced timing run when it has one): what the precision rule reads."""
+    timing = [r for r in block if r.metadata.get("mode", "trace") == "timing"]
+    measured = sorted((timing or block)[0].measured_ms)
+    if not measured:
+        return 0.0
+    mid = len(measured) // 2
+    return measured[mid] if len(measured) % 2 else (measured[mid - 1] + measured[mid]) / 2
+
+
+def _precision_plan(arms: Sequence[Measurement]) -> tuple[Looks | None, Callable[[list[list[Block]]], str] | None]:
+    """The looks and the stop rule of measuring ``arms`` until their medians are precise (all arms ask for it)."""
+    target = min(a.precision for a in arms)
+    rule = Precision(target)
+    looks = rule.looks(arms[0].blocks)
+    if looks is None:
+        return None, None
+
+    def precise(per_arm: list[list[Block]]) -> str:
+        return rule.reached([[_block_median(b) for b in blocks] for blocks in per_arm])
+
+    return looks, precise
 
 
 def _note(disturbed: list[str]) -> str:
@@ -627,9 +659,11 @@ def measure(runner: Runner, measurement: Measurement, *, kernel_log: KernelLog |
             executed: ExecutedKernels | None = None) -> Profile:
     """Run ``measurement`` in its blocks on ``runner`` and analyze it (``executed``: the kernels an emulator saw
     run, :func:`record_executed_kernels`)."""
+    looks, stop = _precision_plan([measurement])
     with measuring(measurement.lock_file, what=measurement.label, progress=progress):
         (blocks,), note, invalid, rounds = _measure_blocks(runner, [measurement], blocks=measurement.blocks,
-                                                           progress=progress, what=measurement.label)
+                                                           progress=progress, what=measurement.label, looks=looks,
+                                                           stop=stop)
     return _profile(runner, measurement, blocks, kernel_log=kernel_log, rules=rules, disturbance=note,
                     invalid=invalid, executed=executed, rounds=rounds)
 
@@ -641,7 +675,8 @@ def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs:
     """Measure ``a`` and ``b`` in interleaved blocks (A,B / B,A / ...); returns their profiles.
 
     With ``looks`` and ``stop`` the pair is measured group-sequentially (:mod:`pytest_sme2.sequential`): at each
-    look before the last, ``stop(profile of a, profile of b)`` on the rounds so far may end it.
+    look before the last, ``stop(profile of a, profile of b)`` on the rounds so far may end it (the verdict is
+    settled). Without them, a pair whose arms ask for a precision stops once both medians are that precise.
     """
     if a.blocks != b.blocks:
         raise ConfigError(f"an interleaved comparison needs the same number of blocks per arm ({a.blocks} != "
@@ -650,16 +685,20 @@ def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs:
     logs = [*list(kernel_logs), None, None]
     ran = [*list(executed), None, None]
 
-    def settled(per_arm: list[list[Block]]) -> bool:  # passed to _measure_blocks only when there is a ``stop``
-        assert stop is not None
+    def settled(per_arm: list[list[Block]]) -> str:  # passed to _measure_blocks only when there is a ``stop``
+        assert stop is not None and looks is not None
         so_far = [_profile(runner, m, blocks, kernel_log=None, rules=rules, disturbance="", invalid="")
                   for m, blocks in zip((a, b), per_arm, strict=True)]
-        return stop(so_far[0], so_far[1])
+        return (f"the verdict was settled (looks at {', '.join(map(str, looks.rounds))} rounds, {looks.per_look:.2%} "
+                "each)") if stop(so_far[0], so_far[1]) else ""
 
+    rule: Callable[[list[list[Block]]], str] | None = settled if stop else None
+    if stop is None:
+        looks, rule = _precision_plan([a, b])
     with measuring(a.lock_file or b.lock_file, what=label, progress=progress):
         (blocks_a, blocks_b), note, invalid, rounds = _measure_blocks(runner, [a, b], blocks=a.blocks,
                                                                       progress=progress, what=label,
-                                                                      looks=looks, stop=settled if stop else None)
+                                                                      looks=looks, stop=rule)
     return (_profile(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid,
                      executed=ran[0], rounds=rounds),
             _profile(runner, b, blocks_b, kernel_log=logs[1], rules=rules, disturbance=note, invalid=invalid,

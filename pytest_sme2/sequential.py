@@ -1,4 +1,17 @@
-"""Measure until decided: a group-sequential plan for paired (interleaved) comparisons.
+"""Measure until decided: when a measurement may stop before its last block.
+
+Two rules, one per kind of measurement:
+
+- **A comparison with the baseline's artifact re-measured beside the candidate** (interleaved, paired) stops when
+  its *verdict* is settled (:class:`Looks`, :func:`settled`, below).
+- **Every other measurement** (the candidate measured alone before it is judged, an on/off or backend pair)
+  stops when its *median is known precisely enough* (:class:`Precision`): at a look, every arm's 95 % interval of
+  the median of its block medians is narrower than ``±target`` (half the test's latency margin in the plugin).
+  The rule reads the spread of the blocks, never their level, so it cannot steer a measurement towards a verdict;
+  what it costs in false alarms and detection is measured with the rule in place (``benchmarks/gate_paired.py``,
+  the "precision stop" rows). A measurement too noisy to reach the target runs every planned block, as before.
+
+The paired rule:
 
 An interleaved comparison (the baseline's artifact re-measured beside the candidate) is looked at after a few
 rounds (:attr:`Looks.rounds`, e.g. after 8, 15, 22 and 30 for 15 blocks) and stops at the first look whose verdict is
@@ -15,11 +28,12 @@ measured per comparison, with A/A false alarms and detection measured with the s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .gate import GateConfig
 from .rule import Comparison, Status
-from .stats import min_paired_rounds
+from .stats import median_interval, min_paired_rounds
 
 
 @dataclass(frozen=True)
@@ -78,3 +92,43 @@ def applies(comparison: Comparison) -> bool:
     """Only an interleaved comparison with a reference measured beside the candidate can stop early."""
     return comparison is Comparison.SESSION
 
+
+
+#: The first look of a measurement stopped for precision: the fewest blocks whose order-statistic interval of the
+#: median reaches 95 % (6: [min, max] covers 96.9 %), which is also the fewest rounds of a 95 % paired interval
+#: (a pair's speedup is judged on its own rounds).
+PRECISION_FIRST_LOOK = 6
+#: The confidence of the interval the precision rule reads.
+PRECISION_CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Stop measuring once the median is known to ``±target`` (relative: 0.025 = ±2.5 %); 0 = never stop early."""
+
+    target: float
+
+    def looks(self, blocks: int) -> Looks | None:
+        """When to look at a measurement of (up to) ``blocks`` blocks: after 6, half-way to the last, and at the last
+        (6, 10, 15 for 15 blocks). None when nothing can stop early (no target, or too few blocks to look before
+        the last)."""
+        if self.target <= 0 or blocks <= PRECISION_FIRST_LOOK:
+            return None
+        rounds = sorted({PRECISION_FIRST_LOOK, (PRECISION_FIRST_LOOK + blocks) // 2, blocks})
+        return Looks(tuple(rounds), PRECISION_CONFIDENCE)
+
+    def half_width(self, block_medians: Sequence[float]) -> float | None:
+        """The 95 % interval of the median of ``block_medians``, as ± a share of the median; None below 6 blocks."""
+        iv, _ = median_interval(block_medians, confidence=PRECISION_CONFIDENCE)
+        if iv is None or iv.estimate <= 0:
+            return None
+        return (iv.high - iv.low) / 2 / iv.estimate
+
+    def reached(self, arms: Sequence[Sequence[float]]) -> str:
+        """Why the measurement may stop (every arm's median known to the target), or "" to go on measuring."""
+        widths = [self.half_width(arm) for arm in arms]
+        if not widths or any(w is None or w > self.target for w in widths):
+            return ""
+        known = max(w for w in widths if w is not None)
+        return (f"the median was known to ±{known:.1%} (the {PRECISION_CONFIDENCE:.0%} interval of the block "
+                f"medians{', every arm' if len(arms) > 1 else ''}; target ±{self.target:.1%})")

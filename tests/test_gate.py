@@ -65,10 +65,14 @@ issue 18 defect 6 (confirmation decides on pooled blocks both ways; absolute che
     test_a_first_regression_is_decided_on_both_measurements_pooled_like_a_first_inconclusive;
     test_absolute_checks_of_an_unchanged_artifact_are_measured_again_before_they_fail;
     test_a_stored_regression_says_re_measuring_cannot_separate_the_model_from_the_session
-issue 18 defect 12 (measure until decided: pytest_sme2/sequential.py, used by judge's same-session pair; errors with
-the stopping rule in place: benchmarks/gate_paired.py, "looks" rows):
+issue 18 defect 12 (measure until decided: pytest_sme2/sequential.py, used by judge's same-session pair, and the
+precision rule for every other measurement; errors with the stopping rules in place: benchmarks/gate_paired.py,
+"looks" and "precision stop" rows, on the recorded XNNPACK and portable A/A rounds):
     test_the_sequential_plan_looks_at_half_all_and_twice_the_blocks_at_the_bonferroni_share;
-    test_an_interleaved_pair_stops_at_the_first_look_whose_verdict_is_settled
+    test_an_interleaved_pair_stops_at_the_first_look_whose_verdict_is_settled;
+    test_the_precision_plan_looks_after_six_blocks_half_way_and_at_the_last;
+    test_a_precise_measurement_stops_after_six_blocks_and_a_noisy_one_runs_them_all;
+    test_a_pair_outside_a_same_session_comparison_stops_when_both_arms_are_precise
 issue 18 defect 5 (green could mean nothing was gated):
     tests/test_fail_closed.py::test_in_ci_a_missing_baseline_fails_with_the_command_and_on_a_laptop_it_records;
     tests/test_fail_closed.py::test_ci_opts_in_to_record_with_fail_on_none;
@@ -912,6 +916,73 @@ def test_the_sequential_plan_looks_at_half_all_and_twice_the_blocks_at_the_bonfe
     from pytest_sme2.report.html import _check_text
 
     assert "98.75% CI" in _check_text(e2e)
+
+
+def test_the_precision_plan_looks_after_six_blocks_half_way_and_at_the_last() -> None:
+    """Issue 18 defect 12: a measurement outside a same-session pair stops when its median is known to ±target: looks
+    at 6 (the fewest blocks whose [min, max] covers 96.9 %), half-way and the last; nothing to look at without a target
+    or with 6 blocks or fewer. The rule reads the spread of the block medians, never their level."""
+    from pytest_sme2.sequential import Precision
+
+    rule = Precision(0.05)
+    assert rule.looks(15) is not None and rule.looks(15).rounds == (6, 10, 15)  # type: ignore[union-attr]
+    assert rule.looks(30).rounds == (6, 18, 30)  # type: ignore[union-attr]
+    assert rule.looks(6) is None and Precision(0.0).looks(15) is None
+    tight = [100.0, 101.0, 99.5, 100.5, 100.2, 99.8]  # [min, max] = 99.5 .. 101: ±0.75 %
+    assert rule.half_width(tight) == pytest.approx((101.0 - 99.5) / 2 / float(np.median(tight)))
+    assert rule.half_width(tight[:5]) is None
+    assert "known to ±0.7%" in rule.reached([tight])
+    assert rule.reached([[x * 1.3 for x in tight]]) != ""  # 30 % slower, as precise: the level does not matter
+    wide = [*tight[:5], 115.0]  # one slow block: ±7.5 %
+    assert rule.reached([wide]) == "" and rule.reached([tight, wide]) == ""  # every arm must be precise
+    assert Precision(0.1).reached([tight, wide]).endswith("every arm; target ±10.0%)")
+
+
+class _TwoSpeeds(HostRunner):
+    """A host runner whose blocks alternate between two stand-ins replaying two real recordings of one model (the 1-
+    and the 2-thread mobilenet traces): a measurement whose block medians really are far apart."""
+
+    speeds: tuple[Path, ...] = ()
+    calls = 0
+
+    def run(self, request: RunRequest) -> RunResult:
+        self.calls += 1
+        return super().run(replace(request, build=self.speeds[self.calls % 2]))
+
+
+def test_a_precise_measurement_stops_after_six_blocks_and_a_noisy_one_runs_them_all(tmp_path: Path) -> None:
+    """Issue 18 defect 12: the same recorded trace every block (block medians equal) is known precisely after 6 of 15
+    blocks: 6 measured, and the profile says why; asked for no precision, all 15 run; blocks alternating between two
+    real recordings far apart never reach ±5 %: all 15 run, nothing stopped early."""
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
+    m = _standin_measurement(tmp_path, runs=3, warmup=1, blocks=15, precision=0.05)
+    precise = measure(runner, m)
+    assert len(precise.samples().blocks) == 6
+    assert "stopped after 6 of up to 15 rounds: the median was known to ±" in precise.disturbance
+    assert len(measure(runner, replace(m, precision=0.0)).samples().blocks) == 15
+
+    noisy_runner = _TwoSpeeds(make_standin(tmp_path / "bin0", trace=TOY_TRACE))
+    noisy_runner.speeds = tuple(make_standin(tmp_path / f"t{t}", trace=DATA / f"{MOBILE}_simd-on_t{t}.etdump")
+                                for t in (1, 2))
+    noisy = measure(noisy_runner, replace(m, pte=DATA / f"{MOBILE}.pte", inputs=()))
+    spread = sorted(noisy.analysis.block_medians_ms) if hasattr(noisy.analysis, "block_medians_ms") else ()
+    assert len(noisy.samples().blocks) == 15 and "stopped after" not in noisy.disturbance, spread
+
+
+def test_a_pair_outside_a_same_session_comparison_stops_when_both_arms_are_precise(tmp_path: Path) -> None:
+    """Issue 18 defect 12: an on/off (or backend) pair whose arms both ask for a precision stops at the first look
+    where both medians are known to it: 6 rounds of each arm, still interleaved and paired (6 rounds reach the 95 %
+    signed-rank interval of the speedup)."""
+    from pytest_sme2.onoff import measure_on_off
+
+    bins = tmp_path / "bin"
+    runner = HostRunner(variants={
+        SME2_OFF: make_standin(bins / "off", trace=DATA / f"{MOBILE}_simd-off_t1.etdump"),
+        SME2_ON: make_standin(bins / "on", trace=DATA / f"{MOBILE}_simd-on_t1.etdump")})
+    m = _standin_measurement(tmp_path, runs=3, warmup=1, blocks=15, precision=0.05)
+    pair = measure_on_off(runner, replace(m, variant=SME2_OFF), replace(m, variant=SME2_ON))
+    assert len(pair.off.rounds) == len(pair.on.rounds) == 6 and pair.off.rounds == pair.on.rounds
+    assert "every arm" in pair.on.disturbance
 
 
 def test_an_interleaved_pair_stops_at_the_first_look_whose_verdict_is_settled(tmp_path: Path) -> None:

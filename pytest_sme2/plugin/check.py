@@ -32,7 +32,7 @@ class Sme2Baseline:
         t = parse_threshold_marker(self._item)
         o = self._session.options
         return GateConfig(
-            margin=(t.latency_pct if t.latency_pct is not None else o.margin) / 100,
+            margin=t.margin_pct(o.margin) / 100,
             strict=o.strict, fail_on=tuple(s for s in o.fail_on if s != "missing"),
             category_margins={k: v / 100 for k, v in t.categories.items()},
             p50_ms=t.p50_ms, p90_ms=t.p90_ms, min_speedup=t.min_speedup,

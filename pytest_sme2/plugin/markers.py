@@ -69,6 +69,17 @@ class Threshold:
     planned_mb: float | None = None
     peak_mb: float | None = None
 
+    def margin_pct(self, default: float) -> float:
+        """The E2E latency margin in percent: ``latency_pct``, else ``default`` (``--sme2-margin``)."""
+        return self.latency_pct if self.latency_pct is not None else default
+
+    def precision(self, options: Any) -> float:
+        """How precisely to measure (a share, :class:`~pytest_sme2.sequential.Precision`): ``--sme2-precision``,
+        else half the test's latency margin (0 = every block). Half: on real blocks (benchmarks/gate_paired.py) the
+        A/A false alarms and the detection at +10 % and +20 % were those of every block, at half the blocks."""
+        pct = options.precision if options.precision is not None else self.margin_pct(options.margin) / 2
+        return pct / 100
+
 
 def _marker_error(item: pytest.Item, message: str) -> None:
     pytest.fail(f"{item.nodeid}: {message}", pytrace=False)
