@@ -17,6 +17,12 @@ repetition draws rounds at random (without replacement) and builds what the gate
   the margin + the drift allowance (this repository's 50 %, and 0 % for the interval alone);
 - ``unchanged``: the same samples as ``stored``, the same artifact: a change beyond the margin is ``drift``.
 
+The "precision stop" kinds measure every measurement *outside* a same-session pair (the stored baseline, the
+candidate measured alone, its confirming re-measurement) with the plugin's precision rule in place
+(``pytest_sme2.sequential.Precision``, looks after 6, 10 and 15 blocks): it stops at the first look where the 95 %
+interval of the median of the block medians is within ±target (a quarter, or half, of the margin). Their
+``rounds`` column is the blocks the candidate's measurements took (15 without the rule).
+
 Injected, multiplicatively, on real blocks: the model's slowdown (B blocks x 1.10 or x 1.20) and a common drift of
 the machine per round (both blocks of round k x exp(N(0, s)), s = 0, 3 %, 6 %), which pairing cancels. Widths are
 the first measurement's 95 % interval, high / low - 1, median over repetitions.
@@ -48,6 +54,9 @@ KINDS = ("session (paired)", "session (unpaired, before)", "stored (+50% allowan
 #: group-sequential plans (pytest_sme2.sequential.Looks) judged like "session (paired)", with the stopping rule in
 #: place: kind name -> the rounds looked at
 SEQUENTIAL = {"session (paired, looks 7/11/15)": (7, 11, 15), "session (paired, looks 8/15/22/30)": (8, 15, 22, 30)}
+#: measurements outside a pair stopped for precision (pytest_sme2.sequential.Precision): kind -> target / margin
+PRECISION = {"stored (+0%), precision stop ±m/4": 0.25, "stored (+0%), precision stop ±m/2": 0.5,
+             "unchanged, precision stop ±m/4": 0.25, "unchanged, precision stop ±m/2": 0.5}
 
 
 def load_rounds(path: Path = AA_DATA) -> tuple[np.ndarray, np.ndarray]:
@@ -90,6 +99,8 @@ def one(kind: str, a: np.ndarray, b: np.ndarray, rng: np.random.Generator, *, bl
     paired = kind.startswith("session (paired")
     if looks:
         return sequential(a, b, draws, ids, runs=runs, slowdown=slowdown, margin=margin, looks=looks)
+    if kind in PRECISION:
+        return precision_stopped(kind, a, b, draws, runs=runs, blocks=blocks, slowdown=slowdown, margin=margin)
     if kind.startswith("session"):
         comparison, allowance = Comparison.SESSION, 0.0
 
@@ -151,13 +162,47 @@ def sequential(a: np.ndarray, b: np.ndarray, draws: list[Draw], ids: list[tuple[
     return verdict.status.value, verdict.attempts, (iv.high / iv.low - 1) if iv is not None else math.nan, used[0]
 
 
+def precision_stopped(kind: str, a: np.ndarray, b: np.ndarray, draws: list[Draw], *, runs: int, blocks: int,
+                      slowdown: float, margin: float) -> tuple[str, int, float, int]:
+    """A stored or unchanged comparison whose measurements (baseline, candidate, confirmation) each stop by the
+    precision rule: at the first look where the median of the block medians is known to ±target."""
+    from pytest_sme2.gate import Comparison, GateConfig, decide
+    from pytest_sme2.sequential import Precision
+
+    rule = Precision(PRECISION[kind] * margin)
+    plan = rule.looks(blocks)
+    used = [0]
+
+    def measure(arm: np.ndarray, draw: Draw, factor: float, count: bool = True) -> Any:
+        for n in plan.rounds if plan else (blocks,):
+            part = Draw(draw.rounds[:n], draw.drift[:n])
+            medians = np.median(arm[part.rounds, :runs], axis=1) * part.drift * factor
+            if n == blocks or rule.reached([medians.tolist()]):
+                used[0] += n if count else 0
+                return samples(arm, part, runs, factor, ())
+        raise AssertionError("unreachable")
+
+    comparison = Comparison.UNCHANGED if kind.startswith("unchanged") else Comparison.STORED
+    ref = measure(a, draws[2], 1.0, count=False)
+    cand = measure(b, draws[0], slowdown)
+
+    def again() -> tuple[Any, Any, Any]:
+        return ref, measure(b, draws[1], slowdown), None
+
+    config = GateConfig(margin=margin)
+    first = decide((ref, cand, None), None, config, comparison=comparison).e2e
+    verdict = decide((ref, cand, None), again, config, comparison=comparison)
+    iv = first.interval if first is not None else None
+    return verdict.status.value, verdict.attempts, (iv.high / iv.low - 1) if iv is not None else math.nan, used[0]
+
+
 def study(*, quick: bool = False, blocks: int = 15, runs: int = 10, margin: float = 0.05,
-          seed: int = 18) -> dict[str, Any]:
-    a, b = load_rounds()
+          seed: int = 18, data: Path = AA_DATA) -> dict[str, Any]:
+    a, b = load_rounds(data)
     rng = np.random.default_rng(seed)
     rows = []
     for drift_sd in DRIFTS if not quick else (0.03,):
-        for kind in (*KINDS, *SEQUENTIAL):
+        for kind in (*KINDS, *SEQUENTIAL, *PRECISION):
             for slowdown, reps in EFFECTS:
                 n = 20 if quick else reps
                 got = [one(kind, a, b, rng, blocks=blocks, runs=runs, slowdown=slowdown, drift_sd=drift_sd,
@@ -172,7 +217,7 @@ def study(*, quick: bool = False, blocks: int = 15, runs: int = 10, margin: floa
                     "mean_rounds": float(np.mean([g[3] for g in got])),
                 })
     coverage = [c for n in ((15,) if quick else (8, 15, 30)) for c in consecutive_coverage(a, b, rounds=n, runs=runs)]
-    return {"blocks": blocks, "runs": runs, "margin": margin, "source": str(AA_DATA.relative_to(ROOT)),
+    return {"blocks": blocks, "runs": runs, "margin": margin, "source": str(data.resolve().relative_to(ROOT)),
             "rounds_recorded": int(a.shape[0]), "rows": rows, "coverage": coverage}
 
 
@@ -221,7 +266,7 @@ def render(result: dict[str, Any]) -> str:
              f"{'drift':>6s} {'re-meas.':>8s} {'width':>6s} {'rounds':>6s}"]
     for r in result["rows"]:
         extra = ""
-        if r["slowdown"] == 1.0 and r["kind"] != "unchanged":
+        if r["slowdown"] == 1.0 and not r["kind"].startswith("unchanged"):
             k = round(r["regression"] * r["repetitions"])
             extra = f"  false alarms {k}/{r['repetitions']} (95% upper {upper95(k, r['repetitions']):.2%})"
         lines.append(
@@ -241,13 +286,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="20 repetitions per row, one drift: a smoke run")
     parser.add_argument("--blocks", type=int, default=15)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--margin", type=float, default=5.0, help="the gate's margin in percent (default 5)")
+    parser.add_argument("--data", type=Path, default=AA_DATA,
+                        help=f"recorded A/A rounds (record_aa.py; default {AA_DATA.relative_to(ROOT)})")
     args = parser.parse_args(argv)
-    result = study(quick=args.quick, blocks=args.blocks, runs=args.runs)
+    result = study(quick=args.quick, blocks=args.blocks, runs=args.runs, margin=args.margin / 100, data=args.data)
     text = render(result)
     print(text)
     if not args.quick:
         RESULTS.mkdir(exist_ok=True)
-        stem = f"gate_paired_b{args.blocks}_r{args.runs}"
+        stem = (f"gate_paired_b{args.blocks}_r{args.runs}" + (f"_m{args.margin:g}" if args.margin != 5.0 else "")
+                + ("" if args.data == AA_DATA else f"_{args.data.stem.removeprefix('aa_')}"))
         (RESULTS / f"{stem}.txt").write_text(text + "\n")
         (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     return 0

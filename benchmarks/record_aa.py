@@ -36,7 +36,8 @@ DEFAULT_OUT = ROOT / "benchmarks" / "data" / "aa_toy_cnn_fp32_xnnpack.json"
 SCHEMA_VERSION = 1
 
 
-def record(blocks_per_arm: int, *, runs: int = 30, warmup: int = 3, threads: int = 1) -> dict[str, Any]:
+def record(blocks_per_arm: int, *, runs: int = 30, warmup: int = 3, threads: int = 1, pte: Path = PTE,
+           input_file: Path = INPUT) -> dict[str, Any]:
     """``blocks_per_arm`` blocks of each arm, interleaved A B B A ..., every execution time kept."""
     from benchmarks.run import machine
     from pytest_sme2.runners.base import RunRequest
@@ -46,8 +47,8 @@ def record(blocks_per_arm: int, *, runs: int = 30, warmup: int = 3, threads: int
     load_start = [round(x, 2) for x in os.getloadavg()]
     blocks: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        request = RunRequest(pte=PTE, runs=runs, warmup=warmup, threads=threads, out_dir=Path(tmp),
-                             inputs=(INPUT,), label="aa")
+        request = RunRequest(pte=pte, runs=runs, warmup=warmup, threads=threads, out_dir=Path(tmp),
+                             inputs=(input_file,), label="aa")
         started = time.perf_counter()
         for pair in range(blocks_per_arm):
             for arm in ("AB" if pair % 2 == 0 else "BA"):
@@ -59,9 +60,9 @@ def record(blocks_per_arm: int, *, runs: int = 30, warmup: int = 3, threads: int
     return {
         "schema_version": SCHEMA_VERSION,
         "what": "interleaved A/A blocks of one .pte (true ratio 1); e2e_us holds warm-ups then runs",
-        "pte": PTE.relative_to(ROOT).as_posix(),
-        "pte_sha256": hashlib.sha256(PTE.read_bytes()).hexdigest(),
-        "input": INPUT.relative_to(ROOT).as_posix(),
+        "pte": pte.resolve().relative_to(ROOT).as_posix(),
+        "pte_sha256": hashlib.sha256(pte.read_bytes()).hexdigest(),
+        "input": input_file.resolve().relative_to(ROOT).as_posix(),
         "runner": runner.build,
         "threads": threads, "warmup": warmup, "runs": runs, "unit": "us",
         "recorded_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
@@ -79,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=30, help="measured executions per block (default 30)")
     parser.add_argument("--warmup", type=int, default=3, help="warm-up executions per block (default 3)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT.relative_to(ROOT)}")
+    parser.add_argument("--pte", type=Path, default=PTE,
+                        help=f"default {PTE.relative_to(ROOT)} (a file inside this repository)")
+    parser.add_argument("--input", type=Path, default=INPUT, help=f"default {INPUT.relative_to(ROOT)}")
     args = parser.parse_args(argv)
-    data = record(args.blocks, runs=args.runs, warmup=args.warmup)
+    data = record(args.blocks, runs=args.runs, warmup=args.warmup, pte=args.pte, input_file=args.input)
     args.out.write_text(json.dumps(data, separators=(",", ":")) + "\n")
     print(f"{len(data['blocks'])} blocks in {data['elapsed_s']} s, load average {data['loadavg_start']} -> "
           f"{data['loadavg_end']}; wrote {args.out} ({args.out.stat().st_size / 1e3:.0f} kB)")
