@@ -54,7 +54,7 @@ from .kernels import KernelLog
 from .memory import ADDED, Memory, MemoryThresholds, with_memory
 from .numerics import NumericsComparison
 from .onoff import Pair, decide_speedup, remeasure, with_speedup
-from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair, source_head
+from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair
 from .runners.base import MODE_TIMING, Runner
 from .sequential import Looks, settled
 
@@ -214,8 +214,7 @@ def sme2_evidence(profile: Profile, off: Profile | None, config: GateConfig) -> 
         device_sme2 = reports_sme2(profile.identity)
     name = (profile.identity.get("summary") or profile.device.get("name") or profile.device.get("serial")
             or "the device")
-    # kernel_source is "none: <why>" when the arm has no log: the check says that why
-    why = profile.kernel_source.split(": ", 1)[1] if source_head(profile.kernel_source) == "none" else ""
+    why = profile.no_kernel_log
     return Sme2Evidence(
         required_by=" and ".join(reasons), enforced=config.require_sme2_kernels, device_sme2=device_sme2,
         device=str(name), log=_log_of(profile), off_log=off_log,

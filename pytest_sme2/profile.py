@@ -276,6 +276,8 @@ class Profile:
     disturbance: str = ""
     breakdown_source: str = ""
     kernel_source: str = ""
+    #: why this arm has no XNNPACK kernel log ("" when it has one, or when the kernels QEMU executed stand in)
+    no_kernel_log: str = ""
     #: planned memory, program size, load time and peak memory per block (:mod:`pytest_sme2.memory`); None for a
     #: profile stored before they were measured
     memory: Memory | None = None
@@ -325,6 +327,7 @@ class Profile:
             "latency_source": self.latency_source,
             "breakdown_source": self.breakdown_source,
             "kernel_source": self.kernel_source,
+            "no_kernel_log": self.no_kernel_log,
             "artifact": self.artifact.to_dict() if self.artifact else None,
             "measurement": self.measurement.to_dict() if self.measurement else None,
             "disturbance": self.disturbance,
@@ -348,12 +351,20 @@ class Profile:
             latency_source=str(d.get("latency_source", "")),
             breakdown_source=str(d.get("breakdown_source", "")),
             kernel_source=str(d.get("kernel_source", "")),
+            no_kernel_log=str(d["no_kernel_log"]) if "no_kernel_log" in d else _old_no_log(d),
             artifact=Artifact.from_dict(art) if art else None,
             measurement=Measurement.from_dict(meas) if meas else None,
             disturbance=str(d.get("disturbance", "")),
             memory=Memory.maybe(d.get("memory")),
             rounds=tuple(str(r) for r in d.get("rounds", ())),
         )
+
+
+def _old_no_log(d: Mapping[str, Any]) -> str:
+    """Why a profile from a results file written before ``no_kernel_log`` existed had no kernel log: its kernel
+    source then read ``"none: <why>"``."""
+    head, _, why = str(d.get("kernel_source", "")).partition(": ")
+    return why if head == "none" else ""
 
 
 def has_build(runner: Runner, variant: str | None, mode: str) -> bool:
@@ -573,8 +584,9 @@ def _cost_of_tracer(runner: Runner) -> str:
 
 
 def _sources(runner: Runner, measurement: Measurement, analysis: Analysis, *, traced: list[RunResult],
-             timing: list[RunResult], kernel_log: KernelLog | None) -> tuple[str, str, str]:
-    """Where the latency, the breakdown and the kernel table came from, each as ``"<what>: <detail>"``."""
+             timing: list[RunResult], kernel_log: KernelLog | None) -> tuple[str, str, str, str]:
+    """Where the latency, the breakdown and the kernel table came from, each as ``"<what>: <detail>"``, and why the
+    arm has no kernel log ("" when it has one, or when the kernels QEMU executed stand in)."""
     local = runner.name == "local"
     first = traced[0] if traced else None
     if timing:
@@ -595,20 +607,23 @@ def _sources(runner: Runner, measurement: Measurement, analysis: Analysis, *, tr
     if getattr(runner, "emulated", False):
         latency = f"emulated time (QEMU, not device time), {latency}"
     executed = analysis.executed_kernels
+    missing = ""
     if kernel_log is not None:
         kernels = f"log build: {kernel_log.build or 'unknown build'}, log {kernel_log.source}"
     elif executed is not None:
         kernels = (f"emulator: the exported functions QEMU executed in one execution ({executed.source}); "
                    "what ran, not how long")
-    elif local:
-        kernels = ("none: the local runtime cannot record an XNNPACK log (the executorch wheel's XNNPACK is built "
-                   "without logging)")
-    elif not has_build(runner, measurement.variant, MODE_LOG):
-        kernels = (f"none: no XNNPACK-logging build for this arm ({build_option(MODE_LOG, measurement.variant)}), so "
-                   "which kernels ran is not recorded")
     else:
-        kernels = "none: the log build was not run for this measurement"
-    return latency, breakdown, kernels
+        if local:
+            missing = ("the local runtime cannot record an XNNPACK log (the executorch wheel's XNNPACK is built "
+                       "without logging)")
+        elif not has_build(runner, measurement.variant, MODE_LOG):
+            missing = (f"no XNNPACK-logging build for this arm ({build_option(MODE_LOG, measurement.variant)}), so "
+                       "which kernels ran is not recorded")
+        else:
+            missing = "the log build was not run for this measurement"
+        kernels = f"none: {missing}"
+    return latency, breakdown, kernels, missing
 
 
 def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, kernel_log: KernelLog | None,
@@ -630,7 +645,7 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
         latency_blocks = tuple(len(r.measured_ms) for r in timing)
     else:
         latency, latency_blocks = (), ()
-    source, breakdown, kernels = _sources(runner, measurement, analysis, traced=traced, timing=timing,
+    source, breakdown, kernels, no_log = _sources(runner, measurement, analysis, traced=traced, timing=timing,
                                         kernel_log=kernel_log)
     libraries = {path: sha for block in blocks for r in block for path, sha in r.metadata.get("libraries", {}).items()}
     # Memory from the runs that give the latency (untraced when there are such: the tracer's buffers are no part of
@@ -649,6 +664,7 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
         latency_blocks=latency_blocks, latency_source=source,
         artifact=artifact_of(runner, measurement, libraries=libraries),
         measurement=measurement, disturbance=disturbance, breakdown_source=breakdown, kernel_source=kernels,
+        no_kernel_log=no_log,
         memory=memory,
         rounds=rounds if len(rounds) == len(blocks) else (),
     )

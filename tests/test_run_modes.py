@@ -42,7 +42,7 @@ from pytest_sme2.gate import (
     sme2_kernel_checks,
 )
 from pytest_sme2.kernels import KernelLog, operator_kernels, parse_xnnpack_log, read_xnnpack_log
-from pytest_sme2.profile import Measurement, measure, record_kernel_log
+from pytest_sme2.profile import Measurement, Profile, measure, record_kernel_log
 from pytest_sme2.runners.android import AndroidRunner
 from pytest_sme2.runners.base import MODE_LOG, MODE_TIMING, SME2_OFF, SME2_ON, RunRequest
 from pytest_sme2.runners.host import HostRunner
@@ -270,6 +270,20 @@ def test_traced_only_latency_says_it_includes_the_tracer(tmp_path: Path) -> None
     assert "µs per recorded operator event" in p.latency_source and "--sme2-runner-timing" in p.latency_source
     assert p.breakdown_source.startswith("trace build")
     assert p.kernel_source.startswith("none: no XNNPACK-logging build") and "--sme2-runner-log" in p.kernel_source
+    # Why there is no log is a field of its own (issue 18, the house: no behaviour reads a source string's prefix),
+    # kept by the results file; a file written before the field had only the "none: <why>" source text.
+    assert p.no_kernel_log.startswith("no XNNPACK-logging build") and p.kernel_source.endswith(p.no_kernel_log)
+    assert Profile.from_dict(p.to_dict()).no_kernel_log == p.no_kernel_log
+    old = {k: v for k, v in p.to_dict().items() if k != "no_kernel_log"}
+    assert Profile.from_dict(old).no_kernel_log == p.no_kernel_log
+    assert Profile.from_dict({**old, "kernel_source": "log build: x, log y"}).no_kernel_log == ""
+    # The reports say it per arm; the terminal leaves it out (a flag, not a filter on the line's text).
+    from pytest_sme2.report.results import TestResult
+    from pytest_sme2.report.tables import kernel_evidence_lines
+
+    t = TestResult(test_id="t::x", profile=p)
+    assert any("no XNNPACK log (no XNNPACK-logging build" in line for line in kernel_evidence_lines(t))
+    assert not any("no XNNPACK log" in line for line in kernel_evidence_lines(t, missing=False))
 
 
 # ------------------------------------------------------------------------------ Android runner
