@@ -9,11 +9,13 @@ Not part of ``run.py``: an experiment behind the "what stands in the way of 95 %
 measurement of the candidate for confirmation; 10 blocks each). Every variant is then judged on
 those same samples, so the differences between rows are the variants', not the machine's:
 
-- ``default``: the library's ``gate_confirmed`` on the default design (3 warm-ups, 30 runs, 5 blocks);
+- ``default``: the library's ``gate.decide`` (confirmation pooled both ways, issue 18 defect 6) on this experiment's
+  design (3 warm-ups, 30 runs, 5 blocks), unpaired (the arms' blocks are judged without their rounds: a stored
+  comparison's interval; ``benchmarks/gate_paired.py`` has the paired same-session one);
 - ``trim``: the same after dropping "disturbed" blocks (median above the arm's median of block
   medians by more than max(5 %, 3 MAD));
-- ``pooled-confirm``: a first regression is confirmed when the pooled first + second measurement
-  is a regression and the second is not a pass;
+- ``pooled-confirm``: the rule this experiment proposed before ``decide`` adopted pooling: a first regression is
+  confirmed when the pooled first + second measurement is a regression and the second is not a pass;
 - ``10 vs 5`` / ``10 vs 10``: baseline / candidate blocks.
 """
 
@@ -77,15 +79,17 @@ def trimmed(blocks: Sequence[np.ndarray], k: int, floor: float = 0.05, mads: flo
 
 
 def judge(variant: str, arms: Arms, margin: float) -> str:
-    from pytest_sme2.gate import GateConfig, Status, gate, gate_confirmed
+    from pytest_sme2.gate import GateConfig, Status, decide, gate
 
     config = GateConfig(margin=margin)
     a, b, c = arms["A"], arms["B"], arms["C"]
+
+    def confirmed(base: Any, first: Any, second: Any) -> str:
+        return decide((base, first, None), lambda: (base, second, None), config).status.value
+
     if variant == "trim":
         ta, tb, tc = trimmed(a, 5), trimmed(b, 5), trimmed(c, 5)
-        verdict, _ = gate_confirmed(samples(ta, len(ta)), lambda: samples(tc, len(tc)), config,
-                                    first=samples(tb, len(tb)))
-        return verdict.status.value
+        return confirmed(samples(ta, len(ta)), samples(tb, len(tb)), samples(tc, len(tc)))
     if variant == "pooled-confirm":
         base, first, second = samples(a, 5), samples(b, 5), samples(c, 5)
         one = gate(base, first, config)
@@ -97,8 +101,7 @@ def judge(variant: str, arms: Arms, margin: float) -> str:
             return gate(base, first.pooled(second), config).status.value
         return one.status.value
     kb, kc = {"default": (5, 5), "10 vs 5": (10, 5), "10 vs 10": (10, 10)}[variant]
-    verdict, _ = gate_confirmed(samples(a, kb), lambda: samples(c, kc), config, first=samples(b, kc))
-    return verdict.status.value
+    return confirmed(samples(a, kb), samples(b, kc), samples(c, kc))
 
 
 VARIANTS = ("default", "trim", "pooled-confirm", "10 vs 5", "10 vs 10")

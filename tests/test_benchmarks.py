@@ -138,6 +138,17 @@ def test_gate_variants_trims_only_blocks_far_above_the_arm() -> None:
     assert len(trimmed(blocks, 2)) == 2
 
 
+@pytest.mark.slow
+def test_gate_variants_runs_to_the_end_on_real_measurements() -> None:
+    """benchmarks/gate_variants.py calls the library's gate as it is now (it once imported a function the gate no
+    longer had, and nothing noticed): one A/A and one repetition per slowdown, every variant judged."""
+    proc = _bench(str(ROOT / "benchmarks" / "gate_variants.py"), "--reps", "1,1,1", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line.split()[0] for line in proc.stdout.splitlines() if line.split()[:1] and line.split()[0] in
+            ("default", "trim", "pooled-confirm", "10")]
+    assert rows == ["default", "trim", "pooled-confirm", "10", "10"], proc.stdout[-2000:]
+
+
 def test_gate_variants_rejects_bad_repetition_counts() -> None:
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gate_variants.py"), "--reps", "5,0,1"],
                           capture_output=True, text=True, timeout=120, check=False)
