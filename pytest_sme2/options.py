@@ -231,7 +231,7 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "measurement; blocks are the gate's independent units, at least 4 per arm for a 95 percent interval "
                "(default 15)", 15, positive_int),
     OptionSpec("precision", "stop measuring once the median latency is known to +/- this percent (the 95 percent "
-               "interval of the block medians, looked at after 6 blocks and half-way; every arm of a pair); a "
+               "interval of the block medians, looked at after every block from the 6th; every arm of a pair); a "
                "measurement too noisy for it runs every --sme2-blocks block. 0 = always every block (default: half "
                "the test's latency margin)", None, nonnegative_percent),
     OptionSpec("threads", "CPU threads for the runtime (default 1; at most the CPUs of the host or phone)", 1,

@@ -176,7 +176,7 @@ class Measurement:
     #: processes on this host (xdist workers) never overlap them; None = not serialized
     lock_file: Path | None = None
     #: stop before ``blocks`` once the median is known to ± this share (:class:`~pytest_sme2.sequential.Precision`:
-    #: looks after 6 blocks and half-way); 0 = always measure every block
+    #: looks after every block from the 6th); 0 = always measure every block
     precision: float = 0.0
 
     def __post_init__(self) -> None:

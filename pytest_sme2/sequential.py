@@ -109,13 +109,13 @@ class Precision:
     target: float
 
     def looks(self, blocks: int) -> Looks | None:
-        """When to look at a measurement of (up to) ``blocks`` blocks: after 6, half-way to the last, and at the last
-        (6, 10, 15 for 15 blocks). None when nothing can stop early (no target, or too few blocks to look before
-        the last)."""
+        """When to look at a measurement of (up to) ``blocks`` blocks: after every block from the 6th (the rule reads
+        the spread, never the level, so looking often cannot steer a verdict; and a single outlying block, which
+        keeps [min, max] of 6 wide, no longer holds the measurement until a later fixed look: from 9 blocks the
+        interval drops the extremes). None when nothing can stop early (no target, or 6 blocks or fewer)."""
         if self.target <= 0 or blocks <= PRECISION_FIRST_LOOK:
             return None
-        rounds = sorted({PRECISION_FIRST_LOOK, (PRECISION_FIRST_LOOK + blocks) // 2, blocks})
-        return Looks(tuple(rounds), PRECISION_CONFIDENCE)
+        return Looks(tuple(range(PRECISION_FIRST_LOOK, blocks + 1)), PRECISION_CONFIDENCE)
 
     def half_width(self, block_medians: Sequence[float]) -> float | None:
         """The 95 % interval of the median of ``block_medians``, as ± a share of the median; None below 6 blocks."""
