@@ -29,6 +29,7 @@ with that evidence, which the gate reports as ``invalid``, never ``regression``.
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -547,11 +548,8 @@ def _measure_blocks(
 def _block_median(block: Block) -> float:
     """The median latency of one block (its untraced timing run when it has one): what the precision rule reads."""
     timing = [r for r in block if r.metadata.get("mode", "trace") == "timing"]
-    measured = sorted((timing or block)[0].measured_ms)
-    if not measured:
-        return 0.0
-    mid = len(measured) // 2
-    return measured[mid] if len(measured) % 2 else (measured[mid - 1] + measured[mid]) / 2
+    measured = (timing or block)[0].measured_ms
+    return statistics.median(measured) if measured else 0.0
 
 
 def _precision_plan(arms: Sequence[Measurement]) -> tuple[Looks | None, Callable[[list[list[Block]]], str] | None]:
