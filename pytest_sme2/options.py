@@ -37,6 +37,15 @@ def nonnegative_percent(text: str) -> float:
     return value
 
 
+def precision_percent(text: str) -> float:
+    """``0``, ``5`` or ``2.5%`` -> percent, 0 <= x < 100 (± this share of the median; 0 = every block)."""
+    value = nonnegative_percent(text)
+    if value >= 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range; a precision is ± a percentage of the median "
+                                         "below 100, e.g. 5, or 0 to measure every block")
+    return value
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -233,7 +242,7 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("precision", "stop measuring once the median latency is known to +/- this percent (the 95 percent "
                "interval of the block medians, looked at after every block from the 6th; every arm of a pair); a "
                "measurement too noisy for it runs every --sme2-blocks block. 0 = always every block (default: half "
-               "the test's latency margin)", None, nonnegative_percent),
+               "the test's latency margin)", None, precision_percent),
     OptionSpec("threads", "CPU threads for the runtime (default 1; at most the CPUs of the host or phone)", 1,
                positive_int),
     OptionSpec("timeout", "seconds allowed per runner process (default 600)", 600.0, positive_float),

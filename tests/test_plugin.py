@@ -115,6 +115,7 @@ def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
         (["--sme2-runs", "0"], "must be 1 or more"),
         (["--sme2-margin", "abc"], "is not a percentage"),
         (["--sme2-margin", "150"], "between 0 and 100 percent"),
+        (["--sme2-precision", "150"], "a precision is ± a percentage of the median below 100"),
         (["--sme2-device=phone"], "invalid choice: 'phone'"),
         (["--sme2-runner", "/nonexistent/executor_runner"], "does not exist"),
         (["--sme2-timeout", "nan"], "'nan' is not a finite number"),
