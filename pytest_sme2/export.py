@@ -189,12 +189,7 @@ def export_model(
     the export itself fails or the cache cannot be written, :class:`ConfigError` for a dtype or
     backend that does not exist.
     """
-    if dtype not in DTYPES:
-        raise ConfigError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-    if backend not in BACKENDS:
-        raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    module, example_inputs, model_name = _resolve(spec_or_module, inputs, name)
-    key = cache_key(module, example_inputs, dtype=dtype, backend=backend)
+    module, example_inputs, model_name, key = _keyed(spec_or_module, dtype, backend, inputs, name)
     cache_root = Path(cache_dir)
     model_dir = cache_root / _safe_dir_name(model_name)
     entry = model_dir / key[:16]
@@ -236,6 +231,35 @@ def export_model(
     if result is None:  # the entry was just renamed into place; only outside interference gets here
         raise ExportError(f"the export of {label} vanished from {entry} right after it was written")
     return _with_cached(result, cached=False)
+
+
+def find_cached(
+    spec_or_module: ModelSpec | str | Any,
+    *,
+    dtype: str = "fp32",
+    backend: str = "xnnpack",
+    inputs: Sequence[Any] | None = None,
+    cache_dir: str | Path = DEFAULT_CACHE_DIR,
+    name: str | None = None,
+) -> tuple[str, ExportedModel | None]:
+    """``(cache key, the cached export or None)``: what :func:`export_model` would return at once, without exporting.
+
+    Builds the model (its factory, under the fixed seed) to compute the key, so it raises what building does.
+    """
+    _, _, model_name, key = _keyed(spec_or_module, dtype, backend, inputs, name)
+    return key, _read_entry(Path(cache_dir) / _safe_dir_name(model_name) / key[:16], key)
+
+
+def _keyed(
+    spec_or_module: ModelSpec | str | Any, dtype: str, backend: str, inputs: Sequence[Any] | None, name: str | None
+) -> tuple[Any, tuple[Any, ...], str, str]:
+    """(module, example inputs, model name, cache key) of one export request, its dtype and backend checked."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    module, example_inputs, model_name = _resolve(spec_or_module, inputs, name)
+    return module, example_inputs, model_name, cache_key(module, example_inputs, dtype=dtype, backend=backend)
 
 
 def _resolve(
