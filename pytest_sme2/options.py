@@ -275,6 +275,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "docs/history.md), relative to the rootdir, or none to keep no history (default: .sme2_history "
                "beside the baseline directory)"),
     OptionSpec("cache-dir", "export cache, relative to the rootdir (default .sme2_cache)", ".sme2_cache"),
+    OptionSpec("export-processes", "before the first measurement, the models of every selected test that the "
+               "export cache lacks are exported in this many processes at once (nothing is measured meanwhile); "
+               "1 = each test exports its model when it runs. Under pytest-xdist each worker exports its own tests' "
+               "models (default: the host's CPUs, at most 4)", None, positive_int),
     OptionSpec("out-dir", "where runs write traces and logs (default: a pytest temp dir)"),
     OptionSpec("models", "module or .py file registering extra models (repeatable; ini: one per line)",
                ini_type="linelist", action="append"),
@@ -332,6 +336,8 @@ class Sme2Options:
     #: the history store (None = no history, ``--sme2-history=none``); resolved beside baseline_dir by default
     history: Path | None = None
     cache_dir: Path = Path(".sme2_cache")
+    #: None = :func:`pytest_sme2.export_pool.default_processes`
+    export_processes: int | None = None
     out_dir: Path | None = None
     models: tuple[str, ...] = ()
     rules: Path | None = None

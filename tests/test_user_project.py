@@ -365,3 +365,47 @@ def test_a_user_project_session_keeps_runtime_noise_out_of_a_failing_tests_outpu
         summary = _section(output, "warnings summary")
         assert "ExperimentalWarning" not in summary and "/executorch/" not in summary, output
     assert "warnings summary" not in second, "with the export cached, nothing is left to warn"
+
+
+@pytest.fixture(scope="module")
+def pool_sessions(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
+    """A user's project whose two tests export two configurations of its model: a first session (export pool),
+    a second (cache hits), and a first session again with ``--sme2-export-processes=1``."""
+    project = _project(tmp_path_factory.mktemp("pool_project"), {
+        "my_models.py": USER_MODELS, "pytest.ini": "[pytest]\nsme2_models = my_models.py\n",
+        "test_tiny.py": '''
+            import pytest
+
+            @pytest.mark.parametrize("backend", [
+                pytest.param("portable", marks=pytest.mark.sme2_model("tiny", backend="portable")),
+                pytest.param("xnnpack", marks=pytest.mark.sme2_model("tiny", backend="xnnpack")),
+            ])
+            def test_tiny(backend, exported_model, sme2_runner, sme2_baseline):
+                sme2_baseline.check(sme2_runner.profile(exported_model))
+            ''',
+    })
+    argv = ["-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist", "--sme2-runs=3",
+            "--sme2-warmup=1", "--sme2-blocks=1", "--sme2-busy-limit=100", "-W", "default"]
+    outputs = [_python(project, *argv), _python(project, *argv),
+               _python(project, *argv, "--sme2-cache-dir=one_process", "--sme2-export-processes=1")]
+    return tuple(p.stdout + p.stderr for p in outputs)  # type: ignore[return-value]
+
+
+@pytest.mark.slow
+def test_a_first_session_exports_its_models_in_worker_processes_before_measuring(
+        pool_sessions: tuple[str, str, str]) -> None:
+    pooled, cached, one_process = pool_sessions
+    assert "2 passed" in pooled, pooled
+    assert "sme2 exports: 2 exported in 2 processes in " in pooled, pooled
+    assert " before measuring, 0 exported in 0.0 s by the tests, 0 from the cache" in pooled, pooled
+    # The user's warning, raised in their forward() while a worker exported it, is the test's as before: each test's
+    # export warned, at the user's line.
+    summary = _section(pooled, "warnings summary")
+    assert "test_tiny.py::test_tiny[portable]\ntest_tiny.py::test_tiny[xnnpack]\n" in summary, pooled
+    assert "my_models.py:17: DeprecationWarning: Tiny.forward: old_api is deprecated" in summary, pooled
+    assert "2 passed, 2 warnings" in pooled
+    # The next session finds both in the cache: no worker is started.
+    assert "2 passed" in cached and "sme2 exports: 0 exported in 0.0 s, 2 from the cache" in cached, cached
+    # One process: each test exports its own model, as before the pool.
+    assert "2 passed" in one_process and "sme2 exports: 2 exported in " in one_process, one_process
+    assert "processes" not in one_process.split("sme2 exports:")[1].splitlines()[0]

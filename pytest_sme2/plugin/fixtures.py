@@ -13,8 +13,8 @@ import pytest
 from ..options import Sme2Options
 from .check import Sme2Baseline
 from .markers import parse_model_marker
-from .measure import MODEL_REQUEST_KEY, Sme2Runner, export
-from .records import OPTIONS_KEY, record
+from .measure import MODEL_REQUEST_KEY, Sme2Runner, export, export_ahead
+from .records import EXPORT_POOL_KEY, OPTIONS_KEY, record
 from .session import Sme2Session, call
 
 
@@ -43,10 +43,19 @@ def sme2_session(pytestconfig: pytest.Config, sme2_options: Sme2Options,
 def exported_model(request: pytest.FixtureRequest, sme2_session: Sme2Session) -> Any:
     """The ``sme2_model`` marker's model exported to a ``.pte`` (cached by content)."""
     model_request = parse_model_marker(request.node)
+    export_ahead(sme2_session, request.session.items)
     exported = call(lambda: export(sme2_session, model_request))
+    pool = request.config.stash.get(EXPORT_POOL_KEY, None)
+    if pool is not None and exported.cache_key not in sme2_session.reissued:
+        # The first test of a model the pool exported gets the warnings its export raised, as if it had exported.
+        sme2_session.reissued.add(exported.cache_key)
+        for caught in pool.warnings.get(exported.cache_key, ()):
+            caught.reissue()
     rec = record(request.node)
     rec.model = {"name": model_request.name, "dtype": model_request.dtype, "backend": model_request.backend,
                  "pte": str(exported.pte_path), "export_cached": bool(exported.cached),
+                 # a cache hit the export pool made this session (not one from an earlier session)
+                 "export_pool": pool is not None and exported.cache_key in pool.keys,
                  "export_seconds": round(float(exported.export_seconds), 2)}
     request.node.stash[MODEL_REQUEST_KEY] = model_request
     return exported

@@ -11,14 +11,15 @@ Each arm with an XNNPACK-logging build gets its kernel log (run once per session
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..errors import Sme2Error
-from .markers import ModelRequest, parse_threshold_marker
-from .records import record
-from .session import Sme2Session, call
+from .markers import ModelRequest, parse_model_marker, parse_threshold_marker
+from .records import EXPORT_POOL_KEY, record
+from .session import Sme2Session, call, worker_id
 
 if TYPE_CHECKING:
     # Two interleaved measurements of one model (SME2 off/on, or two backends): ``sme2_baseline.check`` judges the
@@ -47,6 +48,64 @@ def _model_spec(request: ModelRequest) -> Any:
         return module, tuple(inputs or ())
 
     return ModelSpec(request.name, build, f"{getattr(factory, '__module__', '?')}.{request.name}")
+
+
+def export_ahead(session: Sme2Session, items: list[pytest.Item]) -> None:
+    """Once per session, before its first measurement: export the models of ``items`` the cache lacks, in
+    ``--sme2-export-processes`` worker processes (see pytest_sme2.export_pool). Only models named by a registered
+    name without ``inputs=`` can go to a worker; the rest, and whatever a worker could not do, export in their
+    tests as before. Under pytest-xdist the workers are already parallel, so each exports in its tests."""
+    stash = session.config.stash
+    if EXPORT_POOL_KEY in stash:
+        return
+    stash[EXPORT_POOL_KEY] = None
+    from ..export_pool import default_processes, export_all
+
+    processes = session.options.export_processes or default_processes()
+    if processes < 2 or worker_id(session.config) is not None:
+        return
+    jobs = _missing_exports(session, items)
+    if len(jobs) < 2:
+        return  # one export gains nothing from a worker that must first import torch and executorch
+    try:
+        stash[EXPORT_POOL_KEY] = export_all(jobs, cache_dir=session.options.cache_dir, processes=processes,
+                                         model_sources=session.options.models, progress=session.progress)
+    finally:
+        session.status.clear()
+
+
+def _missing_exports(session: Sme2Session, items: list[pytest.Item]) -> list[Any]:
+    """The pool's jobs: each (registered model, dtype, backend) of ``items`` not in the export cache, once."""
+    from ..export import find_cached
+    from ..export_pool import ExportJob
+    from ..models import get_model
+
+    seen: set[tuple[str, str, str]] = set()
+    jobs = []
+    for item in items:
+        if "exported_model" not in getattr(item, "fixturenames", ()) or item.get_closest_marker("skip") is not None:
+            continue
+        try:
+            request = parse_model_marker(item)
+        except pytest.fail.Exception:
+            continue  # the test itself reports its marker
+        if not isinstance(request.model, str) or request.inputs is not None:
+            continue  # a callable or marker inputs: only the test's own process has them
+        what = (request.model, request.dtype, request.backend)
+        if what in seen:
+            continue
+        seen.add(what)
+        try:
+            spec = get_model(request.model)
+            key, hit = find_cached(spec, dtype=request.dtype, backend=request.backend,
+                                   cache_dir=session.options.cache_dir)
+        except Sme2Error:
+            continue  # an unknown or broken model: its test says so
+        if hit is None:
+            source = spec.origin.rpartition(":")[0]
+            jobs.append(ExportJob(request.model, request.dtype, request.backend, key,
+                                  source if source and Path(source).is_file() else ""))
+    return jobs
 
 
 def export(session: Sme2Session, request: ModelRequest, backend: str | None = None) -> Any:

@@ -20,6 +20,9 @@ RESULT_PROPERTY = "sme2_result"
 OPTIONS_KEY = pytest.StashKey[Sme2Options]()
 RESULTS_KEY = pytest.StashKey[list[dict[str, Any]]]()
 RECORD_KEY = pytest.StashKey["TestRecord"]()
+#: the session's export pool run (pytest_sme2.export_pool.PoolReport), None when it had nothing to do; absent
+#: until the first test that exports
+EXPORT_POOL_KEY = pytest.StashKey[Any]()
 
 
 @dataclass

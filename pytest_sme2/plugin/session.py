@@ -38,6 +38,8 @@ class Sme2Session:
         #: (log build, program, inputs, threads) sha256s -> KernelLog: each log build runs once per model
         self._kernel_logs: dict[tuple[Any, ...], Any] = {}
         self._status: LiveStatus | None = None
+        #: cache keys of the export pool's models whose export warnings a test has re-issued
+        self.reissued: set[str] = set()
 
     def third_party(self, label: str) -> Any:
         """Around the plugin's runtime calls: executorch's C++ log, cpuinfo lines and torch/executorch warnings

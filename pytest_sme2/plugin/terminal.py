@@ -62,15 +62,22 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     for t in tests:
         counts[t.status] = counts.get(t.status, 0) + 1
     tr.write_line("sme2 verdicts: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    from ..options import Sme2Options
+    from .records import EXPORT_POOL_KEY, OPTIONS_KEY
+    from .reports import nothing_gated
+
     exports = [r["model_override"] for r in records if "export_cached" in (r.get("model_override") or {})]
     fresh = [m for m in exports if not m["export_cached"]]
+    pool = config.stash.get(EXPORT_POOL_KEY, None)
     if exports:
         # Not shown while it happened on a non-terminal (a CI log): exports are where a first run spends its time.
-        tr.write_line(f"sme2 exports: {len(fresh)} exported in {sum(m['export_seconds'] for m in fresh):.1f} s, "
-                      f"{len(exports) - len(fresh)} from the cache")
-    from ..options import Sme2Options
-    from .records import OPTIONS_KEY
-    from .reports import nothing_gated
+        earlier = [m for m in exports if m["export_cached"] and not m.get("export_pool")]
+        in_tests = f"{len(fresh)} exported in {sum(m['export_seconds'] for m in fresh):.1f} s"
+        if pool is not None:
+            in_tests = f"{pool.summary()} before measuring, {in_tests} by the tests"
+        tr.write_line(f"sme2 exports: {in_tests}, {len(earlier)} from the cache")
+        for line in pool.left() if pool is not None else ():
+            tr.write_line(f"    left to its tests by the export pool: {line}", yellow=True)
 
     opts = config.stash.get(OPTIONS_KEY, Sme2Options())
     why = nothing_gated(records, opts)
