@@ -28,6 +28,7 @@ with that evidence, which the gate reports as ``invalid``, never ``regression``.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
@@ -97,6 +98,15 @@ HOST_BUSY_LIMIT = 0.25
 #: and a confirmation pools two measurements) or runs per block.
 MIN_BLOCKS = 6
 MIN_RUNS = 3
+
+#: How many ms the measured runs of a block should take by default (``--sme2-min-block-ms``): a shorter block's
+#: median swings with one scheduler tick. On toy_cnn XNNPACK (~80 us; benchmarks/gate_paired.py, looks 8/15/22/30,
+#: margin 5 %) blocks of 10 runs (0.8 ms) caught a real +10 % in 88-96 % of same-session comparisons, blocks of 27
+#: runs (2.2 ms: what this rule gives it, 3 x 10 executions with the 3 warm-ups) in 99.5-100 %, with 0/400 A/A false
+#: alarms either way.
+MIN_BLOCK_MS = 2.4
+#: ... but a block's executions, warm-up included, grow to at most this many times the runs asked for.
+SHORT_BLOCK_RUNS_FACTOR = 3
 
 Progress = Callable[[str], None]
 
@@ -173,6 +183,10 @@ class Measurement:
     #: seconds the blocks of one measurement may take (0 = no limit): a slow model gets fewer runs per block,
     #: then fewer blocks (never fewer than MIN_BLOCKS), decided from the first block's time
     time_budget_s: float = 0.0
+    #: milliseconds the measured runs of a block should take (0 = exactly ``runs``): a model faster than that gets
+    #: more runs per block after the first, its executions up to SHORT_BLOCK_RUNS_FACTOR x ``runs`` (see
+    #: :func:`_fill_short_blocks`)
+    min_block_ms: float = 0.0
     #: the host's measuring lock (:mod:`pytest_sme2.hostlock`): held for the blocks, so measurements of other
     #: processes on this host (xdist workers) never overlap them; None = not serialized
     lock_file: Path | None = None
@@ -226,7 +240,7 @@ class Measurement:
             "timing_build": str(self.timing_build) if self.timing_build else None, "runs": self.runs,
             "warmup": self.warmup, "blocks": self.blocks, "threads": self.threads,
             "timeout_s": self.timeout_s, "out_dir": str(self.out_dir), "latency": self.latency,
-            "busy_limit": self.busy_limit, "time_budget_s": self.time_budget_s,
+            "busy_limit": self.busy_limit, "time_budget_s": self.time_budget_s, "min_block_ms": self.min_block_ms,
             "lock_file": str(self.lock_file) if self.lock_file else None, "precision": self.precision,
         }
 
@@ -241,6 +255,7 @@ class Measurement:
             blocks=int(d["blocks"]), threads=int(d["threads"]), timeout_s=float(d.get("timeout_s", 600.0)),
             out_dir=Path(d.get("out_dir", "sme2_out")), latency=str(d.get("latency", LATENCY_TRACED)),
             busy_limit=float(d.get("busy_limit", PREEMPTED_LIMIT)), time_budget_s=float(d.get("time_budget_s", 0.0)),
+            min_block_ms=float(d.get("min_block_ms", 0.0)),
             lock_file=Path(d["lock_file"]) if d.get("lock_file") else None,
             precision=float(d.get("precision", 0.0)),
         )
@@ -477,6 +492,28 @@ def _fit_budget(arms: Sequence[Measurement], round_s: float, blocks: int) -> tup
     return [replace(a, runs=runs, warmup=warmup) for a in arms], min(blocks, new_blocks), note
 
 
+def _fill_short_blocks(arms: Sequence[Measurement], first: Sequence[Block]) -> tuple[list[Measurement], str]:
+    """More runs per block for an arm whose first block's measured runs took under its ``min_block_ms`` (a model
+    that runs in tens of microseconds): its executions, warm-up included, up to :data:`SHORT_BLOCK_RUNS_FACTOR` x
+    the runs asked for. Like a time budget's shrinking it is the machine's and the model's, not the recipe's
+    (``Measurement.recipe`` keeps the runs asked for). ``first``: each arm's first block."""
+    filled, notes = [], []
+    for arm, block in zip(arms, first, strict=True):
+        per_execution = _block_median(block)
+        if arm.min_block_ms <= 0 or per_execution <= 0 or per_execution * arm.runs >= arm.min_block_ms:
+            filled.append(arm)
+            continue
+        most = SHORT_BLOCK_RUNS_FACTOR * arm.runs - arm.warmup
+        runs = max(arm.runs, min(most, math.ceil(arm.min_block_ms / per_execution)))
+        filled.append(replace(arm, runs=runs))
+        if runs > arm.runs:
+            name = f"{arm.variant} " if arm.variant and len(arms) > 1 else ""
+            notes.append(f"{name}{runs} runs per block after the first (its {arm.runs} took "
+                         f"{per_execution * arm.runs:.2f} ms)")
+    note = f"short blocks (under {arms[0].min_block_ms:g} ms of runs): {', '.join(notes)}" if notes else ""
+    return filled, note
+
+
 def _measure_blocks(
     runner: Runner, arms: Sequence[Measurement], *, blocks: int, progress: Progress | None, what: str,
     looks: Looks | None = None, stop: Callable[[list[list[Block]]], str] | None = None,
@@ -516,6 +553,9 @@ def _measure_blocks(
         if b == 1:
             base = arms[0].blocks if looks is not None else blocks
             arms, fitted_blocks, fitted = _fit_budget(arms, round_s, base)
+            if not fitted:
+                arms, filled = _fill_short_blocks(arms, [got[i] for i in range(len(arms))])
+                notes += [filled] if filled else []
             notes += [fitted] if fitted else []
             if looks is not None:
                 looks = looks.within(fitted_blocks) if fitted else looks

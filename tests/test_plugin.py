@@ -248,7 +248,10 @@ def test_first_run_records_then_gates_and_strict_asks_for_the_baseline(run, pyte
     data = json.loads(files[0].read_text())
     assert data["schema_version"] == 2
     assert data["test_id"] == "test_perf.py::test_toy"
-    assert len(data["samples_ms"]) == 4 * 6 and data["block_sizes"] == [6] * 4  # blocks x runs, no warm-ups
+    # Blocks of runs, no warm-ups. toy_cnn's 6 runs take ~0.5 ms, under --sme2-min-block-ms (2.4): after the first
+    # block the runs grow to fill it, up to 3 x 6 executions with the 2 warm-ups (16 runs); the recipe keeps 6.
+    assert data["block_sizes"] == [6, 16, 16, 16] and len(data["samples_ms"]) == 6 + 3 * 16
+    assert data["artifact"]["recipe"]["runs"] == 6
     assert data["identity"]["dtype"] == "fp32" and data["identity"]["threads"] == 1
     assert "executorch_version" not in data["identity"] and "family" in data["identity"]
     assert "runtime_sha256" in data["artifact"]["build"]
