@@ -137,7 +137,8 @@ def export_all(
     """
     started = time.perf_counter()
     todo = deque(dict.fromkeys(jobs))  # in order, each once
-    count = min(processes, len(todo))
+    total = len(todo)
+    count = min(processes, total)
     done: list[ExportJob] = []
     failed: list[tuple[ExportJob, str]] = []
     caught: dict[str, tuple[CaughtWarning, ...]] = {}
@@ -151,7 +152,6 @@ def export_all(
             selector.register(worker.stdout_fd, selectors.EVENT_READ, (worker, "out"))
             selector.register(worker.stderr_fd, selectors.EVENT_READ, (worker, "err"))
             worker.give(todo.popleft() if todo else None)
-        total = len(jobs)
         while any(w.open_streams for w in workers):
             for key, _ in selector.select(timeout=1.0):
                 worker, stream = key.data
