@@ -231,7 +231,7 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "of the host's CPU time; 100 switches both checks off (default 5)", 5.0,
                nonnegative_percent),
     OptionSpec("runs", "measured executions per block (default 10)", 10, positive_int),
-    OptionSpec("time-budget", "seconds one measurement may take: when the first block shows that blocks x runs "
+    OptionSpec("time-budget", "seconds one measurement may take: when the second block shows that blocks x runs "
                "would take longer (a model on the portable kernels), the runs per block shrink to 3 and then the "
                "blocks to 6, and the result says so; 0 = no limit (default 60)", 60.0, nonnegative_float),
     OptionSpec("min-block-ms", "milliseconds the measured runs of a block should take: a model faster than that "

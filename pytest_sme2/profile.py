@@ -181,7 +181,8 @@ class Measurement:
     #: 1.0 switches the check off (see :func:`disturbance_of`)
     busy_limit: float = PREEMPTED_LIMIT
     #: seconds the blocks of one measurement may take (0 = no limit): a slow model gets fewer runs per block,
-    #: then fewer blocks (never fewer than MIN_BLOCKS), decided from the first block's time
+    #: then fewer blocks (never fewer than MIN_BLOCKS), decided from the second block's time (the first carries
+    #: one-time start-up)
     time_budget_s: float = 0.0
     #: milliseconds the measured runs of a block should take (0 = exactly ``runs``): a model faster than that gets
     #: more runs per block after the first, its executions up to SHORT_BLOCK_RUNS_FACTOR x ``runs`` (see
@@ -487,7 +488,7 @@ def _fit_budget(arms: Sequence[Measurement], round_s: float, blocks: int) -> tup
     round_after = per_execution * len(arms) * (warmup + runs)
     if round_after * blocks > budget:
         new_blocks = max(MIN_BLOCKS, int(budget / round_after))
-    note = (f"time budget {budget:g} s: {new_blocks} blocks of {warmup} warm-up + {runs} runs after the first "
+    note = (f"time budget {budget:g} s: {new_blocks} blocks of {warmup} warm-up + {runs} runs from the third "
             f"(a block of {m.warmup + m.runs} executions took {round_s / len(arms):.1f} s)")
     return [replace(a, runs=runs, warmup=warmup) for a in arms], min(blocks, new_blocks), note
 
@@ -521,8 +522,9 @@ def _measure_blocks(
     """Run ``blocks`` clean blocks of every arm, interleaved (ABBA...) when there are two.
 
     A block (of every arm: the arms' blocks are re-run together, so interleaving stays balanced) that ran
-    on a busy machine is measured again, up to ``blocks`` more times. After the first round, a time budget
-    may shrink the runs per block and the blocks (:func:`_fit_budget`). Returns the blocks per arm, a note on
+    on a busy machine is measured again, up to ``blocks`` more times. After the first round a model too fast for
+    its blocks gets more runs (:func:`_fill_short_blocks`); after the second, a time budget may shrink the runs per
+    block and the blocks (:func:`_fit_budget`). Returns the blocks per arm, a note on
     what was re-measured or shrunk, the invalid reason when the machine stayed busy, and the id of each kept
     round (block i of every arm ran in round i: the gate pairs them, :func:`pytest_sme2.gate.paired`).
 
@@ -551,11 +553,14 @@ def _measure_blocks(
         b += 1
         evidence = [d for d in (_block_disturbance(got[i], arms[i].busy_limit) for i in order) if d]
         if b == 1:
+            arms, filled = _fill_short_blocks(arms, [got[i] for i in range(len(arms))])
+            notes += [filled] if filled else []
+        if b == 2:
+            # The budget reads the second round: the first carries one-time start-up (the session's first block of
+            # MobileNetV3 took 4.2 s for 13 executions of 2 ms: the runtime's import), which would cut the warm-up
+            # of a model that fits the budget many times over.
             base = arms[0].blocks if looks is not None else blocks
             arms, fitted_blocks, fitted = _fit_budget(arms, round_s, base)
-            if not fitted:
-                arms, filled = _fill_short_blocks(arms, [got[i] for i in range(len(arms))])
-                notes += [filled] if filled else []
             notes += [fitted] if fitted else []
             if looks is not None:
                 looks = looks.within(fitted_blocks) if fitted else looks
@@ -669,7 +674,8 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
              executed: ExecutedKernels | None = None, rounds: tuple[str, ...] = ()) -> Profile:
     traced = [r for block in blocks for r in block if r.metadata.get("mode", "trace") != "timing"]
     timing = [r for block in blocks for r in block if r.metadata.get("mode", "trace") == "timing"]
-    analyses = [analyze_run(r, warmup=measurement.warmup, kernel_log=kernel_log, rules=rules, executed=executed)
+    # Each run's own warm-up: a time budget may have cut it after the second block.
+    analyses = [analyze_run(r, warmup=r.warmup, kernel_log=kernel_log, rules=rules, executed=executed)
                 for r in traced]
     analysis = merge(analyses, source=measurement.pte.name) if len(analyses) > 1 else analyses[0]
     reasons = [str(r.metadata["invalid_reason"]) for block in blocks for r in block if r.metadata.get("invalid_reason")]

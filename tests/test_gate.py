@@ -110,6 +110,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -990,6 +991,39 @@ def test_a_model_too_fast_for_its_blocks_gets_more_runs_per_block_not_another_re
     assert measure(runner, replace(m, min_block_ms=0.2)).samples().blocks == (3, 3, 3, 3)
     # Between: the runs that fill it (0.5 ms / ~0.08 ms = 7 runs), under the cap.
     assert measure(runner, replace(m, min_block_ms=0.5)).samples().blocks[1:] in ((6, 6, 6), (7, 7, 7))
+
+
+class _SlowStart(HostRunner):
+    """A host runner whose first run (the stand-in replaying the real toy_cnn trace) starts slowly, as a session's
+    first block does while the runtime is imported."""
+
+    calls = 0
+
+    def run(self, request: RunRequest) -> RunResult:
+        self.calls += 1
+        if self.calls == 1:
+            time.sleep(1.0)
+        return super().run(request)
+
+
+def test_a_slow_first_block_does_not_cut_the_warm_up_of_a_model_that_fits_its_time_budget(tmp_path: Path) -> None:
+    """In a CI run the session's first MobileNetV3 block took 4.2 s for 13 executions of 2 ms (the runtime's
+    import), and the 60 s budget cut its warm-up to 1. The budget reads the second block: 4 blocks of a toy_cnn
+    (~1 ms each) after a 1 s first block fit a 2 s budget, warm-up and runs as asked; a model really over the budget
+    still shrinks."""
+    runner = _SlowStart(make_standin(tmp_path / "bin", trace=TOY_TRACE))
+    m = _standin_measurement(tmp_path, runs=3, warmup=2, blocks=4, time_budget_s=2.0)
+    profile = measure(runner, m)
+    assert runner.calls == 4 and "time budget" not in profile.disturbance, profile.disturbance
+    assert profile.samples().blocks == (3, 3, 3, 3) and all(r.warmup == 2 for r in profile.runs)
+    # Over budget from the second block on: 8 blocks of ~1 ms each in a budget of 1 ms shrink to 6 blocks, warm-up 1.
+    over = measure(_SlowStart(make_standin(tmp_path / "bin2", trace=TOY_TRACE)),
+                   replace(m, blocks=8, time_budget_s=0.001))
+    assert "time budget 0.001 s: 6 blocks of 1 warm-up + 3 runs from the third" in over.disturbance, over.disturbance
+    assert len(over.samples().blocks) == 6
+    # The breakdown leaves out each run's own warm-up (2, 2, then 1): 6 x 3 measured executions, none dropped.
+    assert [r.warmup for r in over.runs] == [2, 2, 1, 1, 1, 1]
+    assert over.analysis.runs_measured == 18 and over.analysis.block_sizes == (3,) * 6, over.analysis.block_sizes
 
 
 def test_a_pair_outside_a_same_session_comparison_stops_when_both_arms_are_precise(tmp_path: Path) -> None:
