@@ -154,8 +154,9 @@ def test_two_cpu_burners_show_as_preemption_in_the_local_result(tmp_path: Path) 
     evidence = busy[0].load.describe() if busy[0].load else ""
     print(f"\nCPU/wall per execution, p10: alone {quiet_share:.3f}, two burners {busy_share:.3f}; "
           f"per block: {quiet_block:.3f} / {busy_block:.3f}; busy block: {evidence}")
-    # Three runnable tasks on two cores leave the measuring thread at most ~2/3 of a core.
-    assert busy_share < 0.8 and busy_share < 0.85 * quiet_share
+    # Three runnable tasks on two cores leave the measuring thread at most ~2/3 of a core. The block's share is
+    # what the disturbance check reads; the per-execution p10 is printed, not asserted: executions of 3 ms may all
+    # run whole between preemptions (a full run here: p10 1.001 under two burners while the block's share was 0.497).
     assert busy_block < 0.8 and busy_block < 0.85 * quiet_block
     for r in busy:
         assert r.load is not None and r.load.procs_running is not None and r.load.procs_running >= 3
