@@ -163,6 +163,13 @@ from dataclasses import dataclass  # noqa: E402 - the table below is the second 
 
 DEVICES = ("local", "host", "android", "qemu")
 
+#: How many ms the measured runs of a block should take by default (``--sme2-min-block-ms``): a shorter block's
+#: median swings with one scheduler tick. On toy_cnn XNNPACK (~80 us; benchmarks/gate_paired.py, looks 8/15/22/30,
+#: margin 5 %) blocks of 10 runs (0.8 ms) caught a real +10 % in 88-96 % of same-session comparisons, blocks of 27
+#: runs (2.2 ms: what the rule gives it, 3 x 10 executions with the 3 warm-ups) in 99.5-100 %, with 0/400 A/A false
+#: alarms either way (pytest_sme2.profile._fill_short_blocks).
+MIN_BLOCK_MS = 2.4
+
 
 @dataclass(frozen=True)
 class OptionSpec:
@@ -238,7 +245,8 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "(tens of microseconds) gets more runs per block after the first, up to 3x --sme2-runs executions "
                "(warm-up included); the runs asked for stay the measurement's recipe. 0 = exactly --sme2-runs "
                "(default 2.4: blocks of 10 runs of an 80 us model caught a real +10 percent slowdown in 88-96 "
-               "percent of same-session comparisons, blocks of 27 in 99.5-100 percent)", 2.4, nonnegative_float),
+               "percent of same-session comparisons, blocks of 27 in 99.5-100 percent)", MIN_BLOCK_MS,
+               nonnegative_float),
     OptionSpec("warmup", "warm-up executions per block, left out of statistics; the first execution is cold "
                "(default 3)", 3, nonnegative_int),
     OptionSpec("blocks", "blocks (program loads or runner processes, interleaved when two arms are compared) per "
@@ -320,7 +328,7 @@ class Sme2Options:
     busy_limit: float = 5.0
     runs: int = 10
     time_budget: float = 60.0
-    min_block_ms: float = 2.4
+    min_block_ms: float = MIN_BLOCK_MS
     warmup: int = 3
     blocks: int = 15
     #: percent; None = half of each test's latency margin (:meth:`~pytest_sme2.plugin.markers.Threshold.precision`)

@@ -99,13 +99,9 @@ HOST_BUSY_LIMIT = 0.25
 MIN_BLOCKS = 6
 MIN_RUNS = 3
 
-#: How many ms the measured runs of a block should take by default (``--sme2-min-block-ms``): a shorter block's
-#: median swings with one scheduler tick. On toy_cnn XNNPACK (~80 us; benchmarks/gate_paired.py, looks 8/15/22/30,
-#: margin 5 %) blocks of 10 runs (0.8 ms) caught a real +10 % in 88-96 % of same-session comparisons, blocks of 27
-#: runs (2.2 ms: what this rule gives it, 3 x 10 executions with the 3 warm-ups) in 99.5-100 %, with 0/400 A/A false
-#: alarms either way.
-MIN_BLOCK_MS = 2.4
-#: ... but a block's executions, warm-up included, grow to at most this many times the runs asked for.
+#: A block whose runs take under ``Measurement.min_block_ms`` (the plugin's default:
+#: :data:`pytest_sme2.options.MIN_BLOCK_MS`) gets more runs, its executions, warm-up included, at most this many
+#: times the runs asked for.
 SHORT_BLOCK_RUNS_FACTOR = 3
 
 Progress = Callable[[str], None]
