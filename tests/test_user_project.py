@@ -308,6 +308,11 @@ def test_tiny(exported_model, sme2_runner, sme2_baseline):
 '''
 
 
+#: A user's pytest session, short: pytest's cache, randomly and xdist off; one block of 3 runs; no busy check.
+SHORT_SESSION = ["-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist", "--sme2-runs=3",
+                 "--sme2-warmup=1", "--sme2-blocks=1", "--sme2-busy-limit=100"]
+
+
 def _section(output: str, title: str) -> str:
     """One ``==== title ====`` section of pytest's terminal output ("" when absent)."""
     lines = output.splitlines()
@@ -325,8 +330,7 @@ def user_sessions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, 
     project = _project(tmp_path_factory.mktemp("user_project"), {
         "my_models.py": USER_MODELS, "test_tiny.py": USER_TEST, "pytest.ini": "[pytest]\nsme2_models = my_models.py\n",
     })
-    argv = ["-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist", "--sme2-runs=3",
-            "--sme2-warmup=1", "--sme2-blocks=1", "--sme2-busy-limit=100"]
+    argv = SHORT_SESSION
     first = _python(project, *argv, "--sme2-update-baseline")
     second = _python(project, *argv, "--sme2-models=my_models.py")  # the flag names the same file as the ini
     return project, first.stdout + first.stderr, second.stdout + second.stderr
@@ -384,8 +388,7 @@ def pool_sessions(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, s
                 sme2_baseline.check(sme2_runner.profile(exported_model))
             ''',
     })
-    argv = ["-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist", "--sme2-runs=3",
-            "--sme2-warmup=1", "--sme2-blocks=1", "--sme2-busy-limit=100", "-W", "default"]
+    argv = [*SHORT_SESSION, "-W", "default"]
     outputs = [_python(project, *argv), _python(project, *argv),
                _python(project, *argv, "--sme2-cache-dir=one_process", "--sme2-export-processes=1")]
     return tuple(p.stdout + p.stderr for p in outputs)  # type: ignore[return-value]
