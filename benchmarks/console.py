@@ -8,6 +8,15 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def shown_path(path: Path) -> str:
+    """A path as a result names it: relative to the repository when it is in it, else absolute (a file in /tmp)."""
+    resolved = path.resolve()
+    return resolved.relative_to(ROOT).as_posix() if resolved.is_relative_to(ROOT) else resolved.as_posix()
 
 
 class Console:

@@ -45,6 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.console import shown_path  # noqa: E402
+
 AA_DATA = ROOT / "benchmarks" / "data" / "aa_toy_cnn_fp32_xnnpack.json"
 RESULTS = ROOT / "benchmarks" / "results"
 #: (slowdown, repetitions at full size)
@@ -62,10 +64,13 @@ PRECISION = {"stored (+0%), precision stop ±m/4": 0.25, "stored (+0%), precisio
              "unchanged, precision ±m/2, looks 6/10/15": 0.5}
 
 
-def load_rounds(path: Path = AA_DATA) -> tuple[np.ndarray, np.ndarray]:
-    """The recorded measured runs (ms) as arrays [round, run] for arm A and arm B (block k of each: round k)."""
+def load_rounds(path: Path = AA_DATA, warmup: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The recorded measured runs (ms) as arrays [round, run] for arm A and arm B (block k of each: round k).
+
+    ``warmup``: executions left out at the start of each recorded block (None = the recording's warm-ups); fewer
+    than were recorded studies a shorter warm-up (its later warm-ups become runs, as they would have been)."""
     data = json.loads(path.read_text())
-    w = data["warmup"]
+    w = data["warmup"] if warmup is None else warmup
     arms: dict[str, list[list[float]]] = {"A": [], "B": []}
     for block in data["blocks"]:
         arms[block["arm"]].append([x / 1e3 for x in block["e2e_us"][w:]])
@@ -202,8 +207,15 @@ def precision_stopped(kind: str, a: np.ndarray, b: np.ndarray, draws: list[Draw]
 
 
 def study(*, quick: bool = False, blocks: int = 15, runs: int = 10, margin: float = 0.05,
-          seed: int = 18, data: Path = AA_DATA) -> dict[str, Any]:
-    a, b = load_rounds(data)
+          seed: int = 18, data: Path = AA_DATA, warmup: int | None = None) -> dict[str, Any]:
+    a, b = load_rounds(data, warmup)
+    if a.shape[1] < runs:
+        raise SystemExit(f"{data} has {a.shape[1]} runs per block after {warmup} warm-up(s): ask for --runs "
+                         f"{a.shape[1]} or fewer")
+    needed = 3 * max(blocks, *(looks[-1] for looks in SEQUENTIAL.values()))
+    if a.shape[0] < needed:
+        raise SystemExit(f"{data} has {a.shape[0]} recorded rounds; a repetition draws {needed} distinct ones (three "
+                         f"measurements of up to {needed // 3} rounds): record more (record_aa.py --blocks {needed})")
     rng = np.random.default_rng(seed)
     rows = []
     for drift_sd in DRIFTS if not quick else (0.03,):
@@ -222,7 +234,7 @@ def study(*, quick: bool = False, blocks: int = 15, runs: int = 10, margin: floa
                     "mean_rounds": float(np.mean([g[3] for g in got])),
                 })
     coverage = [c for n in ((15,) if quick else (8, 15, 30)) for c in consecutive_coverage(a, b, rounds=n, runs=runs)]
-    return {"blocks": blocks, "runs": runs, "margin": margin, "source": str(data.resolve().relative_to(ROOT)),
+    return {"blocks": blocks, "runs": runs, "warmup": warmup, "margin": margin, "source": shown_path(data),
             "rounds_recorded": int(a.shape[0]), "rows": rows, "coverage": coverage}
 
 
@@ -292,15 +304,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=15)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--margin", type=float, default=5.0, help="the gate's margin in percent (default 5)")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="warm-ups left out of each recorded block (default: the recording's)")
     parser.add_argument("--data", type=Path, default=AA_DATA,
                         help=f"recorded A/A rounds (record_aa.py; default {AA_DATA.relative_to(ROOT)})")
     args = parser.parse_args(argv)
-    result = study(quick=args.quick, blocks=args.blocks, runs=args.runs, margin=args.margin / 100, data=args.data)
+    result = study(quick=args.quick, blocks=args.blocks, runs=args.runs, margin=args.margin / 100, data=args.data,
+                   warmup=args.warmup)
     text = render(result)
     print(text)
     if not args.quick:
         RESULTS.mkdir(exist_ok=True)
-        stem = (f"gate_paired_b{args.blocks}_r{args.runs}" + (f"_m{args.margin:g}" if args.margin != 5.0 else "")
+        stem = (f"gate_paired_b{args.blocks}_r{args.runs}" + (f"_w{args.warmup}" if args.warmup is not None else "")
+                + (f"_m{args.margin:g}" if args.margin != 5.0 else "")
                 + ("" if args.data == AA_DATA else f"_{args.data.stem.removeprefix('aa_')}"))
         (RESULTS / f"{stem}.txt").write_text(text + "\n")
         (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")

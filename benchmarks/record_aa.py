@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.console import shown_path  # noqa: E402
+
 PTE = ROOT / "tests" / "data" / "toy_cnn_fp32_xnnpack.pte"
 INPUT = ROOT / "tests" / "data" / "toy_cnn_input_fp32.bin"
 DEFAULT_OUT = ROOT / "benchmarks" / "data" / "aa_toy_cnn_fp32_xnnpack.json"
@@ -60,9 +62,9 @@ def record(blocks_per_arm: int, *, runs: int = 30, warmup: int = 3, threads: int
     return {
         "schema_version": SCHEMA_VERSION,
         "what": "interleaved A/A blocks of one .pte (true ratio 1); e2e_us holds warm-ups then runs",
-        "pte": pte.resolve().relative_to(ROOT).as_posix(),
+        "pte": shown_path(pte),
         "pte_sha256": hashlib.sha256(pte.read_bytes()).hexdigest(),
-        "input": input_file.resolve().relative_to(ROOT).as_posix(),
+        "input": shown_path(input_file),
         "runner": runner.build,
         "threads": threads, "warmup": warmup, "runs": runs, "unit": "us",
         "recorded_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),

@@ -170,6 +170,16 @@ DEVICES = ("local", "host", "android", "qemu")
 #: alarms either way (pytest_sme2.profile._fill_short_blocks).
 MIN_BLOCK_MS = 2.4
 
+#: How many ms a block's executions, warm-up included, should take at most by default (``--sme2-max-block-ms``): a
+#: slower model (a portable-kernel program: 230-340 ms per execution) gets one warm-up and the runs that fit, at least
+#: 3, after its first block (pytest_sme2.profile._size_blocks). Its blocks' medians are precise from a few runs and
+#: its executions show no warm-up (real A/A rounds, benchmarks/data/aa_*_portable.json: the first execution after a
+#: load 0.997-1.002 of the block median); on tiny_transformer portable (335 ms) blocks of 1 + 3 instead of 3 + 10
+#: kept a same-session +10 % caught in 100 % with 0/400 A/A false alarms (benchmarks/gate_paired.py --runs 3
+#: --warmup 1) at ~2.2x fewer executions per comparison; MobileNetV3 portable (236 ms, 1 + 5) +10 % 99.5-100 %,
+#: 0/400, with 2.5-4.2 % of A/A inconclusive instead of 0.8-1.2 %, at 1.9x fewer.
+MAX_BLOCK_MS = 1500.0
+
 
 @dataclass(frozen=True)
 class OptionSpec:
@@ -247,6 +257,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "(default 2.4: blocks of 10 runs of an 80 us model caught a real +10 percent slowdown in 88-96 "
                "percent of same-session comparisons, blocks of 27 in 99.5-100 percent)", MIN_BLOCK_MS,
                nonnegative_float),
+    OptionSpec("max-block-ms", "milliseconds a block's executions, warm-up included, should take at most: a slower "
+               "model (hundreds of ms per execution on the portable kernels) gets 1 warm-up and the runs that fit, "
+               "at least 3, after its first block; the runs and warm-up asked for stay the measurement's recipe. "
+               "0 = no limit (default 1500)", MAX_BLOCK_MS, nonnegative_float),
     OptionSpec("warmup", "warm-up executions per block, left out of statistics; the first execution is cold "
                "(default 3)", 3, nonnegative_int),
     OptionSpec("blocks", "blocks (program loads or runner processes, interleaved when two arms are compared) per "
@@ -329,6 +343,7 @@ class Sme2Options:
     runs: int = 10
     time_budget: float = 60.0
     min_block_ms: float = MIN_BLOCK_MS
+    max_block_ms: float = MAX_BLOCK_MS
     warmup: int = 3
     blocks: int = 15
     #: percent; None = half of each test's latency margin (:meth:`~pytest_sme2.plugin.markers.Threshold.precision`)

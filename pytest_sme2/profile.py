@@ -182,8 +182,11 @@ class Measurement:
     time_budget_s: float = 0.0
     #: milliseconds the measured runs of a block should take (0 = exactly ``runs``): a model faster than that gets
     #: more runs per block after the first, its executions up to SHORT_BLOCK_RUNS_FACTOR x ``runs`` (see
-    #: :func:`_fill_short_blocks`)
+    #: :func:`_size_blocks`)
     min_block_ms: float = 0.0
+    #: milliseconds a block's executions, warm-up included, should take at most (0 = no limit): a slower model gets
+    #: one warm-up and fewer runs per block after the first, never fewer than MIN_RUNS (see :func:`_size_blocks`)
+    max_block_ms: float = 0.0
     #: the host's measuring lock (:mod:`pytest_sme2.hostlock`): held for the blocks, so measurements of other
     #: processes on this host (xdist workers) never overlap them; None = not serialized
     lock_file: Path | None = None
@@ -238,6 +241,7 @@ class Measurement:
             "warmup": self.warmup, "blocks": self.blocks, "threads": self.threads,
             "timeout_s": self.timeout_s, "out_dir": str(self.out_dir), "latency": self.latency,
             "busy_limit": self.busy_limit, "time_budget_s": self.time_budget_s, "min_block_ms": self.min_block_ms,
+            "max_block_ms": self.max_block_ms,
             "lock_file": str(self.lock_file) if self.lock_file else None, "precision": self.precision,
         }
 
@@ -252,7 +256,7 @@ class Measurement:
             blocks=int(d["blocks"]), threads=int(d["threads"]), timeout_s=float(d.get("timeout_s", 600.0)),
             out_dir=Path(d.get("out_dir", "sme2_out")), latency=str(d.get("latency", LATENCY_TRACED)),
             busy_limit=float(d.get("busy_limit", PREEMPTED_LIMIT)), time_budget_s=float(d.get("time_budget_s", 0.0)),
-            min_block_ms=float(d.get("min_block_ms", 0.0)),
+            min_block_ms=float(d.get("min_block_ms", 0.0)), max_block_ms=float(d.get("max_block_ms", 0.0)),
             lock_file=Path(d["lock_file"]) if d.get("lock_file") else None,
             precision=float(d.get("precision", 0.0)),
         )
@@ -489,26 +493,46 @@ def _fit_budget(arms: Sequence[Measurement], round_s: float, blocks: int) -> tup
     return [replace(a, runs=runs, warmup=warmup) for a in arms], min(blocks, new_blocks), note
 
 
-def _fill_short_blocks(arms: Sequence[Measurement], first: Sequence[Block]) -> tuple[list[Measurement], str]:
-    """More runs per block for an arm whose first block's measured runs took under its ``min_block_ms`` (a model
-    that runs in tens of microseconds): its executions, warm-up included, up to :data:`SHORT_BLOCK_RUNS_FACTOR` x
-    the runs asked for. Like a time budget's shrinking it is the machine's and the model's, not the recipe's
-    (``Measurement.recipe`` keeps the runs asked for). ``first``: each arm's first block."""
-    filled, notes = [], []
+def _size_blocks(arms: Sequence[Measurement], first: Sequence[Block]) -> tuple[list[Measurement], str]:
+    """Runs per block after the first, from each arm's first block (``first``): the time per execution there.
+
+    - An arm whose measured runs took under its ``min_block_ms`` (a model that runs in tens of microseconds) gets
+      more runs: its executions, warm-up included, up to :data:`SHORT_BLOCK_RUNS_FACTOR` x the runs asked for.
+    - An arm whose executions, warm-up included, took over its ``max_block_ms`` (a model on the portable kernels:
+      hundreds of ms per execution) gets one warm-up and the runs that fit, at least :data:`MIN_RUNS`: its block
+      median is precise from a few runs, and the time goes to the blocks, the gate's independent units.
+
+    Like a time budget's shrinking it is the machine's and the model's, not the recipe's (``Measurement.recipe``
+    keeps the runs and warm-up asked for)."""
+    sized, short, long = [], [], []
     for arm, block in zip(arms, first, strict=True):
         per_execution = _block_median(block)
-        if arm.min_block_ms <= 0 or per_execution <= 0 or per_execution * arm.runs >= arm.min_block_ms:
-            filled.append(arm)
-            continue
-        most = SHORT_BLOCK_RUNS_FACTOR * arm.runs - arm.warmup
-        runs = max(arm.runs, min(most, math.ceil(arm.min_block_ms / per_execution)))
-        filled.append(replace(arm, runs=runs))
-        if runs > arm.runs:
-            name = f"{arm.variant} " if arm.variant and len(arms) > 1 else ""
-            notes.append(f"{name}{runs} runs per block after the first (its {arm.runs} took "
-                         f"{per_execution * arm.runs:.2f} ms)")
-    note = f"short blocks (under {arms[0].min_block_ms:g} ms of runs): {', '.join(notes)}" if notes else ""
-    return filled, note
+        name = f"{arm.variant} " if arm.variant and len(arms) > 1 else ""
+        if per_execution <= 0:
+            sized.append(arm)
+        elif arm.min_block_ms > 0 and per_execution * arm.runs < arm.min_block_ms:
+            most = SHORT_BLOCK_RUNS_FACTOR * arm.runs - arm.warmup
+            runs = max(arm.runs, min(most, math.ceil(arm.min_block_ms / per_execution)))
+            sized.append(replace(arm, runs=runs))
+            if runs > arm.runs:
+                short.append(f"{name}{runs} runs per block after the first (its {arm.runs} took "
+                             f"{per_execution * arm.runs:.2f} ms)")
+        elif arm.max_block_ms > 0 and per_execution * (arm.warmup + arm.runs) > arm.max_block_ms:
+            warmup = min(arm.warmup, 1)  # a model this slow has no seconds-long lazy initialisation to warm up
+            runs = max(MIN_RUNS, min(arm.runs, int(arm.max_block_ms / per_execution) - warmup))
+            sized.append(replace(arm, runs=runs, warmup=warmup))
+            if (runs, warmup) != (arm.runs, arm.warmup):
+                executions = arm.warmup + arm.runs
+                long.append(f"{name}{warmup} warm-up + {runs} runs per block after the first (its {executions} "
+                            f"executions took {per_execution * executions:.0f} ms)")
+        else:
+            sized.append(arm)
+    notes = []
+    if short:
+        notes.append(f"short blocks (under {arms[0].min_block_ms:g} ms of runs): {', '.join(short)}")
+    if long:
+        notes.append(f"long blocks (over {arms[0].max_block_ms:g} ms of executions): {', '.join(long)}")
+    return sized, "; ".join(notes)
 
 
 def _measure_blocks(
@@ -519,8 +543,8 @@ def _measure_blocks(
 
     A block (of every arm: the arms' blocks are re-run together, so interleaving stays balanced) that ran
     on a busy machine is measured again, up to ``blocks`` more times. After the first round a model too fast for
-    its blocks gets more runs (:func:`_fill_short_blocks`); after the second, a time budget may shrink the runs per
-    block and the blocks (:func:`_fit_budget`). Returns the blocks per arm, a note on
+    its blocks gets more runs, one too slow fewer (:func:`_size_blocks`); after the second, a time budget may shrink
+    the runs per block and the blocks (:func:`_fit_budget`). Returns the blocks per arm, a note on
     what was re-measured or shrunk, the invalid reason when the machine stayed busy, and the id of each kept
     round (block i of every arm ran in round i: the gate pairs them, :func:`pytest_sme2.gate.paired`).
 
@@ -549,7 +573,7 @@ def _measure_blocks(
         b += 1
         evidence = [d for d in (_block_disturbance(got[i], arms[i].busy_limit) for i in order) if d]
         if b == 1:
-            arms, filled = _fill_short_blocks(arms, [got[i] for i in range(len(arms))])
+            arms, filled = _size_blocks(arms, [got[i] for i in range(len(arms))])
             notes += [filled] if filled else []
         if b == 2:
             # The budget reads the second round: the first carries one-time start-up (the session's first block of

@@ -993,6 +993,30 @@ def test_a_model_too_fast_for_its_blocks_gets_more_runs_per_block_not_another_re
     assert measure(runner, replace(m, min_block_ms=0.5)).samples().blocks[1:] in ((6, 6, 6), (7, 7, 7))
 
 
+def test_a_model_too_slow_for_its_blocks_gets_one_warm_up_and_fewer_runs_not_another_recipe(tmp_path: Path) -> None:
+    """Issue 18 defect 12: the README's main job spent most of its time in 13-execution blocks of portable programs
+    (230-340 ms each). A block whose executions, warm-up included, take over ``max_block_ms`` gets one warm-up and
+    the runs that fit after the first block, never fewer than 3; the recipe keeps the runs and warm-up asked for.
+    The recorded toy_cnn portable trace: ~10.7 ms per execution."""
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=DATA / "toy_cnn_fp32_portable_simd-on_t1.etdump"))
+    m = replace(_standin_measurement(tmp_path, runs=10, warmup=3, blocks=3), pte=DATA / "toy_cnn_fp32_portable.pte",
+                model={"name": "toy_cnn", "dtype": "fp32", "backend": "portable"})
+    trimmed = measure(runner, replace(m, max_block_ms=100.0))
+    # 13 executions took ~139 ms: the next blocks fit 100 ms, 1 warm-up + 8 runs.
+    assert trimmed.samples().blocks == (10, 8, 8), trimmed.disturbance
+    assert [r.warmup for r in trimmed.runs] == [3, 1, 1]
+    assert "long blocks (over 100 ms of executions): 1 warm-up + 8 runs per block after the first (its 13 " \
+           "executions took 1" in trimmed.disturbance
+    untouched = measure(runner, m)
+    assert untouched.samples().blocks == (10, 10, 10) and [r.warmup for r in untouched.runs] == [3, 3, 3]
+    assert trimmed.artifact.recipe == untouched.artifact.recipe and trimmed.artifact.recipe["warmup"] == 3
+    # Never fewer than 3 runs, however long an execution; a limit the block fits changes nothing.
+    assert measure(runner, replace(m, max_block_ms=20.0)).samples().blocks == (10, 3, 3)
+    assert measure(runner, replace(m, max_block_ms=500.0)).samples().blocks == (10, 10, 10)
+    # Each block's breakdown leaves out its own warm-up: 10 + 8 + 8 executions analysed.
+    assert trimmed.analysis.block_sizes == (10, 8, 8) and trimmed.analysis.runs_measured == 26
+
+
 class _SlowStart(HostRunner):
     """A host runner whose first run (the stand-in replaying the real toy_cnn trace) starts slowly, as a session's
     first block does while the runtime is imported."""

@@ -185,7 +185,8 @@ class Sme2Runner:
             out_dir=self._session.out_dir / _safe(self._item.nodeid), variant=variant,
             blocks=o.blocks if blocks is None else blocks, timeout_s=o.timeout,
             latency=self._session.latency, busy_limit=o.busy_limit / 100, time_budget_s=o.time_budget,
-            min_block_ms=o.min_block_ms, lock_file=lock, precision=parse_threshold_marker(self._item).precision(o)))
+            min_block_ms=o.min_block_ms, max_block_ms=o.max_block_ms, lock_file=lock,
+            precision=parse_threshold_marker(self._item).precision(o)))
 
     def profile(self, exported: Any, *, variant: str | None = None, runs: int | None = None) -> Any:
         """Measure ``exported`` (``--sme2-blocks`` blocks of ``--sme2-runs``); returns a Profile."""
