@@ -172,13 +172,13 @@ MIN_BLOCK_MS = 2.4
 
 #: How many ms a block's executions, warm-up included, should take at most by default (``--sme2-max-block-ms``): a
 #: slower model (a portable-kernel program: 230-340 ms per execution) gets one warm-up and the runs that fit, at least
-#: 3, after its first block (pytest_sme2.profile._size_blocks). Its blocks' medians are precise from a few runs and
-#: its executions show no warm-up (real A/A rounds, benchmarks/data/aa_*_portable.json: the first execution after a
-#: load 0.997-1.002 of the block median); on tiny_transformer portable (335 ms) blocks of 1 + 3 instead of 3 + 10
-#: kept a same-session +10 % caught in 100 % with 0/400 A/A false alarms (benchmarks/gate_paired.py --runs 3
-#: --warmup 1) at ~2.2x fewer executions per comparison; MobileNetV3 portable (236 ms, 1 + 5) +10 % 99.5-100 %,
-#: 0/400, with 2.5-4.2 % of A/A inconclusive instead of 0.8-1.2 %, at 1.9x fewer.
-MAX_BLOCK_MS = 1500.0
+#: 3, after its first block (pytest_sme2.profile._size_blocks). Its executions show no warm-up (real A/A rounds,
+#: benchmarks/data/aa_*_portable.json: the first after a load 0.997-1.002 of the block median) and its block medians
+#: are nearly as precise from 3 runs as from 10. With the plugin's looks 8/15/22/30 at a 5 % margin, blocks of 1 + 3
+#: instead of 3 + 10 (benchmarks/gate_paired.py --runs 3 --warmup 1): tiny_transformer portable (335 ms) +10 %
+#: caught 100 % at 0/3/6 % drift, MobileNetV3 portable (236 ms, recorded on a busy VM) 99.0-100 %, 0/400 A/A false
+#: alarms each, at 2.2-3.2x fewer executions per comparison.
+MAX_BLOCK_MS = 1000.0
 
 
 @dataclass(frozen=True)
@@ -260,7 +260,7 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("max-block-ms", "milliseconds a block's executions, warm-up included, should take at most: a slower "
                "model (hundreds of ms per execution on the portable kernels) gets 1 warm-up and the runs that fit, "
                "at least 3, after its first block; the runs and warm-up asked for stay the measurement's recipe. "
-               "0 = no limit (default 1500)", MAX_BLOCK_MS, nonnegative_float),
+               "0 = no limit (default 1000)", MAX_BLOCK_MS, nonnegative_float),
     OptionSpec("warmup", "warm-up executions per block, left out of statistics; the first execution is cold "
                "(default 3)", 3, nonnegative_int),
     OptionSpec("blocks", "blocks (program loads or runner processes, interleaved when two arms are compared) per "
