@@ -1022,27 +1022,31 @@ class _SlowStart(HostRunner):
     first block does while the runtime is imported."""
 
     calls = 0
+    #: seconds the first run waits before it starts
+    slow_start_s = 3.0
 
     def run(self, request: RunRequest) -> RunResult:
         self.calls += 1
         if self.calls == 1:
-            time.sleep(1.0)
+            time.sleep(self.slow_start_s)
         return super().run(request)
 
 
 def test_a_slow_first_block_does_not_cut_the_warm_up_of_a_model_that_fits_its_time_budget(tmp_path: Path) -> None:
     """In a CI run the session's first MobileNetV3 block took 4.2 s for 13 executions of 2 ms (the runtime's
     import), and the 60 s budget cut its warm-up to 1. The budget reads the second block: 4 blocks of a toy_cnn
-    (~1 ms each) after a 1 s first block fit a 2 s budget, warm-up and runs as asked; a model really over the budget
-    still shrinks."""
+    after a 3 s first block fit an 8 s budget (read from the first block they would take 12 s), warm-up and runs as
+    asked; a model really over the budget still shrinks. A stand-in block is a process start and 5 executions of
+    ~80 us: 0.1 s here, 0.5 s in a loaded CI run, so the budget leaves it 2 s."""
     runner = _SlowStart(make_standin(tmp_path / "bin", trace=TOY_TRACE))
-    m = _standin_measurement(tmp_path, runs=3, warmup=2, blocks=4, time_budget_s=2.0)
+    m = _standin_measurement(tmp_path, runs=3, warmup=2, blocks=4, time_budget_s=8.0)
     profile = measure(runner, m)
     assert runner.calls == 4 and "time budget" not in profile.disturbance, profile.disturbance
     assert profile.samples().blocks == (3, 3, 3, 3) and all(r.warmup == 2 for r in profile.runs)
     # Over budget from the second block on: 8 blocks of ~1 ms each in a budget of 1 ms shrink to 6 blocks, warm-up 1.
-    over = measure(_SlowStart(make_standin(tmp_path / "bin2", trace=TOY_TRACE)),
-                   replace(m, blocks=8, time_budget_s=0.001))
+    fast_start = _SlowStart(make_standin(tmp_path / "bin2", trace=TOY_TRACE))
+    fast_start.slow_start_s = 0.0
+    over = measure(fast_start, replace(m, blocks=8, time_budget_s=0.001))
     assert "time budget 0.001 s: 6 blocks of 1 warm-up + 3 runs from the third" in over.disturbance, over.disturbance
     assert len(over.samples().blocks) == 6
     # The breakdown leaves out each run's own warm-up (2, 2, then 1): 6 x 3 measured executions, none dropped.
