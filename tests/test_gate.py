@@ -1015,6 +1015,13 @@ def test_a_model_too_slow_for_its_blocks_gets_one_warm_up_and_fewer_runs_not_ano
     assert measure(runner, replace(m, max_block_ms=500.0)).samples().blocks == (10, 10, 10)
     # Each block's breakdown leaves out its own warm-up: 10 + 8 + 8 executions analysed.
     assert trimmed.analysis.block_sizes == (10, 8, 8) and trimmed.analysis.runs_measured == 26
+    # The terminal's verdict line says so (a reader of it would otherwise take every block for 10 runs).
+    from types import SimpleNamespace
+
+    from pytest_sme2.plugin.terminal import _blocks_text
+
+    assert _blocks_text(SimpleNamespace(profile=trimmed)) == "; 8 runs per block after the first (10 asked)"
+    assert _blocks_text(SimpleNamespace(profile=untouched)) == ""
 
 
 class _SlowStart(HostRunner):

@@ -111,12 +111,17 @@ def _details(t: Any, status: str, noted: tuple[str, ...]) -> list[str]:
 def _blocks_text(t: Any) -> str:
     """``"; measured in 6 blocks of up to 15"`` when the measurement took fewer blocks than asked (its median was
     precise or its verdict settled, :mod:`pytest_sme2.sequential`; or a time budget: the profile's ``disturbance``
-    note says which), else ""."""
+    note says which), and ``"; 3 runs per block after the first (10 asked)"`` when its blocks were sized to the
+    model (``--sme2-min-block-ms`` / ``--sme2-max-block-ms``, or a time budget), else ""."""
     p = t.profile
     if p is None or p.measurement is None:
         return ""
-    measured, planned = len(p.block_sizes), p.measurement.blocks
-    return f"; measured in {measured} blocks of up to {planned}" if 0 < measured < planned else ""
+    sizes, asked = p.block_sizes, p.measurement
+    text = f"; measured in {len(sizes)} blocks of up to {asked.blocks}" if 0 < len(sizes) < asked.blocks else ""
+    later = set(sizes[1:])
+    if len(later) == 1 and (runs := later.pop()) != asked.runs:
+        text += f"; {runs} runs per block after the first ({asked.runs} asked)"
+    return text
 
 
 def _sources(t: Any) -> list[str]:
