@@ -210,8 +210,9 @@ def study(*, quick: bool = False, blocks: int = 15, runs: int = 10, margin: floa
           seed: int = 18, data: Path = AA_DATA, warmup: int | None = None) -> dict[str, Any]:
     a, b = load_rounds(data, warmup)
     if a.shape[1] < runs:
-        raise SystemExit(f"{data} has {a.shape[1]} runs per block after {warmup} warm-up(s): ask for --runs "
-                         f"{a.shape[1]} or fewer")
+        left_out = "the recording's warm-ups" if warmup is None else f"{warmup} warm-up(s)"
+        raise SystemExit(f"{data} has {a.shape[1]} runs per block after {left_out}: ask for --runs {a.shape[1]} or "
+                         "fewer")
     needed = 3 * max(blocks, *(looks[-1] for looks in SEQUENTIAL.values()))
     if a.shape[0] < needed:
         raise SystemExit(f"{data} has {a.shape[0]} recorded rounds; a repetition draws {needed} distinct ones (three "

@@ -167,7 +167,7 @@ DEVICES = ("local", "host", "android", "qemu")
 #: median swings with one scheduler tick. On toy_cnn XNNPACK (~80 us; benchmarks/gate_paired.py, looks 8/15/22/30,
 #: margin 5 %) blocks of 10 runs (0.8 ms) caught a real +10 % in 88-96 % of same-session comparisons, blocks of 27
 #: runs (2.2 ms: what the rule gives it, 3 x 10 executions with the 3 warm-ups) in 99.5-100 %, with 0/400 A/A false
-#: alarms either way (pytest_sme2.profile._fill_short_blocks).
+#: alarms either way (pytest_sme2.profile._size_blocks).
 MIN_BLOCK_MS = 2.4
 
 #: How many ms a block's executions, warm-up included, should take at most by default (``--sme2-max-block-ms``): a

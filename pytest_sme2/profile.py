@@ -98,6 +98,10 @@ HOST_BUSY_LIMIT = 0.25
 #: and a confirmation pools two measurements) or runs per block.
 MIN_BLOCKS = 6
 MIN_RUNS = 3
+#: ... and the warm-up a block keeps when a time budget or ``max_block_ms`` shrinks it: a model that slow has no
+#: seconds-long lazy initialisation to warm up (portable programs' first execution after a load: 0.997-1.002 of the
+#: block median, benchmarks/data/aa_*_portable.json).
+SLOW_BLOCK_WARMUP = 1
 
 #: A block whose runs take under ``Measurement.min_block_ms`` (the plugin's default:
 #: :data:`pytest_sme2.options.MIN_BLOCK_MS`) gets more runs, its executions, warm-up included, at most this many
@@ -481,7 +485,7 @@ def _fit_budget(arms: Sequence[Measurement], round_s: float, blocks: int) -> tup
         return list(arms), blocks, ""
     m = arms[0]
     per_execution = round_s / sum(a.warmup + a.runs for a in arms)
-    warmup = min(m.warmup, 1)  # a model this slow has no seconds-long lazy initialisation to warm up
+    warmup = min(m.warmup, SLOW_BLOCK_WARMUP)
     per_round = budget / blocks
     runs = max(MIN_RUNS, min(m.runs, int(per_round / (per_execution * len(arms))) - warmup))
     new_blocks = blocks
@@ -518,7 +522,7 @@ def _size_blocks(arms: Sequence[Measurement], first: Sequence[Block]) -> tuple[l
                 short.append(f"{name}{runs} runs per block after the first (its {arm.runs} took "
                              f"{per_execution * arm.runs:.2f} ms)")
         elif arm.max_block_ms > 0 and per_execution * (arm.warmup + arm.runs) > arm.max_block_ms:
-            warmup = min(arm.warmup, 1)  # a model this slow has no seconds-long lazy initialisation to warm up
+            warmup = min(arm.warmup, SLOW_BLOCK_WARMUP)
             runs = max(MIN_RUNS, min(arm.runs, int(arm.max_block_ms / per_execution) - warmup))
             sized.append(replace(arm, runs=runs, warmup=warmup))
             if (runs, warmup) != (arm.runs, arm.warmup):

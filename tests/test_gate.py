@@ -114,6 +114,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -128,6 +129,7 @@ from pytest_sme2.errors import BaselineError, RunnerError
 from pytest_sme2.gate import GateConfig, Samples, Status, decide, gate
 from pytest_sme2.judge import NOT_WRITTEN, RECORDED, Judgement, Policy, judge
 from pytest_sme2.onoff import Pair
+from pytest_sme2.plugin.terminal import _blocks_text
 from pytest_sme2.profile import Measurement, Profile, measure
 from pytest_sme2.report.results import TestResult
 from pytest_sme2.rule import Comparison, ComparisonRule
@@ -1016,10 +1018,6 @@ def test_a_model_too_slow_for_its_blocks_gets_one_warm_up_and_fewer_runs_not_ano
     # Each block's breakdown leaves out its own warm-up: 10 + 8 + 8 executions analysed.
     assert trimmed.analysis.block_sizes == (10, 8, 8) and trimmed.analysis.runs_measured == 26
     # The terminal's verdict line says so (a reader of it would otherwise take every block for 10 runs).
-    from types import SimpleNamespace
-
-    from pytest_sme2.plugin.terminal import _blocks_text
-
     assert _blocks_text(SimpleNamespace(profile=trimmed)) == "; 8 runs per block after the first (10 asked)"
     assert _blocks_text(SimpleNamespace(profile=untouched)) == ""
 
