@@ -117,14 +117,17 @@ class ReplayRunner:
     """The real runner; the runs of one judgement can be replayed to judge the same data at another margin.
 
     ``record()`` starts a tape: every run goes to the real runner and is kept, per (program, inputs,
-    mode), in order. ``replay()`` makes the next runs come from the tape in the same order; a run the tape
-    does not hold goes to the real runner (counted in ``live_runs``). Everything else is the real runner's.
+    mode), in order. ``replay()`` makes the next runs come from the tape in the same order, from its start
+    each time (every judgement replays the strictest one's runs, not what an earlier replay left); a run
+    the tape does not hold goes to the real runner (counted in ``live_runs``, not added to the tape).
+    Everything else is the real runner's.
     """
 
     def __init__(self, runner: Any) -> None:
         self._runner = runner
         self.name: str = str(runner.name)
         self._tape: dict[tuple[str, tuple[str, ...], str], list[Any]] = {}
+        self._played: dict[tuple[str, tuple[str, ...], str], int] = {}
         self._replaying = False
         self.live_runs = 0
 
@@ -132,17 +135,19 @@ class ReplayRunner:
         return getattr(self._runner, attr)
 
     def record(self) -> None:
-        self._tape, self._replaying, self.live_runs = {}, False, 0
+        self._tape, self._played, self._replaying, self.live_runs = {}, {}, False, 0
 
     def replay(self) -> None:
-        self._replaying, self.live_runs = True, 0
+        self._played, self._replaying, self.live_runs = {}, True, 0
 
     def run(self, request: Any) -> Any:
         key = (str(request.pte), tuple(str(p) for p in request.inputs or ()), str(request.mode))
         if self._replaying:
-            queue = self._tape.get(key)
-            if queue:
-                return queue.pop(0)
+            played = self._played.get(key, 0)
+            recorded = self._tape.get(key, [])
+            if played < len(recorded):
+                self._played[key] = played + 1
+                return recorded[played]
             self.live_runs += 1
             return self._runner.run(request)
         result = self._runner.run(request)

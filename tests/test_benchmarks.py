@@ -195,6 +195,12 @@ def test_replay_runner_gives_back_a_judgements_runs_in_order_and_measures_what_i
     assert real.calls == 4 and runner.live_runs == 0
     assert runner.run(ref) == ("ref.pte", 5)  # the tape is used up: measured for real, and counted
     assert runner.live_runs == 1
+    # Every replay starts from the tape's beginning: a third judgement that measures again (a stored comparison
+    # inconclusive at margin + allowance, after two that confirmed) gets the strictest one's runs, not a used-up tape
+    # (the CI failure of stop 26: 15 live runs in a stored comparison).
+    runner.replay()
+    assert [runner.run(ref), runner.run(ref), runner.run(cand)] == [first[0], first[3], first[1]]
+    assert real.calls == 5 and runner.live_runs == 0
     assert runner.name == "counting" and runner.identity() == {"cpu": "x"}
 
 
