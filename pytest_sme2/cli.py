@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -220,11 +220,20 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    from .profile import progress_to
+    from .thirdparty import user_stderr
+
+    with user_stderr() as terminal:  # progress reaches the user while the runtime's output goes to the log
+        return _profile(args, progress_to(terminal))
+
+
+def _profile(args: argparse.Namespace, progress: Callable[[str], None]) -> int:
     from .atomic import check_writable_dir, write_atomic
     from .categories import CategoryRules
     from .export import export_model
+    from .hostlock import LOCK_NAME
     from .models import get_model, load_model_sources
-    from .profile import ProgramFile, profile_exported, stderr_progress
+    from .profile import ProgramFile, profile_exported
     from .report.text import category_table, latency_line, operator_table
     from .runners import make_runner
     from .thirdparty import third_party_output
@@ -247,17 +256,20 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise ModelError(f"{exc} Model sources here: {args.models_where}.") from None
     if args.qemu is not None and device != "qemu":
         raise ConfigError(f"--qemu applies to --device qemu only (device is {device!r})")
-    own = {"qemu": args.qemu, "runner_cache": args.cache_dir / "runners", "progress": stderr_progress} if device in (
+    own = {"qemu": args.qemu, "runner_cache": args.cache_dir / "runners", "progress": progress} if device in (
         "host", "qemu") else {}
     runner = make_runner(device, runner_path=args.runner, serial=args.serial, timeout_s=args.timeout, **android,
                          **own)
     check_writable_dir(args.out, what="--out directory")  # before minutes of export and measurement
+    # Measuring on this host's CPUs waits for any other measurement here (a pytest run of the same project shares the
+    # lock in its cache directory): two at once skew each other with nothing in the evidence. A phone is its own.
+    lock = args.cache_dir / LOCK_NAME if device in ("local", "host", "qemu") else None
     targets: list[Any] = []
     if args.pte is not None:
         targets.append(ProgramFile(args.pte, tuple(args.inputs), args.dtype or "unknown", args.backend or "unknown"))
     for spec in specs:
         targets.append(export_model(spec, dtype=args.dtype or "fp32", backend=args.backend or "xnnpack",
-                                    cache_dir=args.cache_dir, progress=stderr_progress))
+                                    cache_dir=args.cache_dir, progress=progress))
     for exported in targets:
         label = "_".join(part for part in (exported.name, exported.dtype, exported.backend) if part != "unknown")
         out_dir = args.out / label
@@ -266,8 +278,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         with third_party_output(third_party_log, label=f"profile {label}", python_output=True):
             profile = profile_exported(
                 exported, runner, runs=args.runs, warmup=args.warmup, threads=args.threads, out_dir=out_dir,
-                blocks=args.blocks, timeout_s=args.timeout, label=label, rules=rules, progress=stderr_progress,
-                busy_limit=args.busy_limit / 100,
+                blocks=args.blocks, timeout_s=args.timeout, label=label, rules=rules, progress=progress,
+                busy_limit=args.busy_limit / 100, lock_file=lock,
             )
         analysis = profile.analysis
         where = f"{runner.name} {profile.device.get('serial', '')}".rstrip()

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 from .analysis import Analysis, analyze, analyze_e2e, merge
 from .artifacts import Artifact, artifact_of
@@ -113,6 +113,14 @@ Progress = Callable[[str], None]
 
 def stderr_progress(message: str) -> None:
     print(f"[sme2] {message}", file=sys.stderr, flush=True)
+
+
+def progress_to(stream: TextIO) -> Progress:
+    """Progress lines (``[sme2] ...``) to ``stream``: :func:`stderr_progress` for a stream chosen once."""
+    def progress(message: str) -> None:
+        print(f"[sme2] {message}", file=stream, flush=True)
+
+    return progress
 
 
 class ExportedLike(Protocol):
@@ -817,10 +825,13 @@ def profile_exported(
     rules: CategoryRules | None = None,
     progress: Progress | None = None,
     busy_limit: float = PREEMPTED_LIMIT,
+    lock_file: Path | None = None,
 ) -> Profile:
     """Run ``exported`` on ``runner`` in ``blocks`` blocks of ``warmup + runs`` executions, then analyze.
 
-    ``busy_limit``: share of a block (0.05 = 5 %) the runtime may be preempted before it is measured again."""
+    ``busy_limit``: share of a block (0.05 = 5 %) the runtime may be preempted before it is measured again.
+    ``lock_file``: the host's measuring lock (:mod:`pytest_sme2.hostlock`), held for the blocks; None = none."""
     m = Measurement.of(exported, runs=runs, warmup=warmup, threads=threads, out_dir=out_dir, variant=variant,
-                       blocks=blocks, timeout_s=timeout_s, label=label, latency=latency, busy_limit=busy_limit)
+                       blocks=blocks, timeout_s=timeout_s, label=label, latency=latency, busy_limit=busy_limit,
+                       lock_file=lock_file)
     return measure(runner, m, kernel_log=kernel_log, rules=rules, progress=progress)

@@ -100,6 +100,27 @@ def third_party_output(log_path: str | Path | None, *, label: str = "",
         log.close()
 
 
+@contextlib.contextmanager
+def user_stderr() -> Iterator[TextIO]:
+    """A stream to where ``sys.stderr`` writes now, which later :func:`third_party_output` blocks do not divert.
+
+    For a command's own progress lines while it runs the runtime inside a block with ``python_output`` (which points
+    ``sys.stderr`` and fd 2 at the log): a dup of fd 2 when ``sys.stderr`` writes there (a terminal, a CI log), else
+    the stream itself (pytest's capture, which the block swaps out of ``sys.stderr`` but does not write to).
+    """
+    original = sys.stderr
+    if not _on_fd(original, 2):
+        yield original
+        return
+    stream = io.TextIOWrapper(io.FileIO(os.dup(2), "w"), encoding=getattr(original, "encoding", None) or "utf-8",
+                              errors=getattr(original, "errors", None) or "strict", line_buffering=True)
+    try:
+        yield stream
+    finally:
+        with contextlib.suppress(Exception):
+            stream.close()
+
+
 class _Log:
     """The log file, never failing the caller: noise lost to a full disk is no loss (the caller's own
     writes to that disk report it)."""

@@ -251,6 +251,39 @@ def test_profile_takes_category_rules(tmp_path: Path, capsys: pytest.CaptureFixt
     assert moved["GEMM"] == pytest.approx(default["GEMM"] + default["Convolution"])
 
 
+def test_profile_waits_for_another_measurement_on_this_host(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """``profile`` takes the host's measuring lock in ``--cache-dir``, as the plugin does: a pytest run measuring on
+    this host (here, the lock held on another open file) holds it off until done, and it says whom it waits for."""
+    import fcntl
+    import threading
+
+    runner = make_standin(tmp_path / "bin", trace=TOY_TRACE)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    lock = cache / "measuring.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(fd, b"pid 1: a pytest run, since 00:00:00 UTC\n")
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    codes: list[int] = []
+    argv = ["profile", "--pte", str(TOY_PTE), "--inputs", str(TOY_INPUT), "--runner", str(runner), "--runs", "3",
+            "--warmup", "1", "--cache-dir", str(cache), "--out", str(tmp_path / "out")]
+    capsys.readouterr()
+    cli = threading.Thread(target=lambda: codes.append(main(argv)))
+    try:
+        cli.start()
+        cli.join(timeout=3)
+        assert cli.is_alive() and not list((tmp_path / "out").glob("*/analysis_summary.json")), "it did not wait"
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    cli.join(timeout=120)
+    _, err = capsys.readouterr()
+    assert codes == [0], err
+    assert f"waiting for another measurement on this host (pid 1: a pytest run, since 00:00:00 UTC; lock {lock})" in err
+    assert list((tmp_path / "out").glob("*/analysis_summary.json"))
+
+
 @pytest.mark.parametrize(("content", "expected"), [
     (None, "does not exist; pass an existing JSON file"),
     (b"\x89PNG\r\n\x1a\n\x00\x00", "is not UTF-8 text (a binary file?)"),
@@ -286,6 +319,8 @@ def test_profile_keeps_the_runtimes_output_out_of_the_terminal(tmp_path: Path) -
     assert "[cpuinfo_utils.cpp" in log.read_text()
     assert f"(runtime output: {log})" in proc.stdout
     assert "median" in proc.stdout
+    # ... and the progress reaches the user, not the log (the runtime's output is diverted inside the block).
+    assert "[sme2] toy_cnn_fp32_xnnpack: block 1/" in proc.stderr and "[sme2]" not in log.read_text()
 
 
 # ------------------------------------------------------------------ profile: the project's models (issue 18)
