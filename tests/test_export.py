@@ -75,7 +75,8 @@ def _sha256(path: Path) -> str:
 
 
 @pytest.mark.parametrize(("name", "dtype", "backend"), _cases())
-def test_recipe_exports_caches_and_computes_the_model(name: str, dtype: str, backend: str, export_cache: Path) -> None:
+def test_recipe_exports_caches_and_computes_the_model(name: str, dtype: str, backend: str, export_cache: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     lines: list[str] = []
     started = time.perf_counter()
     first = export_model(name, dtype=dtype, backend=backend, cache_dir=export_cache, progress=lines.append)
@@ -103,14 +104,18 @@ def test_recipe_exports_caches_and_computes_the_model(name: str, dtype: str, bac
     assert not list((export_cache / name).glob(f"{TMP_PREFIX}*")), "temporary export dirs left behind"
 
     pte_sha, pte_mtime = _sha256(first.pte_path), first.pte_path.stat().st_mtime_ns
+
+    def no_export(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a cache hit only builds the model and hashes it; it must not export again")
+
+    monkeypatch.setattr("pytest_sme2.export._lower_and_save", no_export)
     started = time.perf_counter()
     again = export_model(name, dtype=dtype, backend=backend, cache_dir=export_cache, progress=lines.append)
-    cached_s = time.perf_counter() - started
+    cached_s = time.perf_counter() - started  # printed, not asserted: timings live in benchmarks/
     print(f"\n{name} {dtype}/{backend}: cold export {cold_s:.2f} s, cached {cached_s:.3f} s")
     assert again.cached and len(lines) == progress_lines, "a cache hit must neither export nor report progress"
     assert again.pte_path == first.pte_path and again.cache_key == first.cache_key
     assert _sha256(again.pte_path) == pte_sha and again.pte_path.stat().st_mtime_ns == pte_mtime
-    assert cached_s < cold_s / 2, "a hit only builds the model and hashes it; it must not export again"
 
     # The program computes the model: run it on the stored inputs and compare with eager fp32.
     model, inputs = get_model(name).build()
@@ -221,15 +226,18 @@ def test_export_failure_names_model_recipe_stage_and_first_line(tmp_path: Path) 
     assert kept.read_text().startswith("==== export branchy fp32/xnnpack: torch.export.export (")
 
 
-def test_unwritable_cache_dir_is_an_export_error_naming_it(tmp_path: Path) -> None:
+def test_unwritable_cache_dir_is_an_export_error_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "not_a_dir"
     blocker.write_text("a file where the cache directory should be")
     cache_dir = blocker / "cache"
-    started = time.perf_counter()
+
+    def no_export(*args: object, **kwargs: object) -> None:
+        raise AssertionError("must fail before spending seconds on an export")
+
+    monkeypatch.setattr("pytest_sme2.export._lower_and_save", no_export)
     with pytest.raises(ExportError) as info:
         export_model("toy_cnn", cache_dir=cache_dir, progress=None)
     assert str(cache_dir) in str(info.value) and "--sme2-cache-dir" in str(info.value)
-    assert time.perf_counter() - started < 10, "must fail before spending seconds on an export"
 
 
 def test_bad_choices_and_missing_inputs() -> None:
