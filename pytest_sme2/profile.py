@@ -703,12 +703,23 @@ def _sources(runner: Runner, measurement: Measurement, analysis: Analysis, *, tr
 
 def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, kernel_log: KernelLog | None,
              rules: CategoryRules | None, disturbance: str, invalid: str,
-             executed: ExecutedKernels | None = None, rounds: tuple[str, ...] = ()) -> Profile:
+             executed: ExecutedKernels | None = None, rounds: tuple[str, ...] = (),
+             analyzed: dict[int, Analysis] | None = None) -> Profile:
+    """The profile of ``blocks``. ``analyzed``: each run's analysis by ``id(run)``, filled and reused, for a caller
+    that profiles a growing list of the same runs with the same ``kernel_log``, ``rules`` and ``executed`` (the looks
+    of :func:`measure_pair`); the caller keeps the runs alive, so their ids are theirs."""
     traced = [r for block in blocks for r in block if r.metadata.get("mode", "trace") != "timing"]
     timing = [r for block in blocks for r in block if r.metadata.get("mode", "trace") == "timing"]
-    # Each run's own warm-up: a time budget may have cut it after the second block.
-    analyses = [analyze_run(r, warmup=r.warmup, kernel_log=kernel_log, rules=rules, executed=executed)
-                for r in traced]
+
+    def analysis_of(r: RunResult) -> Analysis:
+        # Each run's own warm-up: a time budget may have cut it after the second block.
+        if analyzed is None:
+            return analyze_run(r, warmup=r.warmup, kernel_log=kernel_log, rules=rules, executed=executed)
+        if id(r) not in analyzed:
+            analyzed[id(r)] = analyze_run(r, warmup=r.warmup, kernel_log=kernel_log, rules=rules, executed=executed)
+        return analyzed[id(r)]
+
+    analyses = [analysis_of(r) for r in traced]
     analysis = merge(analyses, source=measurement.pte.name) if len(analyses) > 1 else analyses[0]
     reasons = [str(r.metadata["invalid_reason"]) for block in blocks for r in block if r.metadata.get("invalid_reason")]
     if invalid:
@@ -777,10 +788,14 @@ def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs:
     logs = [*list(kernel_logs), None, None]
     ran = [*list(executed), None, None]
 
+    # Every run is analyzed once: a look profiles the rounds so far, the result all of them, from the same analyses.
+    analyzed: tuple[dict[int, Analysis], dict[int, Analysis]] = ({}, {})
+
     def settled(per_arm: list[list[Block]]) -> str:  # passed to _measure_blocks only when there is a ``stop``
         assert stop is not None and looks is not None
-        so_far = [_profile(runner, m, blocks, kernel_log=None, rules=rules, disturbance="", invalid="")
-                  for m, blocks in zip((a, b), per_arm, strict=True)]
+        so_far = [_profile(runner, m, blocks, kernel_log=logs[i], rules=rules, disturbance="", invalid="",
+                           executed=ran[i], analyzed=analyzed[i])
+                  for i, (m, blocks) in enumerate(zip((a, b), per_arm, strict=True))]
         return (f"the verdict was settled (looks at {', '.join(map(str, looks.rounds))} rounds, {looks.per_look:.2%} "
                 "each)") if stop(so_far[0], so_far[1]) else ""
 
@@ -792,9 +807,9 @@ def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs:
                                                                       progress=progress, what=label,
                                                                       looks=looks, stop=rule)
     return (_profile(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid,
-                     executed=ran[0], rounds=rounds),
+                     executed=ran[0], rounds=rounds, analyzed=analyzed[0]),
             _profile(runner, b, blocks_b, kernel_log=logs[1], rules=rules, disturbance=note, invalid=invalid,
-                     executed=ran[1], rounds=rounds))
+                     executed=ran[1], rounds=rounds, analyzed=analyzed[1]))
 
 
 def remeasure(runner: Runner, profile: Profile, *, rules: CategoryRules | None = None,
