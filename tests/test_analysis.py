@@ -431,11 +431,13 @@ def test_merge_of_one_and_of_none(ours: Any) -> None:
 
 
 def test_thousand_run_trace() -> None:
-    t0 = time.perf_counter()
+    # CPU time, not wall time: waiting for a CPU beside another xdist worker is not the parser's (~0.3-0.4 s here; a
+    # quadratic parser would take minutes). Its speed is measured in benchmarks/run.py (analysis_s).
+    t0 = time.process_time()
     timeline = read_etdump(N1000)
     a = analyze(timeline)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 5, f"parsing + analyzing 1000 runs took {elapsed:.1f} s"
+    elapsed = time.process_time() - t0
+    assert elapsed < 5, f"parsing + analyzing 1000 runs took {elapsed:.1f} s of CPU"
     assert timeline.num_runs == a.runs_total == 1000
     assert a.runs_measured == 999
     assert len(timeline.table) == 2 + 1000 * 184

@@ -1026,35 +1026,59 @@ def test_a_model_too_slow_for_its_blocks_gets_one_warm_up_and_fewer_runs_not_ano
     assert blocks_text(replace(untouched, measurement=replace(m, blocks=5))) == "3 of up to 5: 10 runs each"
 
 
+class _ScriptedClock:
+    """``time`` for :mod:`pytest_sme2.profile` whose ``perf_counter`` moves only when a run says how long it took:
+    the budget's arithmetic, not the machine's speed, decides what a test of it sees."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+
 class _SlowStart(HostRunner):
     """A host runner whose first run (the stand-in replaying the real toy_cnn trace) starts slowly, as a session's
-    first block does while the runtime is imported."""
+    first block does while the runtime is imported: on a scripted clock, the first run takes ``slow_start_s``, every
+    other ``block_s``."""
 
     calls = 0
-    #: seconds the first run waits before it starts
     slow_start_s = 3.0
+    block_s = 0.1
+
+    def __init__(self, runner_path: Path, clock: _ScriptedClock) -> None:
+        super().__init__(runner_path)
+        self.clock = clock
 
     def run(self, request: RunRequest) -> RunResult:
         self.calls += 1
-        if self.calls == 1:
-            time.sleep(self.slow_start_s)
-        return super().run(request)
+        result = super().run(request)
+        self.clock.now += self.slow_start_s if self.calls == 1 else self.block_s
+        return result
 
 
-def test_a_slow_first_block_does_not_cut_the_warm_up_of_a_model_that_fits_its_time_budget(tmp_path: Path) -> None:
+def test_a_slow_first_block_does_not_cut_the_warm_up_of_a_model_that_fits_its_time_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In a CI run the session's first MobileNetV3 block took 4.2 s for 13 executions of 2 ms (the runtime's
     import), and the 60 s budget cut its warm-up to 1. The budget reads the second block: 4 blocks of a toy_cnn
     after a 3 s first block fit an 8 s budget (read from the first block they would take 12 s), warm-up and runs as
-    asked; a model really over the budget still shrinks. A stand-in block is a process start and 5 executions of
-    ~80 us: 0.1 s here, 0.5 s in a loaded CI run, so the budget leaves it 2 s."""
-    runner = _SlowStart(make_standin(tmp_path / "bin", trace=TOY_TRACE))
+    asked; a model really over the budget still shrinks. The blocks' durations are scripted (3 s, then 0.1 s):
+    under load a real stand-in block took 0.5 s, and a test of the rule must not depend on that."""
+    import pytest_sme2.profile as profile_module
+
+    clock = _ScriptedClock()
+    monkeypatch.setattr(profile_module, "time", clock)
+    runner = _SlowStart(make_standin(tmp_path / "bin", trace=TOY_TRACE), clock)
     m = _standin_measurement(tmp_path, runs=3, warmup=2, blocks=4, time_budget_s=8.0)
     profile = measure(runner, m)
     assert runner.calls == 4 and "time budget" not in profile.disturbance, profile.disturbance
     assert profile.samples().blocks == (3, 3, 3, 3) and all(r.warmup == 2 for r in profile.runs)
     # Over budget from the second block on: 8 blocks of ~1 ms each in a budget of 1 ms shrink to 6 blocks, warm-up 1.
-    fast_start = _SlowStart(make_standin(tmp_path / "bin2", trace=TOY_TRACE))
-    fast_start.slow_start_s = 0.0
+    fast_start = _SlowStart(make_standin(tmp_path / "bin2", trace=TOY_TRACE), clock)
+    fast_start.slow_start_s = fast_start.block_s = 0.001
     over = measure(fast_start, replace(m, blocks=8, time_budget_s=0.001))
     assert "time budget 0.001 s: 6 blocks of 1 warm-up + 3 runs from the third" in over.disturbance, over.disturbance
     assert len(over.samples().blocks) == 6

@@ -48,9 +48,12 @@ linux_only = pytest.mark.skipif(not Path("/proc/loadavg").exists(), reason="read
 
 
 @contextmanager
-def burners(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """``count`` real CPU-burning processes, running until the block ends (killed by their pid)."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+def burners(count: int, *, cpu: int | None = None) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``count`` real CPU-burning processes, running until the block ends (killed by their pid); on ``cpu`` alone
+    when given (with :func:`pinned` on the same CPU, what they take from the measurement is the scheduler's share,
+    not where it happened to place three tasks on two cores beside the other xdist worker)."""
+    pin = f"import os; os.sched_setaffinity(0, {{{cpu}}})\n" if cpu is not None else ""
+    procs = [subprocess.Popen([sys.executable, "-c", pin + "while True: pass"]) for _ in range(count)]
     try:
         time.sleep(0.3)  # past interpreter start-up: spinning by the time the measurement starts
         assert all(p.poll() is None for p in procs), "a burner died"
@@ -60,6 +63,21 @@ def burners(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
             p.kill()
         for p in procs:
             p.wait(timeout=10)
+
+
+@contextmanager
+def pinned(cpu: int) -> Iterator[None]:
+    """This thread (the local runtime's one thread, or the parent of a child it starts) on ``cpu`` alone."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _a_cpu() -> int:
+    return max(os.sched_getaffinity(0))
 
 
 # ------------------------------------------------------------------------------------ parsing
@@ -141,9 +159,10 @@ def test_two_cpu_burners_show_as_preemption_in_the_local_result(tmp_path: Path) 
     """MobileNetV3, 1 thread: blocks alone and blocks against two burners, interleaved."""
     quiet: list[RunResult] = []
     busy: list[RunResult] = []
+    cpu = _a_cpu()
     for _ in range(3):
         quiet.append(_mobilenet_block(tmp_path))
-        with burners(2):
+        with burners(2, cpu=cpu), pinned(cpu):  # three tasks on one CPU: the thread gets about a third of it
             busy.append(_mobilenet_block(tmp_path))
     # A 3 ms execution usually fits in one scheduler slice, so the median execution may run whole even under
     # load (benchmarks/results/disturbance.txt: median 0.998, p10 0.49); the preempted ones show in the low tail.
@@ -154,25 +173,27 @@ def test_two_cpu_burners_show_as_preemption_in_the_local_result(tmp_path: Path) 
     evidence = busy[0].load.describe() if busy[0].load else ""
     print(f"\nCPU/wall per execution, p10: alone {quiet_share:.3f}, two burners {busy_share:.3f}; "
           f"per block: {quiet_block:.3f} / {busy_block:.3f}; busy block: {evidence}")
-    # Three runnable tasks on two cores leave the measuring thread at most ~2/3 of a core. The block's share is
-    # what the disturbance check reads; the per-execution p10 is printed, not asserted: executions of 3 ms may all
-    # run whole between preemptions (a full run here: p10 1.001 under two burners while the block's share was 0.497).
-    assert busy_block < 0.8 and busy_block < 0.85 * quiet_block
+    # Three runnable tasks on one CPU leave the measuring thread about a third of it (more load elsewhere cannot give
+    # it more). The block's share is what the disturbance check reads; the per-execution p10 is printed, not
+    # asserted: executions of 3 ms may all run whole between preemptions (p10 1.001 once while the block read 0.497).
+    assert busy_block < 0.6 and busy_block < 0.85 * quiet_block
     for r in busy:
         assert r.load is not None and r.load.procs_running is not None and r.load.procs_running >= 3
         assert r.load.involuntary_switches is not None and r.load.involuntary_switches > 0
         if r.load.run_delay_s is not None:  # kernels with schedstat: the wait is measured directly
-            assert r.load.run_delay_share is not None and r.load.run_delay_share > 0.15
+            assert r.load.run_delay_share is not None and r.load.run_delay_share > 0.3
 
 
 #: A child that only computes (about half a second of CPU here): its CPU/wall is the share of a core it got.
 SPIN_CHILD = [sys.executable, "-c", "x = 0\nfor i in range(15_000_000):\n    x += i"]
 
 
-def _child_load(tmp_path: Path) -> tuple[float, int]:
-    """(CPU/wall, involuntary switches) of one run of ``SPIN_CHILD``, reaped by ``wait_with_rusage``."""
+def _child_load(tmp_path: Path, cpu: int | None = None) -> tuple[float, int]:
+    """(CPU/wall, involuntary switches) of one run of ``SPIN_CHILD`` (on ``cpu`` alone when given), reaped by
+    ``wait_with_rusage``."""
     started = time.perf_counter()
-    proc = subprocess.Popen(SPIN_CHILD)
+    pin = f"import os; os.sched_setaffinity(0, {{{cpu}}})\n" if cpu is not None else ""
+    proc = subprocess.Popen([*SPIN_CHILD[:-1], pin + SPIN_CHILD[-1]])
     code, usage, ended = wait_with_rusage(proc, 120)
     assert code == 0 and proc.returncode == 0
     return (usage.ru_utime + usage.ru_stime) / (ended - started), int(usage.ru_nivcsw)
@@ -183,15 +204,16 @@ def test_child_rusage_shows_the_burners(tmp_path: Path) -> None:
     """The host runner reaps its child with rusage: CPU/wall of a real process, alone and against two burners."""
     quiet: list[tuple[float, int]] = []
     busy: list[tuple[float, int]] = []
+    cpu = _a_cpu()
     for _ in range(2):
         quiet.append(_child_load(tmp_path))
-        with burners(2):
-            busy.append(_child_load(tmp_path))
+        with burners(2, cpu=cpu):  # the child on their CPU: about a third of it, whatever else runs
+            busy.append(_child_load(tmp_path, cpu))
     quiet_share = statistics.median(x for x, _ in quiet)
     busy_share = statistics.median(x for x, _ in busy)
     print(f"\nCPU-bound child: CPU/wall alone {quiet_share:.3f}, two burners {busy_share:.3f}; involuntary "
           f"switches {[n for _, n in quiet]} / {[n for _, n in busy]}")
-    assert busy_share < 0.8 and busy_share < 0.85 * quiet_share
+    assert busy_share < 0.6
     assert all(n > 0 for _, n in busy)
 
 
@@ -266,7 +288,8 @@ def test_a_busy_machine_gives_an_invalid_verdict_never_a_regression(tmp_path: Pa
     changed = tmp_path / "changed" / TOY_PTE.name
     changed.parent.mkdir()
     changed.write_bytes(TOY_PTE.read_bytes() + b"\0")
-    with burners(2):
+    cpu = _a_cpu()
+    with burners(2, cpu=cpu), pinned(cpu):  # every block shares one CPU with them: preempted, whatever else runs
         busy = measure(runner, measurement(changed, 0.05))
         judged = judge(busy, test_id="t::toy", **kw)
     assert judged.outcome == GATED and judged.verdict is not None
@@ -280,6 +303,9 @@ def test_a_busy_machine_gives_an_invalid_verdict_never_a_regression(tmp_path: Pa
 
 #: Measures toy_cnn on a replaying stand-in runner with the measuring lock ``argv[2]`` ("" = none) once the file
 #: ``argv[3]`` exists, printing progress lines and then the (start, end) of every run, from this process's own clock.
+#: ``argv[4]`` is its index (0 or 1). A rendezvous makes the overlap structural, whatever the machine's load: its
+#: first run touches ``started-<i>`` and waits until the other process has either started a run too (no lock: both
+#: are inside a run together) or said it waits for the lock (``waiting-<i>``, touched by its progress callback).
 _MEASURE_SCRIPT = """
 import json, sys, time
 from pathlib import Path
@@ -288,34 +314,52 @@ from standin import make_standin
 from pytest_sme2.profile import Measurement, measure
 from pytest_sme2.runners.host import HostRunner
 
+out, index = Path(sys.argv[1]), int(sys.argv[4])
+meet = out.parent
+
 class Timed(HostRunner):
     spans = []
     def run(self, request):
+        if not self.spans:
+            (meet / f"started-{{index}}").touch()
+            other = 1 - index
+            deadline = time.monotonic() + 120
+            while not ((meet / f"started-{{other}}").exists() or (meet / f"waiting-{{other}}").exists()):
+                if time.monotonic() > deadline:
+                    raise SystemExit("the other measurement neither ran nor waited for the lock")
+                time.sleep(0.005)
         start = time.time()
         result = super().run(request)
         self.spans.append((start, time.time()))
         return result
 
-out = Path(sys.argv[1])
+def progress(text):
+    print("progress:", text, flush=True)
+    if "waiting for another measurement" in text:
+        (meet / f"waiting-{{index}}").touch()
+
 runner = Timed(make_standin(out / "bin", trace={trace!r}))
 m = Measurement(pte=Path({pte!r}), inputs=(Path({inputs!r}),), runs=2, warmup=0, blocks=3, busy_limit=1.0,
                 out_dir=out / "runs", label="toy", lock_file=Path(sys.argv[2]) if sys.argv[2] else None)
+print("ready", flush=True)
 while not Path(sys.argv[3]).exists():
     time.sleep(0.01)
-measure(runner, m, progress=lambda text: print("progress:", text, flush=True))
+measure(runner, m, progress=progress)
 print("spans:", json.dumps(Timed.spans), flush=True)
 """
 
 
 def _two_measurements(tmp_path: Path, lock: Path | None) -> list[tuple[list[tuple[float, float]], str]]:
-    """Two processes measuring at once (started together); each one's run spans and its output."""
+    """Two processes measuring at once (started together once both are past their imports); each one's run spans
+    and its output."""
     script = _MEASURE_SCRIPT.format(tests=str(Path(__file__).parent), trace=str(TOY_TRACE), pte=str(TOY_PTE),
                                     inputs=str(TOY_INPUT))
     tmp_path.mkdir(parents=True, exist_ok=True)
     go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / f"p{i}"), str(lock or ""), str(go)],
-                              stdout=subprocess.PIPE, text=True) for i in range(2)]
-    time.sleep(1.0)  # both past their imports, polling for the start
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / f"p{i}"), str(lock or ""), str(go),
+                               str(i)], stdout=subprocess.PIPE, text=True) for i in range(2)]
+    for proc in procs:  # past their imports (seconds on a loaded machine), polling for the start
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     go.touch()
     out = []
     for proc in procs:

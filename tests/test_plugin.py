@@ -248,9 +248,13 @@ def test_first_run_records_then_gates_and_strict_asks_for_the_baseline(run, pyte
     data = json.loads(files[0].read_text())
     assert data["schema_version"] == 2
     assert data["test_id"] == "test_perf.py::test_toy"
-    # Blocks of runs, no warm-ups. toy_cnn's 6 runs take ~0.5 ms, under --sme2-min-block-ms (2.4): after the first
-    # block the runs grow to fill it, up to 3 x 6 executions with the 2 warm-ups (16 runs); the recipe keeps 6.
-    assert data["block_sizes"] == [6, 16, 16, 16] and len(data["samples_ms"]) == 6 + 3 * 16
+    # Blocks of runs, no warm-ups. toy_cnn's 6 runs take ~0.5 ms (Zen 4; ~1.5 ms on Zen 3), under
+    # --sme2-min-block-ms (2.4): after the first block the runs grow to fill it, up to 3 x 6 executions with the 2
+    # warm-ups (16 runs); the recipe keeps 6. How many depends on the machine's speed (the exact rule is tested on
+    # replayed timings: test_gate.py::test_a_model_too_fast_for_its_blocks_gets_more_runs_per_block_not_another_recipe).
+    sizes = data["block_sizes"]
+    assert sizes[0] == 6 and len(sizes) == 4 and len(set(sizes[1:])) == 1 and 6 <= sizes[1] <= 16, sizes
+    assert len(data["samples_ms"]) == sum(sizes)
     assert data["artifact"]["recipe"]["runs"] == 6
     assert data["identity"]["dtype"] == "fp32" and data["identity"]["threads"] == 1
     assert "executorch_version" not in data["identity"] and "family" in data["identity"]
