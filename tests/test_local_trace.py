@@ -25,7 +25,7 @@ import pytest
 
 from pytest_sme2.analysis import analyze
 from pytest_sme2.categories import NAMED_CATEGORIES, OTHER, categorize, op_type_of
-from pytest_sme2.profile import ProgramFile, profile_exported
+from pytest_sme2.profile import ProgramFile, disturbance_of, profile_exported
 from pytest_sme2.runners.base import RunRequest, RunResult
 from pytest_sme2.runners.local import LocalRunner
 from pytest_sme2.trace import read_etdump
@@ -186,9 +186,11 @@ def test_local_runtime_traces_the_operators_the_runner_traced(pte: str, traced: 
 #: so truncation moves ~0.5 us per operator out of the operators, a larger share of the faster CPU's
 #: run; and the runtimes differ (executor_runner 1.4.1, the 1.5.1 wheel).
 SHARE_TOLERANCE_PP = 6.0
-#: Below this preempted share the local block counts as undisturbed, and the analysis's own shares
-#: (means, Other included) are compared too; above it they carry the preemption and are only printed.
-QUIET_PREEMPTED = 0.05
+#: Below this preempted share, with nothing else the disturbance check reads (a busy neighbour, steal), the local
+#: block counts as undisturbed, and the analysis's own shares (means, Other included) are compared too; otherwise
+#: they carry the disturbance and are only printed. 1 %: a 4 ms preemption inside one operator moves its category's
+#: mean share by ~0.9 points, so the gate's 5 % could move shares by 3-4 points on top of the CPUs' difference.
+QUIET_PREEMPTED = 0.01
 
 
 def _operator_shares(trace: Path, warmup: int) -> dict[str, float]:
@@ -214,7 +216,7 @@ def test_mobilenet_category_shares_match_the_executor_runner_trace(traced: Calla
     lines = [f"{c:14s} local {ours.get(c, math.nan):5.1f} % of operator time, {100 * local.category_share[c]:5.1f} % "
              f"of E2E | executor_runner {theirs.get(c, math.nan):5.1f} / {100 * runner.category_share[c]:5.1f} %"
              for c in local.category_share]
-    quiet = result.load.preempted_share < QUIET_PREEMPTED
+    quiet = result.load.preempted_share < QUIET_PREEMPTED and not disturbance_of(result)
     verdict = "quiet: E2E shares compared too" if quiet else "disturbed: E2E shares printed"
     print("\nMobileNetV3 fp32/xnnpack, 1 thread, category shares:\n" + "\n".join(lines)
           + f"\nlocal median E2E {local.e2e.median:.3f} ms, runner {runner.e2e.median:.3f} ms; local block: "

@@ -726,11 +726,20 @@ REPLAY_CONFTEST = """
     DATA = Path({data!r})
     _write = atomic.write_atomic
 
+    _baselines_written = []
+
     def _logged(path, data, *, what="file"):
         # Who writes what: one line per write, appended (small O_APPEND writes do not interleave).
         with open(Path(__file__).parent / "writes.log", "a") as fh:
             fh.write(f"{{os.environ.get('PYTEST_XDIST_WORKER', 'controller')}}\\t{{what}}\\t{{path}}\\n")
-        return _write(path, data, what=what)
+        written = _write(path, data, what=what)
+        if what == "baseline":
+            _baselines_written.append(path)
+            # A kill test's fixed point: alive, between two baselines, however slowly its parent polls.
+            if len(_baselines_written) == int(os.environ.get("SME2_TEST_PAUSE_AFTER_BASELINES", "0")):
+                import time
+                time.sleep(600)
+        return written
 
     atomic.write_atomic = baseline.write_atomic = results.write_atomic = _logged
 
@@ -824,9 +833,11 @@ def test_sigkill_of_a_real_update_baseline_run_keeps_every_baseline_whole(pytest
     report_before = (pytester.path / "r.json").read_bytes()
     cmd = [sys.executable, "-m", "pytest", *args, "--sme2-json=r.json", "-q"]
     rewritten: list[int] = []
-    for wanted in (1, 3):  # kill once the first baseline was rewritten, then (second run) two more
+    for wanted in (1, 3):  # kill once the first baseline was rewritten, then (second run) the first three
+        # The run pauses after its wanted-th baseline (the conftest): killed mid-run on any machine's timing.
         proc = subprocess.Popen(cmd, cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)  # its own group: the kill takes the runner child too
+                                start_new_session=True,  # its own group: the kill takes the runner child too
+                                env={**os.environ, "SME2_TEST_PAUSE_AFTER_BASELINES": str(wanted)})
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             done = [f for f in store.root.glob("*.json") if not f.name.startswith(TMP_PREFIX)]
@@ -843,7 +854,7 @@ def test_sigkill_of_a_real_update_baseline_run_keeps_every_baseline_whole(pytest
         rewritten.append(sum(s == new for s in samples))
         # The results file is written at the very end, so a killed run leaves the previous one whole.
         assert (pytester.path / "r.json").read_bytes() == report_before
-    assert rewritten[0] >= 1 and rewritten[1] >= 3 and rewritten[1] < n, f"kills must land mid-run: {rewritten}"
+    assert rewritten == [1, 3], f"kills must land mid-run, where the runs paused: {rewritten}"
 
 
 def _safe_samples(store: BaselineStore, path: Path) -> tuple[float, ...] | None:
