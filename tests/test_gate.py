@@ -1021,7 +1021,8 @@ def test_a_model_too_slow_for_its_blocks_gets_one_warm_up_and_fewer_runs_not_ano
     # The terminal's verdict line says so (a reader of it would otherwise take every block for 10 runs).
     assert _blocks_text(SimpleNamespace(profile=trimmed)) == "; 8 runs per block after the first (10 asked)"
     assert _blocks_text(SimpleNamespace(profile=untouched)) == ""
-    # ... and the reports' E2E latency table (its "Runs measured" row alone would not say how they were blocked).
+    # ... and the reports' "Where the numbers come from" table ("Runs measured" alone would not say how they were
+    # blocked).
     assert blocks_text(trimmed) == "3: runs 10, 8 × 2 (10 asked)" and blocks_text(untouched) == "3: 10 runs each"
     assert blocks_text(replace(untouched, measurement=replace(m, blocks=5))) == "3 of up to 5: 10 runs each"
 

@@ -381,12 +381,13 @@ def test_on_off_with_timing_trace_and_log_builds_on_an_sme2_phone(
     # Markdown and HTML: the source labels and the kernel tables.
     md = (pytester.path / "r.md").read_text()
     assert "Where the numbers come from" in md and "timing build" in md and "log build" in md
+    assert "| Blocks | 4: 27 runs each | 4: 27 runs each |" in md  # both arms: the blocks, as measured
     assert "Kernel Insights" in md and "SME2 on with no SME2 kernel" in md
     assert "Operators by kernel kind" in md and "Side by side" in md
     assert "xnn_f32_gemm_minmax_ukernel_7x32__avx512f_broadcast" in md
     page = html.unescape((pytester.path / "r.html").read_text())
     assert "Kernels (XNNPACK log, trace, emulator)" in page and "Where the numbers come from" in page
-    assert "timing build" in page and "Operators by kernel kind" in page
+    assert "timing build" in page and "Operators by kernel kind" in page and "4: 27 runs each" in page
     assert "xnn_f32_gemm_minmax_ukernel_7x32__avx512f_broadcast" in page
 
 

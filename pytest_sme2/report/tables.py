@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..analysis import BOTTLENECK_SHARE, Analysis
-from ..baseline import Baseline
 from ..categories import CATEGORIES
 from ..gate import Check
 from ..kernels import KernelLog, is_sme2, operator_kernels
@@ -222,8 +221,28 @@ def sources_table(test: TestResult) -> Table | None:
         return None
     rows = [[c.text(title), *[c.text(getattr(arm.profile, attr) or "—") for arm in measured]]
             for title, attr in _SOURCE_ROWS]
+    # How the runs were blocked: "Runs measured" alone reads as 10 per block where a portable program's blocks after
+    # the first ran 3, or a measurement stopped early once precise or settled.
+    rows.append([c.text("Blocks"), *[c.text(blocks_text(arm.profile) or "—") for arm in measured]])
     columns = [Column(""), *[Column(arm.label) for arm in measured]]
     return _table("Where the numbers come from", columns, rows, (_SOURCES_NOTE,))
+
+
+def blocks_text(profile: Profile | None) -> str:
+    """The blocks a measurement ran, against what was asked: ``"6 of up to 15: runs 10, 3 × 5 (10 asked)"`` (it
+    stopped early, and its blocks after the first were sized to the model), ``"15: 10 runs each"``; "" when the
+    profile does not say."""
+    if profile is None or not profile.block_sizes:
+        return ""
+    sizes, asked = profile.block_sizes, profile.measurement
+    early = asked is not None and len(sizes) < asked.blocks
+    head = f"{len(sizes)} of up to {asked.blocks}" if early and asked is not None else f"{len(sizes)}"
+    groups = [(n, len(list(same))) for n, same in itertools.groupby(sizes)]
+    runs = ("runs " if len(groups) > 1 else "") + ", ".join(f"{n} × {k}" if k > 1 else f"{n}" for n, k in groups)
+    runs = runs if len(groups) > 1 else f"{sizes[0]} runs each"
+    if asked is not None and any(n != asked.runs for n in sizes):
+        runs += f" ({asked.runs} asked)"
+    return f"{head}: {runs}"
 
 
 def source_summary(profile: Profile) -> str:
@@ -363,28 +382,6 @@ def _stat(s: LatencyStats, key: str) -> float:
     return float(getattr(s, key))
 
 
-def blocks_text(profile: Profile | None) -> str:
-    """The blocks a measurement ran, against what was asked: ``"6 of up to 15: runs 10, 3 × 5 (10 asked)"`` (it
-    stopped early, and its blocks after the first were sized to the model), ``"15: 10 runs each"``; "" when the
-    profile does not say."""
-    if profile is None or not profile.block_sizes:
-        return ""
-    sizes, asked = profile.block_sizes, profile.measurement
-    early = asked is not None and len(sizes) < asked.blocks
-    head = f"{len(sizes)} of up to {asked.blocks}" if early and asked is not None else f"{len(sizes)}"
-    groups = [(n, len(list(same))) for n, same in itertools.groupby(sizes)]
-    runs = ("runs " if len(groups) > 1 else "") + ", ".join(f"{n} × {k}" if k > 1 else f"{n}" for n, k in groups)
-    runs = runs if len(groups) > 1 else f"{sizes[0]} runs each"
-    if asked is not None and any(n != asked.runs for n in sizes):
-        runs += f" ({asked.runs} asked)"
-    return f"{head}: {runs}"
-
-
-def _blocks_row(*profiles: Profile | None, baseline: Baseline | None = None) -> list[Cell]:
-    cells = [c.text(f"{len(baseline.block_sizes)}")] if baseline is not None else []
-    return [c.text("Blocks"), *cells, *(c.text(blocks_text(p)) for p in profiles), c.EMPTY]
-
-
 def latency_table(test: TestResult) -> Table | None:
     """E2E statistics: SME2 off vs on, baseline vs current, or one measurement."""
     cmp, a = test.comparison, test.analysis
@@ -396,8 +393,6 @@ def latency_table(test: TestResult) -> Table | None:
                  [c.text("Cold (run 0)"), c.ms(off.cold), c.ms(on.cold),
                   c.ratio(off.cold / on.cold if off.cold and on.cold else None)],
                  [c.text("Runs measured"), c.count(off.count), c.count(on.count), c.EMPTY]]
-        if test.profile_off is not None and test.profile is not None:
-            rows.append(_blocks_row(test.profile_off, test.profile))
         return _table("E2E latency", _cols("E2E (ms)", cmp.off_label, cmp.on_label, "off / on"), rows)
     if a is None:
         return None
@@ -409,14 +404,10 @@ def latency_table(test: TestResult) -> Table | None:
         rows += [[c.text("CV"), c.share(b.cv), c.share(s.cv), c.EMPTY],
                  [c.text("Cold (run 0)"), c.ms(None), c.ms(s.cold), c.EMPTY],
                  [c.text("Runs measured"), c.count(b.count), c.count(s.count), c.EMPTY]]
-        if blocks_text(test.profile):
-            rows.append(_blocks_row(test.profile, baseline=test.baseline))
         return _table("E2E latency", _cols("E2E (ms)", "baseline", "current", "change"), rows)
     rows = [[c.text(name), c.ms(_stat(s, k))] for name, k in _STAT_ROWS]
     rows += [[c.text("CV"), c.share(s.cv)], [c.text("Cold (run 0)"), c.ms(s.cold)],
              [c.text("Runs measured"), c.count(s.count)]]
-    if blocks_text(test.profile):
-        rows.append(_blocks_row(test.profile)[:-1])
     return _table("E2E latency", _cols("E2E (ms)", "value"), rows)
 
 
