@@ -111,16 +111,17 @@ SHORT_BLOCK_RUNS_FACTOR = 3
 Progress = Callable[[str], None]
 
 
-def stderr_progress(message: str) -> None:
-    print(f"[sme2] {message}", file=sys.stderr, flush=True)
-
-
 def progress_to(stream: TextIO) -> Progress:
-    """Progress lines (``[sme2] ...``) to ``stream``: :func:`stderr_progress` for a stream chosen once."""
+    """Progress lines (``[sme2] ...``) to ``stream``, chosen once."""
     def progress(message: str) -> None:
         print(f"[sme2] {message}", file=stream, flush=True)
 
     return progress
+
+
+def stderr_progress(message: str) -> None:
+    """A progress line to whatever ``sys.stderr`` is when it is written."""
+    progress_to(sys.stderr)(message)
 
 
 class ExportedLike(Protocol):
@@ -711,15 +712,11 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
     traced = [r for block in blocks for r in block if r.metadata.get("mode", "trace") != "timing"]
     timing = [r for block in blocks for r in block if r.metadata.get("mode", "trace") == "timing"]
 
-    def analysis_of(r: RunResult) -> Analysis:
-        # Each run's own warm-up: a time budget may have cut it after the second block.
-        if analyzed is None:
-            return analyze_run(r, warmup=r.warmup, kernel_log=kernel_log, rules=rules, executed=executed)
-        if id(r) not in analyzed:
-            analyzed[id(r)] = analyze_run(r, warmup=r.warmup, kernel_log=kernel_log, rules=rules, executed=executed)
-        return analyzed[id(r)]
-
-    analyses = [analysis_of(r) for r in traced]
+    known = {} if analyzed is None else analyzed
+    for r in traced:
+        if id(r) not in known:  # each run's own warm-up: a time budget may have cut it after the second block
+            known[id(r)] = analyze_run(r, warmup=r.warmup, kernel_log=kernel_log, rules=rules, executed=executed)
+    analyses = [known[id(r)] for r in traced]
     analysis = merge(analyses, source=measurement.pte.name) if len(analyses) > 1 else analyses[0]
     reasons = [str(r.metadata["invalid_reason"]) for block in blocks for r in block if r.metadata.get("invalid_reason")]
     if invalid:

@@ -52,8 +52,7 @@ def burners(count: int, *, cpu: int | None = None) -> Iterator[list[subprocess.P
     """``count`` real CPU-burning processes, running until the block ends (killed by their pid); on ``cpu`` alone
     when given (with :func:`pinned` on the same CPU, what they take from the measurement is the scheduler's share,
     not where it happened to place three tasks on two cores beside the other xdist worker)."""
-    pin = f"import os; os.sched_setaffinity(0, {{{cpu}}})\n" if cpu is not None else ""
-    procs = [subprocess.Popen([sys.executable, "-c", pin + "while True: pass"]) for _ in range(count)]
+    procs = [subprocess.Popen([sys.executable, "-c", _on_cpu(cpu, "while True: pass")]) for _ in range(count)]
     try:
         time.sleep(0.3)  # past interpreter start-up: spinning by the time the measurement starts
         assert all(p.poll() is None for p in procs), "a burner died"
@@ -63,6 +62,11 @@ def burners(count: int, *, cpu: int | None = None) -> Iterator[list[subprocess.P
             p.kill()
         for p in procs:
             p.wait(timeout=10)
+
+
+def _on_cpu(cpu: int | None, code: str) -> str:
+    """Python source ``code`` that first pins its process to ``cpu`` (None: as it is)."""
+    return code if cpu is None else f"import os; os.sched_setaffinity(0, {{{cpu}}})\n{code}"
 
 
 @contextmanager
@@ -192,8 +196,7 @@ def _child_load(tmp_path: Path, cpu: int | None = None) -> tuple[float, int]:
     """(CPU/wall, involuntary switches) of one run of ``SPIN_CHILD`` (on ``cpu`` alone when given), reaped by
     ``wait_with_rusage``."""
     started = time.perf_counter()
-    pin = f"import os; os.sched_setaffinity(0, {{{cpu}}})\n" if cpu is not None else ""
-    proc = subprocess.Popen([*SPIN_CHILD[:-1], pin + SPIN_CHILD[-1]])
+    proc = subprocess.Popen([*SPIN_CHILD[:-1], _on_cpu(cpu, SPIN_CHILD[-1])])
     code, usage, ended = wait_with_rusage(proc, 120)
     assert code == 0 and proc.returncode == 0
     return (usage.ru_utime + usage.ru_stime) / (ended - started), int(usage.ru_nivcsw)

@@ -235,11 +235,14 @@ def blocks_text(profile: Profile | None) -> str:
     if profile is None or not profile.block_sizes:
         return ""
     sizes, asked = profile.block_sizes, profile.measurement
-    early = asked is not None and len(sizes) < asked.blocks
-    head = f"{len(sizes)} of up to {asked.blocks}" if early and asked is not None else f"{len(sizes)}"
+    head = f"{len(sizes)}"
+    if asked is not None and len(sizes) < asked.blocks:
+        head += f" of up to {asked.blocks}"
     groups = [(n, len(list(same))) for n, same in itertools.groupby(sizes)]
-    runs = ("runs " if len(groups) > 1 else "") + ", ".join(f"{n} × {k}" if k > 1 else f"{n}" for n, k in groups)
-    runs = runs if len(groups) > 1 else f"{sizes[0]} runs each"
+    if len(groups) == 1:
+        runs = f"{sizes[0]} runs each"
+    else:
+        runs = "runs " + ", ".join(f"{n} × {k}" if k > 1 else f"{n}" for n, k in groups)
     if asked is not None and any(n != asked.runs for n in sizes):
         runs += f" ({asked.runs} asked)"
     return f"{head}: {runs}"
