@@ -115,12 +115,21 @@ def _write_error(path: Path, what: str, exc: OSError) -> Sme2Error:
     return err
 
 
+def open_lock_file(path: str | Path, *, what: str = "lock file") -> int:
+    """The file descriptor of lock file ``path``, created (and its directory) if missing; a path that cannot hold it
+    (a file where a directory must be, no permission) raises the error a failed write would, naming ``what``."""
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise _write_error(p, what, exc) from None
+
+
 @contextlib.contextmanager
 def file_lock(path: str | Path) -> Iterator[None]:
     """An exclusive advisory lock on ``path`` (created if missing) for read-modify-write cycles."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lock_file(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

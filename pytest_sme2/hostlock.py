@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .atomic import open_lock_file
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not on POSIX
@@ -49,8 +51,8 @@ def measuring(lock_file: Path | None, *, what: str = "a measurement",
     if reentered:
         yield 0.0
         return
-    Path(lock_file).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lock_file(lock_file, what="the host's measuring lock (in the cache directory: --sme2-cache-dir, or "
+                                      "--cache-dir of pytest-sme2 profile)")
     waited = 0.0
     try:
         try:

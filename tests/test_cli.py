@@ -284,6 +284,19 @@ def test_profile_waits_for_another_measurement_on_this_host(tmp_path: Path,
     assert list((tmp_path / "out").glob("*/analysis_summary.json"))
 
 
+def test_profile_with_a_cache_dir_that_cannot_hold_the_lock_says_which(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A file where ``--cache-dir`` must be: the measuring lock cannot be made; the error names it, no traceback."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    runner = make_standin(tmp_path / "bin", trace=TOY_TRACE)
+    code, _, err = _cli(capsys, "profile", "--pte", str(TOY_PTE), "--inputs", str(TOY_INPUT), "--runner", str(runner),
+                        "--runs", "3", "--cache-dir", str(blocker / "cache"), "--out", str(tmp_path / "out"))
+    assert code == 2 and "Traceback" not in err
+    assert f"cannot write the host's measuring lock (in the cache directory: --sme2-cache-dir, or --cache-dir of " \
+           f"pytest-sme2 profile) {blocker / 'cache' / 'measuring.lock'}: Not a directory; check the path." in err
+
+
 @pytest.mark.parametrize(("content", "expected"), [
     (None, "does not exist; pass an existing JSON file"),
     (b"\x89PNG\r\n\x1a\n\x00\x00", "is not UTF-8 text (a binary file?)"),
