@@ -3,7 +3,8 @@ in every configuration, XNNPACK vs the portable kernels, and the SME2 on/off spe
 are given.
 
 Run: ``pytest example_models/test_toy_cnn.py`` (local runtime) or with ``--sme2-device=android
---sme2-runner ON --sme2-runner-off OFF`` on a phone. Create or refresh baselines with
+--sme2-runner ON --sme2-runner-off OFF`` on a phone; ``--sme2-device=qemu`` runs the SME2 on/off test on any Linux
+machine (emulated). Create or refresh baselines with
 ``--sme2-update-baseline``.
 """
 
@@ -24,7 +25,8 @@ def test_latency(dtype, backend, exported_model, sme2_runner, sme2_baseline):
 @pytest.mark.sme2_model("toy_cnn", dtype="fp32", backend="xnnpack")
 @pytest.mark.sme2_threshold(latency_pct=LATENCY_PCT, min_speedup=1.2)
 def test_sme2_speedup(exported_model, sme2_runner, sme2_baseline):
-    """SME2 on vs off, interleaved; skipped on the local runtime, which has no SME2 build switch."""
+    """SME2 on vs off, interleaved; skipped on the local runtime, which has no SME2 build switch: on any Linux
+    machine `--sme2-device=qemu` runs it (emulated), on SME2 hardware `--sme2-device=android` or `host`."""
     pair = sme2_runner.profile_on_off(exported_model)
     sme2_baseline.check(pair)
 

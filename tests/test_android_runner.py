@@ -300,16 +300,24 @@ def test_plugin_skips_sme2_on_without_sme2(
         def test_on(sme2_runner):
             profile = sme2_runner.profile(Recorded(), variant="sme2_on")
             print("SAMPLES", len(profile.samples_ms), profile.device["serial"])
+
+        def test_backends(sme2_runner):
+            sme2_runner.profile(Recorded(), variant="portable")
         """
     )
     result = pytester.runpytest("--sme2-device=android", f"--sme2-runner={on}", "--sme2-blocks=1", "--sme2-runs=20",
                                 "--sme2-warmup=3", "-s", "-rs", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines([f"*FACTS {phone.serial} {profile == 'sme2_phone'} 80*"])
+    # A backend comparison is the local runtime's: the skip says how to run it.
+    result.stdout.fnmatch_lines(["*variant 'portable' compares backends on the local runtime only: run it with "
+                                 "--sme2-device=local (the default)*"])
     if profile == "nosme_phone":
-        result.assert_outcomes(passed=1, skipped=1)
-        result.stdout.fnmatch_lines(["*has no SME2 (no 'sme2' in its CPU features)*"])
+        result.assert_outcomes(passed=1, skipped=2)
+        # ... and names the device that runs SME2 on and off on this machine
+        result.stdout.fnmatch_lines(["*has no SME2 (no 'sme2' in its CPU features)*Run it on this machine with "
+                                     "--sme2-device=qemu*"])
     else:
-        result.assert_outcomes(passed=2)  # measured on the phone, not skipped
+        result.assert_outcomes(passed=2, skipped=1)  # measured on the phone, not skipped
         result.stdout.fnmatch_lines([f"*SAMPLES 20 {phone.serial}*"])  # 23 executions, 3 of them warm-up
 
 

@@ -447,3 +447,24 @@ def test_invalid_and_failed_runs_are_not_points_of_a_series(tmp_path: Path) -> N
     (series,) = build_series(store.frame(), ["e2e"])
     assert [p.status for p in series.points] == ["pass", "pass", "drift"]
     assert series.values == [0.08, 0.082, 0.084]
+
+
+def test_bare_history_command_lists_the_runs_and_says_when_there_is_no_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_sme2.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["history"]) == 2
+    err = capsys.readouterr().err
+    assert "pytest-sme2 history: error: no history store at .sme2_history" in err
+    assert "run pytest here first, or name the store: pytest-sme2 history list --store DIR" in err
+    assert main(["history", "list", "--store", "elsewhere"]) == 2
+    assert "no history store at elsewhere" in capsys.readouterr().err
+
+    _store_with_step(tmp_path)
+    (tmp_path / "h").rename(tmp_path / ".sme2_history")
+    assert main(["history"]) == 0
+    bare = capsys.readouterr().out
+    assert main(["history", "list"]) == 0
+    assert bare == capsys.readouterr().out
+    assert len(bare.splitlines()) == 8 and "run007  1 regression" in bare

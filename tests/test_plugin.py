@@ -470,6 +470,8 @@ def test_local_variants_compare_real_configurations_and_skip_sme2(run, pytester:
     result.assert_outcomes(passed=1, skipped=2)
     out = result.stdout.str()
     assert "the local executorch runtime has no SME2 build switch" in out
+    # The skip names the device that runs it on this (any Linux) machine, not only the ones that need hardware.
+    assert "Run it on this machine with --sme2-device=qemu: an emulated Armv9 CPU with SME2 on and off" in out
     assert "no Android device selected" in out
     # A skipped on/off test is reported as skipped, with the reason, never as measured or passed.
     result.stdout.re_match_lines([r"SKIPPED +test_v.py::test_on_off", r" +variant 'sme2_on' needs two executor_runner"])

@@ -17,7 +17,7 @@ from . import acknowledge
 from .changepoints import MAX_PVALUE, MIN_PCT, MIN_SIZE
 from .creep import BOUND_PCT, WINDOW, Creep, creep_of
 from .series import E2E, RATIO, FoundStep, Series, all_steps, build_series, short
-from .store import HistoryStore, StoredRun
+from .store import HistoryError, HistoryStore, StoredRun
 
 DEFAULT_STORE = Path(".sme2_history")
 
@@ -27,7 +27,9 @@ def add_parser(sub: Any) -> None:
                        description="Every pytest-sme2 session appends its results to a history store "
                        "(--sme2-history, default .sme2_history beside the baselines). These commands read it "
                        "(docs/history.md).")
-    hs = p.add_subparsers(dest="history_command", required=True, metavar="SUBCOMMAND")
+    # A bare ``pytest-sme2 history`` lists the runs of the default store: what a user looks for first.
+    hs = p.add_subparsers(dest="history_command", metavar="SUBCOMMAND",
+                          help="default: list (the stored runs of .sme2_history)")
 
     def common(q: argparse.ArgumentParser) -> None:
         q.add_argument("--store", type=Path, default=DEFAULT_STORE, help="history directory (default .sme2_history)")
@@ -88,6 +90,12 @@ def step_line(s: FoundStep) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    if not Path(args.store).is_dir():
+        where = "" if Path(args.store).is_absolute() else f" (relative to {Path.cwd()})"
+        raise HistoryError(f"no history store at {args.store}{where}: each pytest session with "
+                           "pytest-sme2 appends its run to --sme2-history (default .sme2_history beside the "
+                           "baselines); run pytest here first, or name the store: pytest-sme2 history list "
+                           "--store DIR")
     runs = HistoryStore(args.store).runs()
     if not runs:
         print(f"no runs in {args.store}")
@@ -206,4 +214,7 @@ COMMANDS = {"list": cmd_list, "steps": cmd_steps, "regressions": cmd_regressions
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.history_command is None:
+        args.store = DEFAULT_STORE
+        return cmd_list(args)
     return COMMANDS[args.history_command](args)

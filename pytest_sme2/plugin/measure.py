@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from ..onoff import Pair
 
 MODEL_REQUEST_KEY = pytest.StashKey[ModelRequest]()
+#: The way to run an SME2 on/off comparison on any Linux machine, named by every skip that has no SME2 on/off.
+EMULATED_ON_OFF = ("Run it on this machine with --sme2-device=qemu: an emulated Armv9 CPU with SME2 on and off "
+                   "(which kernels ran and the outputs; emulated time), on any Linux machine with qemu-aarch64 "
+                   "11.1+ (docs/arm-emulation.md)")
 LOCAL_VARIANTS = ("xnnpack", "portable")
 
 
@@ -143,8 +147,8 @@ class Sme2Runner:
         o = self._session.options
         if o.device == "local":
             pytest.skip(f"variant {variant!r} needs two executor_runner builds (SME2 on/off); the local executorch "
-                        "runtime has no SME2 build switch. Run with --sme2-device=host or android and "
-                        "--sme2-runner/--sme2-runner-off")
+                        f"runtime has no SME2 build switch. {EMULATED_ON_OFF}; on SME2 hardware: "
+                        "--sme2-device=host or android with --sme2-runner/--sme2-runner-off")
         if variant not in self.runner.variants():
             if o.device == "host" and o.own_runner:
                 # pytest-sme2's own runner is one build for this CPU: there is no SME2-off build of it to pass.
@@ -152,12 +156,13 @@ class Sme2Runner:
                             "own runner as one build on this CPU. Run the SME2 on/off comparison with "
                             "--sme2-device=qemu (an emulated Armv9 CPU with SME2 on and off, same runner), or pass "
                             "your own SME2-on/off executor_runner builds with --sme2-runner and --sme2-runner-off")
-            pytest.skip(f"variant {variant!r} is not available: pass --sme2-runner-off with the SME2-off build")
+            pytest.skip(f"variant {variant!r} is not available: pass --sme2-runner-off with the SME2-off build. "
+                        f"{EMULATED_ON_OFF}")
         info = getattr(self.runner, "device_info", None)
         device = info() if callable(info) else None
         if variant == "sme2_on" and device is not None and device.sme2 is False:
             pytest.skip(f"device {device.name or device.serial} has no SME2 (no 'sme2' in its CPU features): "
-                        "an SME2-on measurement there would not measure SME2")
+                        f"an SME2-on measurement there would not measure SME2. {EMULATED_ON_OFF}")
 
     def _skip_if_sme2_kernels_cannot_run(self) -> None:
         """``require_sme2_kernels`` on a device that reports no SME2 cannot be met: skip, with the reason."""
@@ -169,7 +174,8 @@ class Sme2Runner:
         if reports_sme2(identity) is False:
             name = identity.get("product") or identity.get("cpu_name") or self.device
             pytest.skip(f"sme2_threshold(require_sme2_kernels=True): the device ({name}) reports no SME2, so no SME2 "
-                        "kernel can run there")
+                        "kernel can run there. Run it with --sme2-device=qemu: an emulated Armv9 CPU whose SME2 "
+                        "kernels really run (emulated time), on any Linux machine with qemu-aarch64 11.1+")
 
     def measurement(self, exported: Any, *, variant: str | None = None, runs: int | None = None,
                     blocks: int | None = None) -> Any:
@@ -200,7 +206,8 @@ class Sme2Runner:
         run_variant = variant
         if variant in LOCAL_VARIANTS:
             if self.device != "local":
-                pytest.skip(f"variant {variant!r} compares backends on the local runtime only")
+                pytest.skip(f"variant {variant!r} compares backends on the local runtime only: run it with "
+                            "--sme2-device=local (the default)")
             req = self._item.stash.get(MODEL_REQUEST_KEY, None)
             if req is None:
                 pytest.fail("variant= needs the exported_model fixture of this test", pytrace=False)
@@ -257,8 +264,8 @@ class Sme2Runner:
                 pytest.fail(f"sme2_runner.compare_backends(): unknown backend {backend!r}; allowed: "
                             f"{', '.join(LOCAL_VARIANTS)}", pytrace=False)
         if self.device != "local":
-            pytest.skip("compare_backends() compares exports on the local runtime; on a device, SME2 on/off is "
-                        "the comparison (profile_on_off)")
+            pytest.skip("compare_backends() compares exports on the local runtime: run it with --sme2-device=local "
+                        "(the default); on a device, SME2 on/off is the comparison (profile_on_off)")
         req = self._item.stash.get(MODEL_REQUEST_KEY, None)
         if req is None:
             pytest.fail("compare_backends() needs the exported_model fixture of this test", pytrace=False)
