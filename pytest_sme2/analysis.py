@@ -24,17 +24,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .categories import CATEGORIES, NAMED_CATEGORIES, OTHER
+from .categories import CATEGORIES, CONVOLUTION, GEMM, NAMED_CATEGORIES, OTHER
 from .errors import ConfigError, TraceError
 from .kernels import KernelLog
 from .qemu_log import ExecutedKernels
-from .sme_evidence import TraceEvidence, merge_evidence
+from .sme_evidence import NOT_SME, SME, UNDETERMINED, TraceEvidence, merge_evidence, trace_evidence
+from .sme_evidence import OTHER as OTHER_EVIDENCE
 from .stats import LatencyStats, summarize
 from .trace import Timeline
 
 SCHEMA_VERSION = 1
 #: Operators and categories above this share of E2E are bottlenecks (the seeds' 5 % rule).
 BOTTLENECK_SHARE = 0.05
+#: The categories whose time SME2 can take (their GEMM-like operators).
+MATRIX_CATEGORIES = (CONVOLUTION, GEMM)
 
 
 @dataclass(frozen=True)
@@ -276,7 +279,7 @@ def analyze(
     details = _operator_details(ops, n, mean_e2e, kernel_log)
     portable_ms = float(ops.loc[ops["backend"] == "portable", "duration_ms"].sum()) / n
     delegated_ms = float(ops.loc[ops["delegated"], "duration_ms"].sum()) / n
-    bottlenecks = _bottlenecks(totals, details, mean_e2e, bottleneck_share)
+    bottlenecks = _bottlenecks(totals, details, mean_e2e, bottleneck_share, trace_evidence)
     return Analysis(
         source=timeline.source,
         runs_total=total,
@@ -294,6 +297,22 @@ def analyze(
         trace_evidence=trace_evidence,
         executed_kernels=executed_kernels,
     )
+
+
+def analyze_trace(
+    timeline: Timeline,
+    *,
+    warmup: int = 1,
+    kernel_log: KernelLog | None = None,
+    executed_kernels: ExecutedKernels | None = None,
+) -> Analysis:
+    """:func:`analyze` with the trace's own SME evidence: what its operator names say (the library's rules,
+    :func:`.sme_evidence.trace_evidence`), on every device, at no cost. The ``analyze`` command and every
+    runner's traced run take this path, so both tell the same operators the same way."""
+    ops = timeline.operators()
+    evidence = trace_evidence(ops["op_type"], source=timeline.source) if len(ops) else None
+    return analyze(timeline, warmup=warmup, kernel_log=kernel_log, trace_evidence=evidence,
+                   executed_kernels=executed_kernels)
 
 
 def counted_ms(ops: pd.DataFrame) -> pd.Series:
@@ -364,16 +383,60 @@ _CATEGORY_ADVICE = {
     "Other": "pooling, reductions, softmax, norms, unmatched ops and runtime overhead; check "
     "operator details for portable (non-delegated) ops",
 }
+#: How an operator bottleneck names its SME evidence (the trace's operator name decides it).
+_OPERATOR_EVIDENCE = {
+    SME: "on XNNPACK's SME path (SME or SME2 kernels: the CPU's features say which)",
+    NOT_SME: "off XNNPACK's SME path (SME kernels run only its packed-LHS PF32/PF16/PQS8 operators)",
+    OTHER_EVIDENCE: "no GEMM micro-kernel, so not SME's to take",
+    UNDETERMINED: "a QP8 GEMM: its name is the same with SME2 and NEON kernels, so the trace does not tell which ran",
+}
+
+
+def _matrix_advice(category: str, details: list[OperatorDetail], evidence: TraceEvidence | None) -> str:
+    """What to do about a matrix category above the line, as the trace's operator names show it.
+
+    Without evidence (an analysis made without operator names to judge) the general advice stands.
+    """
+    if evidence is None:
+        return _CATEGORY_ADVICE[category]
+    names = [o.name for o in details if o.category == category]
+    on, off, unsure = ([n for n in names if evidence.kind_of(n) == kind] for kind in (SME, NOT_SME, UNDETERMINED))
+    parts = ["matrix compute dominates"]
+    if on:
+        parts.append(f"the trace shows {len(on)} of its GEMM-like operators on XNNPACK's SME path (e.g. `{on[0]}`; "
+                     "SME or SME2 kernels, the CPU's features say which)")
+    if off:
+        where = "ran off it" if on else "of its GEMM-like operators ran off XNNPACK's SME path"
+        parts.append(f"{len(off)} {where} (e.g. `{off[0]}`): XNNPACK runs SME kernels only for its packed-LHS "
+                     "operators (PF32, PF16, PQS8), which it creates on a CPU reporting SME2 or SME with a KleidiAI "
+                     "build; check that the CPU reports sme2 and the runner's XNNPACK has KleidiAI")
+    if unsure:
+        parts.append(f"{len(unsure)} QP8 GEMM{'s' if len(unsure) != 1 else ''} (e.g. `{unsure[0]}`) "
+                     f"{'have' if len(unsure) != 1 else 'has'} one name for SME2 and NEON kernels, so the trace does "
+                     "not tell which ran: an XNNPACK debug log (--xnnlog) or QEMU's executed kernels do")
+    rest = [n for n in names if evidence.kind_of(n) == OTHER_EVIDENCE]
+    if rest and (on or off or unsure):
+        parts.append(f"{len(rest)} more {'run' if len(rest) != 1 else 'runs'} no GEMM micro-kernel (e.g. `{rest[0]}`), "
+                     "which SME does not take")
+    if not (on or off or unsure):
+        parts.append("none of its operators is named as a GEMM/IGEMM micro-kernel, the only kind XNNPACK runs on "
+                     "SME (e.g. depthwise convolutions, portable kernels), so SME2 cannot take this time as it is")
+    elif on and not (off or unsure):
+        parts.append("SME is already in use, so the next gains come from fewer or cheaper matrix operations "
+                     "(a smaller or quantized model, more threads)")
+    return "; ".join(parts)
 
 
 def _bottlenecks(
-    totals: Mapping[str, float], details: list[OperatorDetail], mean_e2e: float, threshold: float
+    totals: Mapping[str, float], details: list[OperatorDetail], mean_e2e: float, threshold: float,
+    evidence: TraceEvidence | None = None,
 ) -> list[Bottleneck]:
     out = []
     for cat in CATEGORIES:
         share = totals[cat] / mean_e2e if mean_e2e > 0 else 0.0
         if share > threshold:
-            out.append(Bottleneck("category", cat, totals[cat], share, _CATEGORY_ADVICE[cat]))
+            advice = _matrix_advice(cat, details, evidence) if cat in MATRIX_CATEGORIES else _CATEGORY_ADVICE[cat]
+            out.append(Bottleneck("category", cat, totals[cat], share, advice))
     for op in details:
         if op.share > threshold:
             if op.backend == "portable":
@@ -383,8 +446,10 @@ def _bottlenecks(
                     "or change the model so the partitioner can take it",
                 ))
             else:
+                kind = evidence.kind_of(op.name) if evidence is not None else None
+                where = f"; {_OPERATOR_EVIDENCE[kind]}" if kind in _OPERATOR_EVIDENCE else ""
                 out.append(Bottleneck("operator", op.name, op.total_ms, op.share,
-                                      f"{op.category} operator above {threshold:.0%} of E2E"))
+                                      f"{op.category} operator above {threshold:.0%} of E2E{where}"))
     return out
 
 

@@ -181,19 +181,20 @@ def _add_report_commands(sub: Any) -> None:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .analysis import analyze
+    from .analysis import analyze_trace
     from .atomic import write_atomic
     from .categories import DEFAULT, CategoryRules
     from .kernels import read_xnnpack_log
     from .report.csv import write_csvs
-    from .report.text import bottleneck_lines, category_table, latency_line, operator_table
+    from .report.kernel_view import operator_evidence_table
+    from .report.text import bottleneck_lines, category_table, latency_line, operator_table, render_table
     from .trace import etrecord_backend, read_etdump
 
     rules = CategoryRules.load(args.rules) if args.rules else DEFAULT
     backend = etrecord_backend(args.etrecord) if args.etrecord else None
     timeline = read_etdump(args.trace, rules=rules, delegate_backend=backend)
     kernel_log = read_xnnpack_log(args.xnnlog) if args.xnnlog else None
-    analysis = analyze(timeline, warmup=args.warmup, kernel_log=kernel_log)
+    analysis = analyze_trace(timeline, warmup=args.warmup, kernel_log=kernel_log)
     stem = args.trace.name.removesuffix(".etdump").removesuffix(".etdp")
     csv_dir = args.csv_dir or args.json_out.parent
     csvs = write_csvs(timeline, analysis, csv_dir, stem)
@@ -211,6 +212,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print(operator_table(analysis))
         print()
         print(bottleneck_lines(analysis))
+        evidence = operator_evidence_table(analysis)
+        if evidence is not None and analysis.trace_evidence is not None:
+            print(f"\nSME evidence: {analysis.trace_evidence.summary()}.")
+            print(render_table(evidence))
         print(f"\nportable ops {analysis.portable_ms:.3f} ms/run, delegated ops {analysis.delegated_ms:.3f} ms/run")
         print(f"Wrote: {args.json_out} and {len(csvs)} CSV files in {csv_dir}")
     return EXIT_OK

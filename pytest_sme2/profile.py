@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from .analysis import Analysis, analyze, analyze_e2e, merge
+from .analysis import Analysis, analyze_e2e, analyze_trace, merge
 from .artifacts import Artifact, artifact_of
 from .categories import CategoryRules
 from .errors import ConfigError, Sme2Error
@@ -58,7 +58,6 @@ from .runners.base import (
     build_option,
 )
 from .sequential import Looks, Precision
-from .sme_evidence import trace_evidence
 from .trace import read_etdump
 
 SCHEMA_VERSION = 2
@@ -434,15 +433,12 @@ def analyze_run(result: RunResult, *, warmup: int, kernel_log: KernelLog | None 
                 rules: CategoryRules | None = None, executed: ExecutedKernels | None = None) -> Analysis:
     """Analyze one run: from its trace when it has one, else from its E2E samples alone.
 
-    A trace's operator names are also the SME evidence of the run (:func:`~pytest_sme2.sme_evidence.trace_evidence`:
+    A trace's operator names are also the SME evidence of the run (:func:`~pytest_sme2.analysis.analyze_trace`:
     XNNPACK's packed-LHS operators are its SME/KleidiAI path), on every device, at no cost.
     """
     if result.trace_path is not None:
         timeline = read_etdump(result.trace_path, rules=rules) if rules else read_etdump(result.trace_path)
-        ops = timeline.operators()
-        evidence = trace_evidence(ops["op_type"], source=str(result.trace_path)) if len(ops) else None
-        return analyze(timeline, warmup=warmup, kernel_log=kernel_log, trace_evidence=evidence,
-                       executed_kernels=executed)
+        return analyze_trace(timeline, warmup=warmup, kernel_log=kernel_log, executed_kernels=executed)
     return analyze_e2e(result.e2e_ms, warmup=warmup, source=f"{result.runner} runtime ({result.build})")
 
 

@@ -174,6 +174,22 @@ def _from_operators(a: Analysis, off: Analysis | None, off_label: str) -> list[R
     return out
 
 
+def _no_kernel_log(a: Analysis) -> Recommendation:
+    """Ask for an XNNPACK log, saying what the trace's operator names already show (never SME2 from a QP8 name)."""
+    ev = a.trace_evidence
+    if ev is not None and ev.has_sme:
+        return Recommendation(8, NO_KERNEL_LOG, "", (
+            f"The trace's operator names already show XNNPACK's SME path ({ev.summary()}); an XNNPACK kernel log "
+            "(a runner built with XNNPACK logging) would name the kernels, SME or SME2."))
+    if ev is not None and ev.undetermined:
+        return Recommendation(7, NO_KERNEL_LOG, "", (
+            f"The trace cannot tell whether SME2 ran: {ev.summary()}. Record an XNNPACK kernel log (a runner built "
+            "with XNNPACK logging) to see which kernels ran."))
+    return Recommendation(7, NO_KERNEL_LOG, "", (
+        "No XNNPACK kernel log: record one (a runner built with XNNPACK logging) to see which kernels ran and "
+        "whether any is SME2."))
+
+
 def recommend(
     analysis: Analysis | None,
     *,
@@ -195,9 +211,7 @@ def recommend(
     if cmp is not None:
         recs += _from_comparison(cmp, a)
     elif a is not None and a.per_operator and a.kernel_log is None:
-        recs.append(Recommendation(7, NO_KERNEL_LOG, "", (
-            "No XNNPACK kernel log: record one (a runner built with XNNPACK logging) to see which kernels ran and "
-            "whether any is SME2.")))
+        recs.append(_no_kernel_log(a))
     if a is not None and a.per_operator:
         recs += _from_operators(a, off, off_label)
     elif a is not None:

@@ -137,6 +137,11 @@ class TraceEvidence:
         """True when at least one operator took the SME packed-LHS path."""
         return bool(self.sme)
 
+    def kind_of(self, op_type: str) -> str | None:
+        """The group ``op_type`` (`` #k`` suffix allowed) is in: ``sme``, ``not_sme``, ...; None if not in the trace."""
+        name = op_type_of(op_type)
+        return next((kind for kind in EVIDENCE_KINDS if name in getattr(self, kind)), None)
+
     @property
     def gemm_like(self) -> tuple[str, ...]:
         """Every operator with a GEMM micro-kernel: on SME, off it, or not telling."""

@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..analysis import Analysis
 from ..kernels import KernelLog, compare_kernels, is_sme2, isa_suffix
 from ..qemu_log import ExecutedKernels
-from ..sme_evidence import NOT_SME, SME, UNDETERMINED, TraceEvidence
+from ..sme_evidence import NOT_SME, OTHER, SME, UNDETERMINED, TraceEvidence
 from . import cells
 from .cells import Cell, Column, Table
 
@@ -107,7 +108,7 @@ def side_by_side_table(off: KernelLog, on: KernelLog, *, off_label: str = "SME2 
 
 #: How each trace-evidence group reads in a table.
 _EVIDENCE_WORDS = {SME: "SME path", NOT_SME: "off the SME path", UNDETERMINED: "name does not tell",
-                   "portable": "portable kernels"}
+                   "portable": "portable kernels", OTHER: "not a GEMM"}
 _TRACE_NOTE = ("From the trace's operator names: XNNPACK names its SME/KleidiAI GEMMs by their packed-LHS data types "
                "(PF32, PF16, PQS8; Pack LH), so a name proves the SME path ran (SME or SME2: the device says which). "
                "QP8 GEMMs have one name on both paths. Rules: pytest_sme2/data/sme_operator_rules.json.")
@@ -125,6 +126,25 @@ def trace_evidence_table(ev: TraceEvidence, *, title: str = "Operators and the S
     if not rows:
         return None
     return Table(title, (Column("operator"), Column("evidence")), tuple(rows), (_TRACE_NOTE,))
+
+
+def operator_evidence_table(a: Analysis) -> Table | None:
+    """Every operator of a traced analysis, by time per run, with what its name says about SME (None without
+    operators or evidence): SME path, off it, the name does not tell (QP8), not a GEMM, portable kernels."""
+    ev = a.trace_evidence
+    if ev is None or not a.operator_details:
+        return None
+    rows = []
+    for o in a.operator_details:
+        kind = ev.kind_of(o.name) or OTHER
+        word = "portable" if kind == OTHER and o.backend == "portable" else kind
+        rows.append((cells.code(o.name), cells.category(o.category), cells.ms(o.total_ms),
+                     cells.share(o.share, bar=o.category), cells.text(_EVIDENCE_WORDS[word], strong=kind == SME)))
+    on_sme = sum(o.share for o in a.operator_details if ev.kind_of(o.name) == SME)
+    columns = (Column("operator"), Column("category"), Column("ms per run", numeric=True),
+               Column("% of E2E", numeric=True), Column("SME evidence"))
+    title = f"SME evidence per operator (trace names; {on_sme:.1%} of E2E on the SME path)"
+    return Table(title, columns, tuple(rows), (_TRACE_NOTE,))
 
 
 def _kernel_like(name: str) -> bool:
