@@ -31,6 +31,7 @@ from .atomic import write_atomic
 from .categories import OTHER
 from .errors import BaselineError
 from .gate import Samples
+from .identity import short_differences, short_name
 from .memory import Memory
 
 SCHEMA_VERSION = 2
@@ -38,6 +39,8 @@ SCHEMA_VERSION = 2
 LEGACY_VERSIONS = (1,)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _FIX = "delete it and re-create it with --sme2-update-baseline"
+#: What a test whose device had no baseline says: its measurement became the baseline, and nothing was judged.
+NO_BASELINE_RECORDED = "no baseline for this device: recorded, not gated"
 
 
 def identity_id(identity: Mapping[str, Any]) -> str:
@@ -318,3 +321,35 @@ def identity_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 
 #: kept for callers of the first release
 fingerprint_diff = identity_diff
+
+
+@dataclass(frozen=True)
+class OtherBaseline:
+    """A baseline of the same test for another device or configuration: named, never compared."""
+
+    file: str
+    #: the other device in a few words (:func:`~pytest_sme2.identity.short_name`)
+    device: str
+    #: what differs, in a few words (``model 1 != 17; isa: 10 features differ``)
+    differs: str
+    #: every difference in full (``key: A != B``, reference != this measurement)
+    differences: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"{self.device} ({self.differs or 'same device'})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "device": self.device, "differs": self.differs,
+                "differences": list(self.differences)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> OtherBaseline:
+        return cls(str(d["file"]), str(d["device"]), str(d.get("differs", "")),
+                   tuple(str(x) for x in d.get("differences", ())))
+
+
+def other_baselines(lookup: Lookup, identity: Mapping[str, Any]) -> tuple[OtherBaseline, ...]:
+    """The baselines ``lookup`` found for other identities, each with what differs from ``identity``."""
+    return tuple(OtherBaseline(path.name, short_name(other.identity), short_differences(other.identity, identity),
+                               tuple(identity_diff(other.identity, identity)) or ("identity id",))
+                 for path, other in lookup.others)

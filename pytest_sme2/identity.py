@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -303,6 +304,56 @@ def explain_difference(reference: DeviceIdentity, current: DeviceIdentity, *,
                        current_name: str = "this device") -> str:
     """:func:`identity_differences` as one sentence ("" when the identities are equal)."""
     return "; ".join(identity_differences(reference, current, current_name=current_name))
+
+
+def short_name(identity: Mapping[str, Any]) -> str:
+    """A device in a few words, from a measurement identity (or a device identity's dict).
+
+    ``AMD EPYC family 25 model 1``; ``Pixel 9 (Tensor G4)``; ``QEMU 11.1.3 on AuthenticAMD family 25 model 17``
+    (emulated time depends on the host, so the host is named). The full identity is ``summary``/:meth:`describe`.
+    """
+    emulator = str(identity.get("emulator") or "")
+    if emulator:
+        m = _EMULATOR.match(emulator)
+        return f"QEMU {m.group(1)} on {m.group(2)}" if m else f"emulated ({emulator.split(',', maxsplit=1)[0]})"
+    if identity.get("os") == "android":
+        soc = identity.get("soc")
+        return f"{identity.get('product') or 'Android device'}{f' ({soc})' if soc else ''}"
+    head = str(identity.get("cpu_name") or identity.get("vendor") or identity.get("arch") or "unknown device")
+    if not identity.get("cpu_name") and identity.get("clusters"):
+        head = " + ".join(CoreGroup.from_dict(c).core_name for c in identity["clusters"])
+    return head + "".join(f" {label} {identity[label]}" for label in ("family", "model")
+                          if identity.get(label) is not None)
+
+
+_EMULATOR = re.compile(r"qemu-\S+ (\S+?),.*; on (.+)$")
+#: Short values are shown in full in a short difference (``threads 1 != 2``); longer ones are only named.
+_SHORT_VALUE = 24
+_CPU_DETAILS = {"clusters", "cpu_name", "family", "model", "stepping", "vendor", "isa"}
+
+
+def short_differences(reference: Mapping[str, Any], current: Mapping[str, Any]) -> str:
+    """How ``current`` differs from ``reference`` (two measurement identities) in a few words.
+
+    ``model 1 != 17; isa: 10 features differ``; ``threads 1 != 2``. The full differences are
+    :func:`pytest_sme2.baseline.identity_diff`'s (the JSON results carry them).
+    """
+    out = []
+    # Across architectures the CPU's details only add noise: "arch x86_64 != aarch64" says it.
+    skip = {"summary"} | (_CPU_DETAILS if reference.get("arch") != current.get("arch") else set())
+    for key in sorted(set(reference) | set(current)):
+        a, b = reference.get(key), current.get(key)
+        if a == b or key in skip:  # the summary repeats the other keys
+            continue
+        if key == "isa" and isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            out.append(f"isa: {len(set(a) ^ set(b))} features differ")
+        elif key == "emulator" and not (a and b):
+            out.append("emulated != real hardware")
+        elif len(repr(a)) <= _SHORT_VALUE and len(repr(b)) <= _SHORT_VALUE and not isinstance(a, (list, dict)):
+            out.append(f"{key} {a if a not in (None, '') else '-'} != {b if b not in (None, '') else '-'}")
+        else:
+            out.append(f"{key} differs")
+    return "; ".join(out)
 
 
 def _v(value: int | None) -> str:

@@ -32,7 +32,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .artifacts import Artifact, ArtifactStore, comparable_builds, is_runtime
-from .baseline import Baseline, BaselineStore, Lookup, identity_diff, identity_id, now_iso
+from .baseline import (
+    NO_BASELINE_RECORDED,
+    Baseline,
+    BaselineStore,
+    Lookup,
+    OtherBaseline,
+    identity_diff,
+    identity_id,
+    now_iso,
+    other_baselines,
+)
 from .categories import CategoryRules
 from .gate import (
     EVIDENCE_CHECKS,
@@ -95,6 +105,8 @@ class Judgement:
     candidate: Profile | None = None
     #: one-line warnings about the test itself (not the verdict): shown under its terminal line, kept in the results
     warnings: tuple[str, ...] = ()
+    #: baselines of this test for other devices or configurations, when none is this one's (never compared)
+    others: tuple[OtherBaseline, ...] = ()
 
     @property
     def written(self) -> bool:
@@ -252,11 +264,12 @@ def _blocking_evidence(evidence: Sme2Evidence | None) -> str:
     return failed[0].message if failed else ""
 
 
-def _other_lines(lookup: Lookup, profile: Profile) -> list[str]:
+def _other_lines(lookup: Lookup, others: tuple[OtherBaseline, ...]) -> list[str]:
+    """One short line naming the other devices' baselines (the full differences: the JSON results, ``-v``)."""
     lines = []
-    for path, other in lookup.others:
-        diff = "; ".join(identity_diff(other.identity, profile.identity)) or "?"
-        lines.append(f"  a baseline exists for another device or configuration ({path.name}); differs in: {diff}")
+    if others:
+        lines.append("baselines exist for other devices or configurations (never compared): "
+                     + "; ".join(o.describe() for o in others))
     for path in lookup.legacy:
         lines.append(f"  {path.name} was written by an earlier pytest-sme2 without the device identity: it is "
                      "never compared; delete it")
@@ -312,23 +325,24 @@ def judge(
     lookup = baselines.lookup(test_id, profile.identity)
     if lookup.baseline is None:
         head = f"no baseline for this device ({_identity_text(profile)}): expected {lookup.path}"
-        others = _other_lines(lookup, profile)
+        found = other_baselines(lookup, profile.identity)
+        others = _other_lines(lookup, found)
         if policy.require_baseline:
             lines = [head, *others, f"create it with: {policy.create_command}, then commit {baselines.root.name}/"]
-            return Judgement(MISSING, absolute_only(), path, message="\n".join(lines))
+            return Judgement(MISSING, absolute_only(), path, message="\n".join(lines), others=found)
         if invalid:
             verdict = absolute_only()
             verdict = replace(verdict, status=Status.REGRESSION if refused else Status.INVALID)
             return Judgement(NOT_WRITTEN, verdict, path, message="\n".join(
-                [head, *others, f"not recorded: this measurement is invalid ({invalid})"]))
+                [head, *others, f"not recorded: this measurement is invalid ({invalid})"]), others=found)
         if refused:
             return Judgement(NOT_WRITTEN, absolute_only(), path, message="\n".join(
-                [head, *others, f"not recorded: {refused}"]))
+                [head, *others, f"not recorded: {refused}"]), others=found)
         baseline = _baseline_from(test_id, profile, policy.tool_version)
         keep_artifacts(artifacts, profile, runner)  # first: a kill between the two never leaves a baseline without it
         written = baselines.save(baseline)
         return Judgement(RECORDED, absolute_only(), written, baseline, "\n".join(
-            [f"no baseline for this device: recorded, not gated ({written})", *others]))
+            [f"{NO_BASELINE_RECORDED} ({written})", *others]), others=found)
 
     baseline = lookup.baseline
     base = baseline.samples()

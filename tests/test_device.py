@@ -299,3 +299,22 @@ def test_across_architectures_the_message_stays_short() -> None:
         "CPU vendor AuthenticAMD != -: another CPU maker", "CPU family 25 != -: another CPU line",
         "SoC - != Mediatek MT6993", "model - != EmuPhone SME2", "CPU name 'AMD EPYC' != '-'",
         "logical CPUs 2 != 8", "Android SDK - != 36")
+
+
+def test_short_names_and_differences_of_the_committed_baselines_identities() -> None:
+    """What the once-per-session line says of another device (issue 30): a few words, not the identity's dict."""
+    from pytest_sme2.identity import short_differences, short_name
+
+    root = Path(__file__).resolve().parent.parent / ".sme2_baselines"
+    zen3, zen4 = (json.loads((root / f"example_models_test_toy_cnn.py_test_latency_fp32-portable--8fe1e3d5c8@{i}.json")
+                             .read_text())["identity"] for i in ("1d4c0669c20d", "abc88a945309"))
+    emulated = next(root.glob("example_models_test_toy_cnn.py_test_sme2_speedup--*.json"))
+    qemu = json.loads(emulated.read_text())["identity"]
+    assert short_name(zen3) == "AMD EPYC family 25 model 1"
+    assert re.fullmatch(r"QEMU 11\.1\.\d+ on AuthenticAMD family 25 model 17", short_name(qemu))
+    assert short_name({"os": "android", "product": "Pixel 9", "soc": "Tensor G4"}) == "Pixel 9 (Tensor G4)"
+    # Zen 3 -> Zen 4 adds 10 AVX-512 features (avx512f cd dq bw vl ifma vbmi vbmi2 vnni bf16)
+    assert short_differences(zen3, zen4) == "isa: 10 features differ; model 1 != 17"
+    assert short_differences(zen4, qemu) == ("arch x86_64 != aarch64; backend portable != xnnpack; emulated != real "
+                                             "hardware; runner local != qemu; variant - != sme2_on")
+    assert short_differences(zen4, {**zen4, "threads": 2}) == "threads 1 != 2"

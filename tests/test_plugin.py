@@ -407,13 +407,86 @@ def test_too_few_samples_is_inconclusive_and_strict_fails(run, pytester: pytest.
 def test_other_identity_is_reported_not_compared(run, pytester: pytest.Pytester) -> None:
     _write_size_test(pytester)
     run("--sme2-update-baseline").assert_outcomes(passed=1)
-    result = run("--sme2-threads", "2")
+    result = run("--sme2-threads", "2", "--sme2-json=r.json")
     result.assert_outcomes(passed=1)  # a new configuration: recorded, not compared with the 1-thread one
     out = result.stdout.str()
     assert "recorded, not gated" in out
-    assert "a baseline exists for another device or configuration" in out
-    assert "threads: 1 != 2" in out
+    # The session's line names the other configuration in short ...
+    assert re.search(r"^sme2: no baselines for this device \(.*\); baselines exist for: .* \(threads 1 != 2\) "
+                     r"\[1 test\(s\)\]", out, re.M), out
+    # ... and the JSON results in full.
+    other = json.loads((pytester.path / "r.json").read_text())["tests"][0]["other_baselines"]
+    assert [o["differences"] for o in other] == [["threads: 1 != 2"]]
     assert len(list((pytester.path / ".sme2_baselines").glob("*.json"))) == 2
+
+
+def _move_baselines_to(root: Path, **device: object) -> list[str]:
+    """Make the baselines under ``root`` another device's, as if recorded there (same tests, other identity):
+    what a first run on a CPU the project never met finds. Returns the new file names."""
+    from pytest_sme2.baseline import identity_id
+
+    names = []
+    for path in sorted(root.glob("*.json")):
+        data = json.loads(path.read_text())
+        data["identity"] = {**data["identity"], **device, "summary": "moved"}
+        data["identity_id"] = identity_id(data["identity"])
+        moved = path.with_name(f"{path.name.rpartition('@')[0]}@{data['identity_id']}.json")
+        moved.write_text(json.dumps(data))
+        path.unlink()
+        names.append(moved.name)
+    return names
+
+
+def test_a_new_cpu_is_said_once_per_session_with_the_other_devices_in_short(run, pytester: pytest.Pytester) -> None:
+    """Issue 30: a first run on a new CPU printed two ~1,000-character 'a baseline exists for another device ...
+    isa: [...]' lines under every test. Now: one line for the session, one short sentence per test."""
+    pytester.makepyfile(test_perf=textwrap.dedent('''
+        import pytest
+
+        @pytest.mark.parametrize("n", [1, 2])
+        @pytest.mark.sme2_model("toy_cnn", dtype="fp32")
+        def test_toy(n, exported_model, sme2_runner, sme2_baseline):
+            sme2_baseline.check(sme2_runner.profile(exported_model))
+    '''))
+    run("--sme2-update-baseline").assert_outcomes(passed=2)
+    root = pytester.path / ".sme2_baselines"
+    here = json.loads(next(root.glob("*.json")).read_text())["identity"]
+    intel = {"vendor": "GenuineIntel", "cpu_name": "INTEL(R) XEON(R) PLATINUM 8581C", "family": 6, "model": 207,
+             "isa": [*here["isa"], "avx512_fp16", "amx_tile"]}
+    intel["isa"] = list(dict.fromkeys(intel["isa"]))
+    moved = _move_baselines_to(root, **intel)
+    differs = len(set(intel["isa"]) ^ set(here["isa"]))
+
+    result = run("--sme2-json=r.json")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "a baseline exists for another device" not in out and "isa: [" not in out
+    this_cpu = " ".join(f"{k} {here[k]}" for k in ("family", "model") if here.get(k) is not None)
+    session = [line for line in out.splitlines() if line.startswith("sme2: no baselines for this device")]
+    assert session == [
+        f"sme2: no baselines for this device ({here['cpu_name']} {this_cpu}); baselines exist for: "
+        f"INTEL(R) XEON(R) PLATINUM 8581C family 6 model 207 (cpu_name differs; family 6 != {here['family']}; "
+        f"isa: {differs} features differ; model 207 != {here['model']}; vendor GenuineIntel != {here['vendor']}) "
+        "[2 test(s)]; 2 test(s) recorded, not gated: the next run gates them (--sme2-fail-on=missing, the default "
+        "where CI is set, makes a missing baseline fail; differences in full: -v, or other_baselines in the JSON "
+        "results)"]
+    for test in ("test_perf.py::test_toy[1]", "test_perf.py::test_toy[2]"):
+        result.stdout.re_match_lines([rf"RECORDED +{re.escape(test)}  median [0-9.]+ ms$",
+                                      r"    no baseline for this device: recorded, not gated$"])
+    # The full differences: in the JSON results ...
+    tests = {t["test_id"]: t for t in json.loads((pytester.path / "r.json").read_text())["tests"]}
+    other = tests["test_perf.py::test_toy[1]"]["other_baselines"]
+    assert [o["file"] for o in other] == [n for n in moved if "test_toy-1" in n or "test_toy_1" in n]
+    assert other[0]["device"] == "INTEL(R) XEON(R) PLATINUM 8581C family 6 model 207"
+    assert f"model: 207 != {here['model']}" in other[0]["differences"]
+    assert any(d.startswith("isa: [") for d in other[0]["differences"])
+    # ... and with -v (the baselines the last run recorded are this device's now: move them away again).
+    for path in root.glob("*.json"):
+        if json.loads(path.read_text())["identity"].get("summary") != "moved":
+            path.unlink()
+    verbose = run("-v").stdout.str()
+    assert verbose.count("a baseline exists for INTEL(R) XEON(R) PLATINUM 8581C family 6 model 207 (") == 2
+    assert "differs in: cpu_name: " in verbose and "isa: [" in verbose
 
 
 def test_corrupt_baseline_is_a_clear_failure(run, pytester: pytest.Pytester) -> None:

@@ -89,6 +89,7 @@ class Sme2Baseline:
         rec.recorded = judgement.outcome == RECORDED
         rec.note = judgement.message
         rec.warnings = list(judgement.warnings)
+        rec.other_baselines = [o.to_dict() for o in judgement.others]
         if judgement.outcome == MISSING:
             pytest.fail(judgement.message, pytrace=False)
         if judgement.outcome == NOT_WRITTEN and o.update_baseline:

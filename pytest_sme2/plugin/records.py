@@ -45,6 +45,8 @@ class TestRecord:
     note: str = ""
     #: one-line warnings about the test (e.g. its inputs differ from the baseline's), shown in the terminal section
     warnings: list[str] = field(default_factory=list)
+    #: baselines of this test for other devices or configurations (no baseline for this one), in full
+    other_baselines: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Keys of :class:`pytest_sme2.report.results.TestResult`."""

@@ -56,7 +56,7 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
             tr.write_line(f"    {note}", yellow=True)
         for warning in t.warnings:
             tr.write_line(f"    warning: {warning}", yellow=True)
-        for detail in _details(t, h.status, (BASELINE_WRITTEN, RECORDED, SKIPPED)):
+        for detail in _details(t, h.status, (BASELINE_WRITTEN, RECORDED, SKIPPED), verbose=config.get_verbosity() > 0):
             tr.write_line(f"    {detail}")
     counts: dict[str, int] = {}
     for t in tests:
@@ -83,19 +83,51 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     why = nothing_gated(records, opts)
     if why:
         tr.write_line(why, red=True)
-    if counts.get(RECORDED):
-        tr.write_line(f"{counts[RECORDED]} test(s) had no baseline for this device: recorded, not gated. The next "
-                      "run gates them (--sme2-fail-on=missing, the default where CI is set, makes a missing "
-                      "baseline fail)",
-                      yellow=True)
+    for line in new_device_lines(tests, counts.get(RECORDED, 0)):
+        tr.write_line(line, yellow=True)
 
 
-def _details(t: Any, status: str, noted: tuple[str, ...]) -> list[str]:
+def new_device_lines(tests: list[Any], recorded: int) -> list[str]:
+    """Once per session: the devices without baselines, the devices that have them (in short), how many recorded.
+
+    A first run on a new CPU records every test; naming the other devices under each test in full made a wall of
+    text. Each test's result keeps the full differences (``other_baselines`` in the JSON; ``-v`` shows them).
+    """
+    from ..identity import short_name
+
+    here: dict[str, None] = {}
+    others: dict[str, set[str]] = {}
+    for t in tests:
+        if t.recorded or t.other_baselines:
+            if t.profile is not None:
+                here[short_name(t.profile.identity)] = None
+            for o in t.other_baselines:
+                others.setdefault(o.describe(), set()).add(t.test_id)
+    if not recorded and not others:
+        return []
+    head = f"sme2: no baselines for this device ({', '.join(here) or 'this device'})"
+    if others:
+        head += "; baselines exist for: " + ", ".join(
+            f"{what} [{len(ids)} test(s)]" for what, ids in sorted(others.items(), key=lambda kv: -len(kv[1])))
+    if not recorded:
+        return [head + " (differences in full: -v, or other_baselines in the JSON results)"]
+    return [f"{head}; {recorded} test(s) recorded, not gated: the next run gates them (--sme2-fail-on=missing, the "
+            "default where CI is set, makes a missing baseline fail; differences in full: -v, or other_baselines "
+            "in the JSON results)"]
+
+
+def _details(t: Any, status: str, noted: tuple[str, ...], *, verbose: bool = False) -> list[str]:
     """The lines under a test's summary line: what was compared with what, and why it is not a pass."""
+    from ..baseline import NO_BASELINE_RECORDED
     from ..gate import Status
 
+    if t.recorded and not verbose:
+        # One short sentence: the session's line names the other devices (-v: the file and every difference).
+        return [NO_BASELINE_RECORDED, *_sources(t)]
     if status in noted:
-        return (t.note.splitlines() if t.note else []) + _sources(t)
+        full = [f"a baseline exists for {o.device} ({o.file}); differs in: {'; '.join(o.differences)}"
+                for o in t.other_baselines] if verbose else []
+        return (t.note.splitlines() if t.note else []) + full + _sources(t)
     v = t.verdict
     if v is None:
         return _sources(t)

@@ -24,7 +24,7 @@ import numpy as np
 from .. import __version__
 from ..analysis import Analysis
 from ..atomic import write_atomic
-from ..baseline import Baseline, now_iso
+from ..baseline import Baseline, OtherBaseline, now_iso
 from ..errors import ConfigError, Sme2Error
 from ..gate import Status, Verdict
 from ..kernels import KernelLog, operator_kernels
@@ -112,6 +112,8 @@ class TestResult:
     reference: Profile | None = None
     #: one-line warnings about the test itself (e.g. its inputs differ from the baseline's)
     warnings: tuple[str, ...] = ()
+    #: baselines of this test for other devices or configurations when none is this device's (never compared)
+    other_baselines: tuple[OtherBaseline, ...] = ()
 
     @property
     def analysis(self) -> Analysis | None:
@@ -226,6 +228,7 @@ class TestResult:
             "baseline_written": self.baseline_written,
             "recorded": self.recorded,
             "warnings": list(self.warnings),
+            "other_baselines": [o.to_dict() for o in self.other_baselines],
             "reference": self.reference.to_dict() if self.reference else None,
             "median_ms": self.median_ms,
             "median_from": self.samples_label,
@@ -305,6 +308,7 @@ class TestResult:
             baseline_written=bool(d.get("baseline_written", False)),
             recorded=bool(d.get("recorded", False)),
             warnings=tuple(str(w) for w in d.get("warnings", ())),
+            other_baselines=tuple(OtherBaseline.from_dict(o) for o in d.get("other_baselines", ())),
             reference=Profile.from_dict(d["reference"]) if d.get("reference") else None,
         )
 
