@@ -27,6 +27,13 @@ the host's physical cores; only ``host_busy_share`` (~100 % instead of ~50 %) an
 ``procs_running`` show that. :attr:`BlockLoad.others_busy_share` takes the block's own CPU time off
 ``host_busy_share``: ~1 % alone, ~50 % beside one burner (1 thread on 2 CPUs).
 
+**Blocks too short for the host's counters.** ``/proc/stat`` counts in ticks (10 ms of one CPU); a block spanning
+fewer than :data:`MIN_TICKS` (0.1 s on 2 CPUs) cannot tell its host's share apart from rounding, and a 3 ms block of
+toy_cnn on XNNPACK spans under one. :class:`HostWindow` reads the host between the blocks of a measurement instead
+and, for a block too short to tell alone, gives the others' share over the shortest run of recent blocks (with the
+gaps between them) that spans ``MIN_TICKS``: this process's own CPU time, and its reaped children's, over that span is
+what it used, the rest of the busy ticks are other processes'. See :attr:`BlockLoad.window_others_share`.
+
 Everything here reads ``/proc``; where it does not exist (macOS) the host snapshot is ``None`` and
 only the CPU/wall evidence remains. The verdict (is a block disturbed?) is the gate's business;
 this module only measures and describes.
@@ -37,6 +44,7 @@ from __future__ import annotations
 import math
 import os
 import resource
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,6 +198,11 @@ class BlockLoad:
     host_busy_share: float | None = None
     run_delay_s: float | None = None
     involuntary_switches: int | None = None
+    #: for a block too short for its own ``host_busy_share``: the share of the host's CPU time other processes used
+    #: over the recent blocks of its measurement spanning :data:`MIN_TICKS` (:class:`HostWindow`), and how long
+    #: that window was; None when not measured
+    window_others_share: float | None = None
+    window_s: float | None = None
 
     @property
     def cpu_share(self) -> float:
@@ -221,9 +234,10 @@ class BlockLoad:
     @property
     def others_busy_share(self) -> float | None:
         """The share of the host's CPU time that others used during the block: ``host_busy_share`` less the block's
-        own CPU time over ``cpus x wall_s``. ~0 on a quiet machine whatever the threads; None when not measured."""
+        own CPU time over ``cpus x wall_s``. ~0 on a quiet machine whatever the threads. A block too short for its
+        own share takes its window's (:attr:`window_others_share`); None when neither was measured."""
         if self.host_busy_share is None or self.wall_s <= 0 or self.cpus <= 0:
-            return None
+            return self.window_others_share
         own = min(1.0, self.cpu_s / (self.cpus * self.wall_s))
         return max(0.0, self.host_busy_share - own)
 
@@ -235,7 +249,9 @@ class BlockLoad:
             parts.append(f"waited for a CPU {100 * self.run_delay_share:.0f} %")
         others = self.others_busy_share
         if others is not None:
-            parts.append(f"other processes used {100 * others:.0f} % of the host's CPU time")
+            window = (f" (over the last {self.window_s:.2f} s of its measurement: the block alone was too short to "
+                      "tell)") if self.host_busy_share is None and self.window_s is not None else ""
+            parts.append(f"other processes used {100 * others:.0f} % of the host's CPU time{window}")
         if self.loadavg_1m is not None:
             parts.append(f"load {self.loadavg_1m:.1f} on {self.cpus} CPUs")
         if self.procs_running is not None:
@@ -250,6 +266,7 @@ class BlockLoad:
             "cpus": self.cpus, "loadavg_1m": self.loadavg_1m, "procs_running": self.procs_running,
             "steal_share": self.steal_share, "host_busy_share": self.host_busy_share,
             "run_delay_s": self.run_delay_s, "involuntary_switches": self.involuntary_switches,
+            "window_others_share": self.window_others_share, "window_s": self.window_s,
             # derived, for readers of the JSON; from_dict recomputes them
             "cpu_share": self.cpu_share, "preempted_share": self.preempted_share,
             "others_busy_share": self.others_busy_share,
@@ -270,7 +287,8 @@ class BlockLoad:
             threads=int(d["threads"]), cpus=int(d["cpus"]), loadavg_1m=opt_float("loadavg_1m"),
             procs_running=opt_int("procs_running"), steal_share=opt_float("steal_share"),
             host_busy_share=opt_float("host_busy_share"), run_delay_s=opt_float("run_delay_s"),
-            involuntary_switches=opt_int("involuntary_switches"),
+            involuntary_switches=opt_int("involuntary_switches"), window_others_share=opt_float("window_others_share"),
+            window_s=opt_float("window_s"),
         )
 
 
@@ -306,3 +324,80 @@ def block_load(
         run_delay_s=run_delay_s,
         involuntary_switches=involuntary_switches,
     )
+
+
+# ------------------------------------------------------------------------------- windows of blocks
+
+
+def own_cpu_s() -> float:
+    """CPU seconds (user + system) this process and its reaped children have used so far."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _ticks_per_s() -> int:
+    try:
+        return int(os.sysconf("SC_CLK_TCK"))
+    except (AttributeError, OSError, ValueError):
+        return 100
+
+
+@dataclass(frozen=True)
+class WindowMark:
+    """The host's counters and this process' own CPU time at one instant between blocks."""
+
+    host: HostLoad
+    own_cpu_s: float
+    at_s: float  # time.monotonic()
+
+
+class HostWindow:
+    """Host readings between the blocks of one measurement: busy-host evidence for blocks too short to carry their own.
+
+    :meth:`mark` reads the host (call it before the first block and after every round); :meth:`others_share` is the
+    share of the host's CPU ticks that other processes used between the newest mark and the latest earlier one at
+    least :data:`MIN_TICKS` before it: busy ticks less this process' own CPU time (and its reaped children's: a runner
+    subprocess) in ticks. Own work between blocks (analysis, Python) is this process', so it is not counted as others';
+    a sibling worker's export is. Older marks are dropped as they stop being needed, so a busy spell leaves the window
+    within ``MIN_TICKS`` of its end.
+    """
+
+    def __init__(self, proc: Path = PROC) -> None:
+        self._proc = proc
+        self._marks: list[WindowMark] = []
+        self._hz = _ticks_per_s()
+
+    def mark(self) -> None:
+        """Read the host now (nothing where ``/proc`` cannot be read)."""
+        host = host_load(self._proc)
+        if host is not None:
+            self._marks.append(WindowMark(host, own_cpu_s(), time.monotonic()))
+
+    def prime(self, *, limit_s: float = 1.0) -> None:
+        """Read the host, then wait (idle, at most ``limit_s``) until it has counted :data:`MIN_TICKS`: so the first
+        blocks of a measurement have a window too (the host just before them), not only the later ones."""
+        self.mark()
+        deadline = time.monotonic() + limit_s
+        while self._marks and time.monotonic() < deadline:
+            time.sleep(0.01)
+            host = host_load(self._proc)
+            if host is None or host.ticks_total - self._marks[0].host.ticks_total >= MIN_TICKS:
+                break
+        self.mark()
+
+    def others_share(self) -> tuple[float, float] | None:
+        """``(share of the host's CPU time other processes used, seconds)`` over the shortest recent window of at least
+        :data:`MIN_TICKS`, ending at the newest mark; None until the marks span that many ticks."""
+        if len(self._marks) < 2:
+            return None
+        last = self._marks[-1]
+        start = next((i for i in range(len(self._marks) - 2, -1, -1)
+                      if last.host.ticks_total - self._marks[i].host.ticks_total >= MIN_TICKS), None)
+        if start is None:
+            return None
+        del self._marks[:start]  # what lies before the window is never needed again
+        first = self._marks[0]
+        ticks = last.host.ticks_total - first.host.ticks_total
+        busy = ticks - (last.host.ticks_idle - first.host.ticks_idle)
+        own = (last.own_cpu_s - first.own_cpu_s) * self._hz
+        return min(1.0, max(0.0, (busy - own) / ticks)), last.at_s - first.at_s

@@ -46,6 +46,7 @@ from .gate import Samples
 from .hostlock import measuring
 from .identity import LATENCY_MODES, LATENCY_TRACED, LATENCY_UNTRACED, identity_of
 from .kernels import KernelLog, parse_xnnpack_log
+from .load import HostWindow
 from .memory import Memory, memory_of
 from .qemu_log import ExecutedKernels
 from .runners.base import (
@@ -572,6 +573,8 @@ def _measure_blocks(
     notes: list[str] = []
     retries = blocks
     b = 0
+    window = HostWindow()
+    window.prime()  # ~0.1 s on 2 CPUs: the first blocks get the host just before them as their window
     while len(per_arm[0]) < blocks:
         order = list(range(len(arms))) if b % 2 == 0 else list(reversed(range(len(arms))))
         if progress:
@@ -579,6 +582,8 @@ def _measure_blocks(
         started = time.perf_counter()
         got = {i: _run_block(runner, arms[i]) for i in order}
         round_s = time.perf_counter() - started
+        window.mark()
+        got = {i: _with_window(got[i], window.others_share()) for i in order}
         b += 1
         evidence = [d for d in (_block_disturbance(got[i], arms[i].busy_limit) for i in order) if d]
         if b == 1:
@@ -617,6 +622,15 @@ def _measure_blocks(
                       "machine")
             return per_arm, "; ".join([*notes, _note(disturbed_seen)]), reason, tuple(rounds)
     return per_arm, "; ".join(n for n in [*notes, _note(disturbed_seen)] if n), "", tuple(rounds)
+
+
+def _with_window(block: Block, window: tuple[float, float] | None) -> Block:
+    """The runs of ``block``, those too short for their own host evidence given their window's (``HostWindow``)."""
+    if window is None:
+        return block
+    share, seconds = window
+    return [replace(r, load=replace(r.load, window_others_share=share, window_s=seconds))
+            if r.load is not None and r.load.host_busy_share is None else r for r in block]
 
 
 def _block_median(block: Block) -> float:
