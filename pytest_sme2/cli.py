@@ -236,7 +236,7 @@ def _profile(args: argparse.Namespace, progress: Callable[[str], None]) -> int:
     from .atomic import check_writable_dir, write_atomic
     from .categories import CategoryRules
     from .export import export_model
-    from .hostlock import LOCK_NAME
+    from .hostlock import LOCK_NAME, heavy_work
     from .models import get_model, load_model_sources
     from .profile import ProgramFile, profile_exported
     from .report.text import category_table, latency_line, operator_table
@@ -263,18 +263,22 @@ def _profile(args: argparse.Namespace, progress: Callable[[str], None]) -> int:
         raise ConfigError(f"--qemu applies to --device qemu only (device is {device!r})")
     own = {"qemu": args.qemu, "runner_cache": args.cache_dir / "runners", "progress": progress} if device in (
         "host", "qemu") else {}
-    runner = make_runner(device, runner_path=args.runner, serial=args.serial, timeout_s=args.timeout, **android,
-                         **own)
-    check_writable_dir(args.out, what="--out directory")  # before minutes of export and measurement
     # Measuring on this host's CPUs waits for any other measurement here (a pytest run of the same project shares the
     # lock in its cache directory): two at once skew each other with nothing in the evidence. A phone is its own.
+    # Builds and exports hold it shared: they wait for a measurement, never run beside one.
     lock = args.cache_dir / LOCK_NAME if device in ("local", "host", "qemu") else None
+    builds = device in ("host", "qemu") and args.runner is None  # pytest-sme2's own runner, built (or cached) now
+    with heavy_work(lock if builds else None, what="building the runner", progress=progress):
+        runner = make_runner(device, runner_path=args.runner, serial=args.serial, timeout_s=args.timeout, **android,
+                             **own)
+    check_writable_dir(args.out, what="--out directory")  # before minutes of export and measurement
     targets: list[Any] = []
     if args.pte is not None:
         targets.append(ProgramFile(args.pte, tuple(args.inputs), args.dtype or "unknown", args.backend or "unknown"))
     for spec in specs:
-        targets.append(export_model(spec, dtype=args.dtype or "fp32", backend=args.backend or "xnnpack",
-                                    cache_dir=args.cache_dir, progress=progress))
+        with heavy_work(lock, what=f"exporting {spec.name}", progress=progress):
+            targets.append(export_model(spec, dtype=args.dtype or "fp32", backend=args.backend or "xnnpack",
+                                        cache_dir=args.cache_dir, progress=progress))
     for exported in targets:
         label = "_".join(part for part in (exported.name, exported.dtype, exported.backend) if part != "unknown")
         out_dir = args.out / label

@@ -7,6 +7,13 @@ lock (``fcntl.flock`` on a file in the cache directory the workers share) for it
 log runs and analysis run in parallel. A measurement that has to wait says so through its progress callback, and
 its time budget starts when it holds the lock: waiting is never measured.
 
+**Heavy work yields to a measurement.** The lock alone made measurements take turns, but a sibling worker's export
+(torch.export and the XNNPACK passes: seconds of a core), runner build (a compiler) or trace analysis ran beside a
+measurement, the very disturbance the lock is for. Such work holds the same lock *shared* (:func:`heavy_work`): any
+number of exports and builds run at once, but not while a measurement holds it, and a measurement waits until they end.
+Nothing deadlocks within a process: heavy work inside its own process' measurement (the looks' analysis) goes ahead,
+and a measurement inside its own process' heavy work turns that hold into the measurement's.
+
 Where ``fcntl`` does not exist (Windows) measurements are not serialized.
 """
 
@@ -32,7 +39,15 @@ LOCK_NAME = "measuring.lock"
 
 # The lock files this process holds: a measurement inside another (none today) must not wait for itself.
 _HELD: set[str] = set()
+# The lock files this process holds shared for heavy work: (file descriptor, holds) per lock file.
+_SHARED: dict[str, list[int]] = {}
 _GUARD = threading.Lock()
+
+#: How a holder of heavy work ends its line in the lock file.
+_HEAVY = " (an export, build or analysis)"
+
+_WHAT = ("the host's measuring lock (in the cache directory: --sme2-cache-dir, or --cache-dir of pytest-sme2 "
+         "profile)")
 
 
 @contextlib.contextmanager
@@ -48,11 +63,13 @@ def measuring(lock_file: Path | None, *, what: str = "a measurement",
     key = str(Path(lock_file).resolve())
     with _GUARD:
         reentered = key in _HELD
+        shared = _SHARED.get(key)
     if reentered:
         yield 0.0
         return
-    fd = open_lock_file(lock_file, what="the host's measuring lock (in the cache directory: --sme2-cache-dir, or "
-                                      "--cache-dir of pytest-sme2 profile)")
+    # Inside this process' own heavy work: its shared hold becomes the measurement's (a second descriptor would wait
+    # for this process' own shared lock forever). Converting drops the shared hold first, so it cannot deadlock.
+    fd = shared[0] if shared else open_lock_file(lock_file, what=_WHAT)
     waited = 0.0
     try:
         try:
@@ -60,14 +77,12 @@ def measuring(lock_file: Path | None, *, what: str = "a measurement",
         except BlockingIOError:
             holder = _read(fd) or "another process"
             if progress is not None:
-                progress(f"{what}: waiting for another measurement on this host ({holder}; lock {lock_file})")
+                whose = "pytest-sme2's own work" if holder.endswith(_HEAVY) else "another measurement"
+                progress(f"{what}: waiting for {whose} on this host ({holder}; lock {lock_file})")
             started = time.monotonic()
             fcntl.flock(fd, fcntl.LOCK_EX)
             waited = time.monotonic() - started
-        since = datetime.now(timezone.utc).strftime("%H:%M:%S")
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()}: {what}, since {since} UTC\n".encode(), 0)
+        _write_holder(fd, what)
         with _GUARD:
             _HELD.add(key)
         try:
@@ -75,9 +90,83 @@ def measuring(lock_file: Path | None, *, what: str = "a measurement",
         finally:
             with _GUARD:
                 _HELD.discard(key)
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_UN)
     finally:
+        if not shared:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def heavy_work(lock_file: Path | None, *, what: str = "heavy work",
+               progress: Callable[[str], None] | None = None) -> Iterator[float]:
+    """Hold the host's measuring lock ``lock_file`` shared (None: no lock) while CPU-heavy work of pytest-sme2's own
+    runs (an export, a runner build, an analysis); yields the seconds waited for a measurement to end.
+
+    Any number of holders share it; a measurement (:func:`measuring`) waits for all of them, and they for it. Within
+    a process that measures, or already holds it, the work goes ahead at once.
+    """
+    if lock_file is None or fcntl is None:
+        yield 0.0
+        return
+    key = str(Path(lock_file).resolve())
+    with _GUARD:
+        measuring_here = key in _HELD
+        shared = key in _SHARED and not measuring_here
+        if shared:
+            _SHARED[key][1] += 1
+    if measuring_here:
+        yield 0.0
+        return
+    if shared:
+        try:
+            yield 0.0
+        finally:
+            _release_shared(key)
+        return
+    fd = open_lock_file(lock_file, what=_WHAT)
+    waited = 0.0
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read(fd) or "another process"
+            if progress is not None:
+                progress(f"{what}: waiting for the measurement on this host to end ({holder}; lock {lock_file}): "
+                         "an export, build or analysis beside it would disturb it")
+            started = time.monotonic()
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            waited = time.monotonic() - started
+    except BaseException:
         os.close(fd)
+        raise
+    _write_holder(fd, what, heavy=True)
+    with _GUARD:
+        _SHARED[key] = [fd, 1]
+    try:
+        yield waited
+    finally:
+        _release_shared(key)
+
+
+def _release_shared(key: str) -> None:
+    with _GUARD:
+        hold = _SHARED.get(key)
+        if hold is None:
+            return
+        hold[1] -= 1
+        if hold[1] > 0:
+            return
+        del _SHARED[key]
+    fcntl.flock(hold[0], fcntl.LOCK_UN)
+    os.close(hold[0])
+
+
+def _write_holder(fd: int, what: str, *, heavy: bool = False) -> None:
+    """Say who holds the lock (pid, what, since when) in its file, for a process that has to wait to name."""
+    since = datetime.now(timezone.utc).strftime("%H:%M:%S")
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}: {what}, since {since} UTC{_HEAVY if heavy else ''}\n".encode(), 0)
 
 
 def _read(fd: int) -> str:
@@ -86,4 +175,4 @@ def _read(fd: int) -> str:
     return ""
 
 
-__all__ = ["LOCK_NAME", "measuring"]
+__all__ = ["LOCK_NAME", "heavy_work", "measuring"]

@@ -43,7 +43,7 @@ from .artifacts import Artifact, artifact_of
 from .categories import CategoryRules
 from .errors import ConfigError, Sme2Error
 from .gate import Samples
-from .hostlock import measuring
+from .hostlock import heavy_work, measuring
 from .identity import LATENCY_MODES, LATENCY_TRACED, LATENCY_UNTRACED, identity_of
 from .kernels import KernelLog, parse_xnnpack_log
 from .load import HostWindow
@@ -774,8 +774,10 @@ def measure(runner: Runner, measurement: Measurement, *, kernel_log: KernelLog |
         (blocks,), note, invalid, rounds = _measure_blocks(runner, [measurement], blocks=measurement.blocks,
                                                            progress=progress, what=measurement.label, looks=looks,
                                                            stop=stop)
-    return _profile(runner, measurement, blocks, kernel_log=kernel_log, rules=rules, disturbance=note,
-                    invalid=invalid, executed=executed, rounds=rounds)
+    # Reading the traces is seconds of CPU for a big model: not beside another worker's measurement.
+    with heavy_work(measurement.lock_file, what=f"{measurement.label}: analysis", progress=progress):
+        return _profile(runner, measurement, blocks, kernel_log=kernel_log, rules=rules, disturbance=note,
+                        invalid=invalid, executed=executed, rounds=rounds)
 
 
 def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs: Sequence[KernelLog | None] = (),
@@ -813,10 +815,11 @@ def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs:
         (blocks_a, blocks_b), note, invalid, rounds = _measure_blocks(runner, [a, b], blocks=a.blocks,
                                                                       progress=progress, what=label,
                                                                       looks=looks, stop=rule)
-    return (_profile(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid,
-                     executed=ran[0], rounds=rounds, analyzed=analyzed[0]),
-            _profile(runner, b, blocks_b, kernel_log=logs[1], rules=rules, disturbance=note, invalid=invalid,
-                     executed=ran[1], rounds=rounds, analyzed=analyzed[1]))
+    with heavy_work(a.lock_file or b.lock_file, what=f"{label}: analysis", progress=progress):
+        return (_profile(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid,
+                         executed=ran[0], rounds=rounds, analyzed=analyzed[0]),
+                _profile(runner, b, blocks_b, kernel_log=logs[1], rules=rules, disturbance=note, invalid=invalid,
+                         executed=ran[1], rounds=rounds, analyzed=analyzed[1]))
 
 
 def remeasure(runner: Runner, profile: Profile, *, rules: CategoryRules | None = None,

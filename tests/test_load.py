@@ -13,10 +13,12 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from standin import make_standin
@@ -502,3 +504,115 @@ def test_short_blocks_beside_a_busy_neighbour_have_evidence_and_are_disturbed(tm
     evidence = f"{busy.disturbance} {busy.invalid_reason}"
     print(f"\nshort blocks beside one burner: {evidence}")
     assert "other processes used" in evidence and "too short to tell" in evidence
+
+
+#: Holds the lock ``argv[1]`` as ``argv[2]`` ("measuring" or "heavy") until the file ``argv[4]`` exists, touching
+#: ``argv[3]`` once it holds it.
+_HOLD_SCRIPT = """
+import sys, time
+from pathlib import Path
+from pytest_sme2.hostlock import heavy_work, measuring
+
+hold = measuring if sys.argv[2] == "measuring" else heavy_work
+with hold(Path(sys.argv[1]), what="the holder"):
+    Path(sys.argv[3]).touch()
+    while not Path(sys.argv[4]).exists():
+        time.sleep(0.01)
+"""
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + 120  # a hang guard, not a timing: the other side is told to go on at once
+    while not path.exists():
+        assert proc is None or proc.poll() is None, "the holder died"
+        assert time.monotonic() < deadline, f"{path.name} never came"
+        time.sleep(0.01)
+
+
+def _held_by_another_process(tmp_path: Path, lock: Path, how: str) -> tuple[subprocess.Popen[bytes], Path]:
+    holding, release = tmp_path / f"holding-{how}", tmp_path / f"release-{how}"
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD_SCRIPT, str(lock), how, str(holding), str(release)])
+    _wait_for(holding, proc)
+    return proc, release
+
+
+def _in_a_thread(tmp_path: Path, hold: Any, lock: Path, name: str) -> tuple[threading.Thread, list[str]]:
+    """Enter ``hold(lock)`` in a thread; it touches ``waiting-<name>`` when its progress says it waits, records
+    ``entered`` when it holds, and leaves at once."""
+    events: list[str] = []
+
+    def progress(text: str) -> None:
+        events.append(f"progress: {text}")
+        (tmp_path / f"waiting-{name}").touch()
+
+    def work() -> None:
+        with hold(lock, what=name, progress=progress):
+            events.append("entered")
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread, events
+
+
+def _joined(thread: threading.Thread) -> None:
+    thread.join(timeout=120)  # a hang guard: a deadlock fails the test instead of hanging the suite
+    assert not thread.is_alive(), "it never got the lock: deadlock"
+
+
+@linux_only
+def test_heavy_work_and_measurements_take_turns_across_processes(tmp_path: Path) -> None:
+    """Issue 28 item 7: a sibling worker's export, build or analysis (``heavy_work``) waits while another process
+    measures, and a measurement waits while another process does heavy work; structural (who waited, in what order),
+    not timed. Before, the lock made measurements take turns only with each other."""
+    from pytest_sme2.hostlock import heavy_work, measuring
+
+    lock = tmp_path / "cache" / "measuring.lock"
+    measurer, release = _held_by_another_process(tmp_path, lock, "measuring")
+    thread, events = _in_a_thread(tmp_path, heavy_work, lock, "export")
+    _wait_for(tmp_path / "waiting-export")
+    assert events and events[0].startswith("progress: export: waiting for the measurement on this host to end")
+    assert "entered" not in events, "heavy work ran beside a measurement"
+    release.touch()
+    _joined(thread)
+    assert measurer.wait(timeout=60) == 0
+    assert events[-1] == "entered"
+
+    worker, release = _held_by_another_process(tmp_path, lock, "heavy")
+    thread, events = _in_a_thread(tmp_path, measuring, lock, "toy")
+    _wait_for(tmp_path / "waiting-toy")
+    assert "entered" not in events, "a measurement ran beside another process' export"
+    assert "waiting for pytest-sme2's own work on this host (pid " in events[0], events
+    assert "the holder, since " in events[0] and "(an export, build or analysis)" in events[0]
+    release.touch()
+    _joined(thread)
+    assert worker.wait(timeout=60) == 0
+    assert events[-1] == "entered"
+
+
+@linux_only
+def test_heavy_work_and_a_measurement_in_one_process_never_wait_for_themselves(tmp_path: Path) -> None:
+    """Analysis inside this process' own measurement, a measurement inside its own export, heavy work inside heavy
+    work: each goes ahead (each runs in a thread that must finish: a deadlock fails, it does not hang the suite)."""
+    from pytest_sme2.hostlock import heavy_work, measuring
+
+    lock = tmp_path / "measuring.lock"
+    done: list[str] = []
+
+    def nested() -> None:
+        with measuring(lock, what="m"), heavy_work(lock, what="analysis"):
+            done.append("analysis inside a measurement")
+        with heavy_work(lock, what="export"), heavy_work(lock, what="build"):
+            done.append("heavy inside heavy")
+            with measuring(lock, what="m"):
+                done.append("a measurement inside heavy work")
+        with heavy_work(lock, what="after"):  # everything was released: a fresh hold
+            done.append("released")
+
+    thread = threading.Thread(target=nested, daemon=True)
+    thread.start()
+    _joined(thread)
+    assert len(done) == 4
+    # ... and another process can take it, exclusively, afterwards: nothing was left held
+    holder, release = _held_by_another_process(tmp_path, lock, "measuring")
+    release.touch()
+    assert holder.wait(timeout=60) == 0

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..errors import Sme2Error
+from ..hostlock import heavy_work
 from .markers import ModelRequest, parse_model_marker, parse_threshold_marker
 from .records import EXPORT_POOL_KEY, record
 from .session import Sme2Session, call, worker_id
@@ -72,8 +73,9 @@ def export_ahead(session: Sme2Session, items: list[pytest.Item]) -> None:
     if len(jobs) < 2:
         return  # one export gains nothing from a worker that must first import torch and executorch
     try:
-        stash[EXPORT_POOL_KEY] = export_all(jobs, cache_dir=session.options.cache_dir, processes=processes,
-                                         model_sources=session.options.models, progress=session.progress)
+        with heavy_work(session.host_lock, what="exporting models ahead", progress=session.progress):
+            stash[EXPORT_POOL_KEY] = export_all(jobs, cache_dir=session.options.cache_dir, processes=processes,
+                                             model_sources=session.options.models, progress=session.progress)
     finally:
         session.status.clear()
 
@@ -117,8 +119,11 @@ def export(session: Sme2Session, request: ModelRequest, backend: str | None = No
 
     spec = _model_spec(request)
     try:
-        exported = export_model(spec, dtype=request.dtype, backend=backend or request.backend, inputs=request.inputs,
-                                cache_dir=session.options.cache_dir, progress=session.progress)
+        # Holding the host's lock shared: a cache hit costs nothing, an export waits for a sibling's measurement.
+        with heavy_work(session.host_lock, what=f"exporting {request.name}", progress=session.progress):
+            exported = export_model(spec, dtype=request.dtype, backend=backend or request.backend,
+                                    inputs=request.inputs, cache_dir=session.options.cache_dir,
+                                    progress=session.progress)
     finally:
         session.status.clear()
     return exported
@@ -180,12 +185,10 @@ class Sme2Runner:
     def measurement(self, exported: Any, *, variant: str | None = None, runs: int | None = None,
                     blocks: int | None = None) -> Any:
         """How this session measures ``exported`` (runs, warm-up, blocks, threads, latency source)."""
-        from ..hostlock import LOCK_NAME
         from ..profile import Measurement
 
         o = self._session.options
-        # Measurements on this host's CPUs are serialized across xdist workers (a phone per worker is its own device).
-        lock = o.cache_dir / LOCK_NAME if o.device in ("local", "host", "qemu") else None
+        lock = self._session.host_lock
         return call(lambda: Measurement.of(
             exported, runs=o.runs if runs is None else runs, warmup=o.warmup, threads=o.threads,
             out_dir=self._session.out_dir / _safe(self._item.nodeid), variant=variant,

@@ -101,8 +101,19 @@ class Sme2Session:
                       create_command=create_command(test_id, o))
 
     @property
+    def host_lock(self) -> Path | None:
+        """The host's measuring lock (:mod:`pytest_sme2.hostlock`) on this session's device: measurements on this host's
+        CPUs take turns across xdist workers and sessions, and exports and builds wait for them; None for a phone (each
+        worker's phone is its own device)."""
+        from ..hostlock import LOCK_NAME
+
+        o = self.options
+        return o.cache_dir / LOCK_NAME if o.device in ("local", "host", "qemu") else None
+
+    @property
     def runner(self) -> Any:
         if self._runner is None:
+            from ..hostlock import heavy_work
             from ..runners import make_runner
 
             o = self.options
@@ -116,10 +127,14 @@ class Sme2Session:
                 extra = {"qemu": o.qemu, "runner_cache": o.cache_dir / "runners", "aarch64_wheel": o.aarch64_wheel,
                          "progress": self.progress}
             try:
-                runner = make_runner(
-                    o.device, runner_path=o.runner, runner_off=o.runner_off, serial=o.serial, timeout_s=o.timeout,
-                    runner_timing=o.runner_timing, runner_off_timing=o.runner_off_timing, runner_log=o.runner_log,
-                    runner_off_log=o.runner_off_log, **extra)
+                # Building pytest-sme2's own runner (a compiler, seconds of CPU) waits for a sibling's measurement.
+                builds = o.device in ("host", "qemu") and o.runner is None  # pytest-sme2's own runner
+                with heavy_work(self.host_lock if builds else None, what="building the runner",
+                                progress=self.progress):
+                    runner = make_runner(
+                        o.device, runner_path=o.runner, runner_off=o.runner_off, serial=o.serial, timeout_s=o.timeout,
+                        runner_timing=o.runner_timing, runner_off_timing=o.runner_off_timing,
+                        runner_log=o.runner_log, runner_off_log=o.runner_off_log, **extra)
                 self._runner = runner
             except Sme2Error as exc:
                 error = exc
