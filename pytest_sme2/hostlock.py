@@ -57,31 +57,22 @@ def measuring(lock_file: Path | None, *, what: str = "a measurement",
 
     The holder writes who it is into the file (pid, what, since when), so a waiting measurement can name it.
     """
-    if lock_file is None or fcntl is None:
-        yield 0.0
-        return
-    key = str(Path(lock_file).resolve())
+    key = _key(lock_file)
     with _GUARD:
-        reentered = key in _HELD
-        shared = _SHARED.get(key)
-    if reentered:
+        shared = _SHARED.get(key) if key is not None else None
+    if key is None or lock_file is None or key in _HELD:  # no lock, or this process measures already
         yield 0.0
         return
     # Inside this process' own heavy work: its shared hold becomes the measurement's (a second descriptor would wait
     # for this process' own shared lock forever). Converting drops the shared hold first, so it cannot deadlock.
     fd = shared[0] if shared else open_lock_file(lock_file, what=_WHAT)
-    waited = 0.0
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read(fd) or "another process"
+        def waiting(holder: str) -> None:
             if progress is not None:
                 whose = "pytest-sme2's own work" if holder.endswith(_HEAVY) else "another measurement"
                 progress(f"{what}: waiting for {whose} on this host ({holder}; lock {lock_file})")
-            started = time.monotonic()
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            waited = time.monotonic() - started
+
+        waited = _take(fd, fcntl.LOCK_EX, waiting)
         _write_holder(fd, what)
         with _GUARD:
             _HELD.add(key)
@@ -105,16 +96,12 @@ def heavy_work(lock_file: Path | None, *, what: str = "heavy work",
     Any number of holders share it; a measurement (:func:`measuring`) waits for all of them, and they for it. Within
     a process that measures, or already holds it, the work goes ahead at once.
     """
-    if lock_file is None or fcntl is None:
-        yield 0.0
-        return
-    key = str(Path(lock_file).resolve())
+    key = _key(lock_file)
     with _GUARD:
-        measuring_here = key in _HELD
-        shared = key in _SHARED and not measuring_here
+        shared = key is not None and key in _SHARED and key not in _HELD
         if shared:
-            _SHARED[key][1] += 1
-    if measuring_here:
+            _SHARED[str(key)][1] += 1
+    if key is None or lock_file is None or key in _HELD:  # no lock, or inside this process' own measurement
         yield 0.0
         return
     if shared:
@@ -124,18 +111,13 @@ def heavy_work(lock_file: Path | None, *, what: str = "heavy work",
             _release_shared(key)
         return
     fd = open_lock_file(lock_file, what=_WHAT)
-    waited = 0.0
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read(fd) or "another process"
+        def waiting(holder: str) -> None:
             if progress is not None:
-                progress(f"{what}: waiting for the measurement on this host to end ({holder}; lock {lock_file}): "
-                         "an export, build or analysis beside it would disturb it")
-            started = time.monotonic()
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            waited = time.monotonic() - started
+                progress(f"{what}: waiting for the measurement on this host to end ({holder}; lock {lock_file}): an "
+                         "export, build or analysis beside it would disturb it")
+
+        waited = _take(fd, fcntl.LOCK_SH, waiting)
     except BaseException:
         os.close(fd)
         raise
@@ -159,6 +141,24 @@ def _release_shared(key: str) -> None:
         del _SHARED[key]
     fcntl.flock(hold[0], fcntl.LOCK_UN)
     os.close(hold[0])
+
+
+def _key(lock_file: Path | None) -> str | None:
+    """How this process knows ``lock_file`` among the locks it holds; None when there is nothing to lock."""
+    return None if lock_file is None or fcntl is None else str(Path(lock_file).resolve())
+
+
+def _take(fd: int, how: int, waiting: Callable[[str], None]) -> float:
+    """Lock ``fd`` (``how``: ``LOCK_EX`` or ``LOCK_SH``), first telling ``waiting`` whom it waits for when it must;
+    returns the seconds waited."""
+    try:
+        fcntl.flock(fd, how | fcntl.LOCK_NB)
+        return 0.0
+    except BlockingIOError:
+        waiting(_read(fd) or "another process")
+    started = time.monotonic()
+    fcntl.flock(fd, how)
+    return time.monotonic() - started
 
 
 def _write_holder(fd: int, what: str, *, heavy: bool = False) -> None:
