@@ -168,6 +168,10 @@ def _add_report_commands(sub: Any) -> None:
     p.add_argument("--out", type=Path, help="markdown file to write (default: print the report)")
     p.add_argument("--combine", action="store_true", help="one combined report across several results files/devices")
     p.add_argument("--title", help="report title")
+    p.add_argument("--format", choices=("markdown", "bmf", "gab", "pytest-benchmark"), default="markdown",
+                   help="markdown (default); bmf = Bencher Metric Format (bencher run --adapter json); gab = "
+                   "github-action-benchmark's customSmallerIsBetter JSON; pytest-benchmark = a --benchmark-json "
+                   "document for pytest-benchmark compare. The three JSON formats take one results file")
     t = sub.add_parser("export-trace", help="convert an ETDump to Chrome trace / Perfetto JSON",
                        description="Convert an ETDump to Chrome trace JSON: one track per run, each operator "
                        "nested in its execute call. Open it in https://ui.perfetto.dev or chrome://tracing.")
@@ -482,6 +486,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------- reports
 
 
+def _report_dashboard(args: argparse.Namespace, files: list[Path], loaded: list[Any]) -> int:
+    """One results file in a dashboard's JSON format, to --out or stdout."""
+    from .report.dashboards import render, write_dashboard
+
+    if len(loaded) != 1:
+        raise ConfigError(f"--format {args.format} takes one results file, got {len(loaded)} "
+                          f"({', '.join(str(f) for f in files)}); run it once per file")
+    if args.out is None:
+        sys.stdout.write(json.dumps(render(loaded[0], args.format), indent=1) + "\n")
+        return EXIT_OK
+    write_dashboard(args.out, loaded[0], args.format)
+    print(f"Wrote: {args.out}")
+    return EXIT_OK
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from .atomic import write_atomic
     from .report.markdown import render_combined, render_markdown
@@ -497,6 +516,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         else:
             files.append(src)
     loaded = [load_results(f) for f in files]
+    if args.format != "markdown":
+        return _report_dashboard(args, files, loaded)
     combine = args.combine or len(loaded) > 1
     text = render_combined(loaded) if combine else render_markdown(loaded[0], title=args.title)
     if args.out is None:

@@ -298,6 +298,12 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                ini_type="bool", action="store_true"),
     OptionSpec("json", "write all sme2 results (schema-versioned JSON) to this file"),
     OptionSpec("markdown", "write the markdown report to this file"),
+    OptionSpec("bmf", "write the results in Bencher Metric Format to this file (bencher run --adapter json --file "
+               "FILE): per measured arm its median latency, and the interval of the median as lower/upper values"),
+    OptionSpec("gab", "write the results as github-action-benchmark's customSmallerIsBetter JSON to this file "
+               "(tool: customSmallerIsBetter, output-file-path: FILE)"),
+    OptionSpec("pytest-benchmark", "write the results as a pytest-benchmark --benchmark-json document to this file "
+               "(pytest-benchmark compare FILE ... lists and compares them)"),
     OptionSpec("history", "the history store every session appends its results to (one file per run; "
                "docs/history.md), relative to the rootdir, or none to keep no history (default: .sme2_history "
                "beside the baseline directory)"),
@@ -362,6 +368,9 @@ class Sme2Options:
     no_confirm: bool = False
     json: Path | None = None
     markdown: Path | None = None
+    bmf: Path | None = None
+    gab: Path | None = None
+    pytest_benchmark: Path | None = None
     #: the history store (None = no history, ``--sme2-history=none``); resolved beside baseline_dir by default
     history: Path | None = None
     cache_dir: Path = Path(".sme2_cache")

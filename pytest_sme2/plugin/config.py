@@ -88,7 +88,8 @@ def build_options(config: pytest.Config) -> Sme2Options:
     values["history"] = (values["baseline_dir"].parent / ".sme2_history" if history is None
                          else None if str(history).strip().lower() == "none" else root / str(history))
     for key in ("runner", "runner_off", "runner_timing", "runner_off_timing", "runner_log", "runner_off_log",
-                "libcxx", "runner_libs", "qemu", "aarch64_wheel", "json", "markdown", "out_dir", "rules"):
+                "libcxx", "runner_libs", "qemu", "aarch64_wheel", "json", "markdown", "bmf", "gab", "pytest_benchmark",
+                "out_dir", "rules"):
         if values[key] is not None:
             values[key] = Path(values[key])
     values["models"] = tuple(values["models"] or ())

@@ -70,13 +70,20 @@ def results_from_records(records: list[dict[str, Any]], opts: Sme2Options) -> An
 
 
 def _write_reports(config: pytest.Config, opts: Sme2Options, records: list[dict[str, Any]]) -> None:
-    if not (opts.json or opts.markdown or os.environ.get("GITHUB_STEP_SUMMARY")):
+    dashboards = {fmt: path for fmt, path in (("bmf", opts.bmf), ("gab", opts.gab),
+                                               ("pytest-benchmark", opts.pytest_benchmark)) if path is not None}
+    if not (opts.json or opts.markdown or dashboards or os.environ.get("GITHUB_STEP_SUMMARY")):
         return
     from ..report.results import append_step_summary, write_results
 
     results = results_from_records(records, opts)
     if opts.json:
         write_results(opts.json, results)
+    if dashboards:
+        from ..report.dashboards import write_dashboard
+
+        for fmt, path in dashboards.items():
+            write_dashboard(path, results, fmt)
     if opts.markdown:
         from ..atomic import write_atomic
         from ..report.markdown import render_markdown

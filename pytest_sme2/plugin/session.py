@@ -239,8 +239,8 @@ def create_command(test_id: str, options: Sme2Options) -> str:
 
     from ..options import OPTION_TABLE
 
-    skip = {"update_baseline", "strict", "require_baseline", "fail_on", "json", "markdown", "no_confirm", "out_dir",
-            "history"}
+    skip = {"update_baseline", "strict", "require_baseline", "fail_on", "json", "markdown", "bmf", "gab",
+            "pytest_benchmark", "no_confirm", "out_dir", "history"}
     parts = ["pytest", shlex.quote(test_id), "--sme2-update-baseline"]
     for spec in OPTION_TABLE:
         key = spec.dest.removeprefix("sme2_")
