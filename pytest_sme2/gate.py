@@ -81,6 +81,8 @@ MIN_CATEGORY_SHARE = 0.02
 #: delegated operator of the category: a 1 µs category that reads 2 µs is not a 100 % regression.
 TICK_MS = 0.001
 TICKS_PER_OPERATOR = 2
+#: The check an invalid measurement gives (why its samples cannot be trusted).
+VALIDITY = "validity"
 
 
 @dataclass(frozen=True)
@@ -272,10 +274,51 @@ class Verdict:
     @property
     def failed(self) -> bool:
         """Does this verdict fail the test? A regression always; invalid and inconclusive in strict mode; and
-        whatever ``fail_on`` names (``--sme2-fail-on``)."""
-        if self.status in (Status.REGRESSION, Status.BUG) or self.status.value in self.fail_on:
+        whatever ``fail_on`` names (``--sme2-fail-on``): ``invalid`` and ``inconclusive`` there fail a verdict that
+        left something undecided (:attr:`undecided`)."""
+        if self.status in (Status.REGRESSION, Status.BUG):
             return True
-        return self.strict and self.status in (Status.INVALID, Status.INCONCLUSIVE)
+        if self.strict and self.status in (Status.INVALID, Status.INCONCLUSIVE):
+            return True
+        if self.status.value not in self.fail_on:
+            return False
+        return self.undecided if self.status in (Status.INVALID, Status.INCONCLUSIVE) else True
+
+    @property
+    def undecided(self) -> bool:
+        """Did this verdict leave undecided something a measurement could have failed the test on?
+
+        Inconclusive always. Invalid (the measurement could not be trusted) too, except for an unchanged artifact
+        whose only unjudged check is the latency's validity: its relative checks never gate (a slower median is
+        the machine), so the measurement had nothing to decide that the artifact's hashes had not decided
+        already. Its absolute checks (budgets, ``min_speedup``) and evidence do gate: when one of them is not
+        judged, the unchanged artifact's invalid is undecided too.
+        """
+        if self.status is Status.INCONCLUSIVE:
+            return True
+        if self.status is not Status.INVALID:
+            return False
+        if self.comparison is not Comparison.UNCHANGED:
+            return True
+        return any(c.status in (Status.INVALID, Status.INCONCLUSIVE) and not c.advisory and c.name != VALIDITY
+                   for c in self.checks)
+
+    def undecided_text(self) -> str:
+        """Why a failing undecided verdict fails and what to do ("" when this verdict is not that)."""
+        if not self.undecided or self.status.value not in self.fail_on:
+            return ""
+        opt_out = ("--sme2-fail-on=missing reports it instead (a session that decided nothing still fails), "
+                   "--sme2-fail-on=none reports everything but a regression")
+        if self.status is Status.INVALID:
+            return ("not decided: the measurement could not be trusted, so this change was neither passed nor failed; "
+                    "with 'invalid' in --sme2-fail-on (the default where CI is set) that is not green. Run the job "
+                    "again on a quiet runner (a dedicated or larger machine, no parallel jobs on its CPUs); "
+                    f"--sme2-busy-limit sets what counts as busy; {opt_out}")
+        return ("not decided: the change could not be shown to be within the margin, nor beyond it (measured twice "
+                "unless --sme2-no-confirm); with 'inconclusive' in --sme2-fail-on (the default where CI is set) that "
+                "is not green. Measure more (--sme2-blocks, --sme2-runs), give the baseline's artifact to the session "
+                "(cache --sme2-artifact-dir) so it is compared in interleaved rounds, or set a margin this machine "
+                f"can resolve (sme2_threshold(latency_pct=...)); {opt_out}")
 
     @property
     def e2e(self) -> Check | None:
@@ -698,7 +741,13 @@ def gate(reference: Samples | None, candidate: Samples, config: GateConfig, *,
               "notes": tuple(notes)}
     proofs = sme2_kernel_checks(evidence)
     if reason:
-        invalid = (Check("validity", Status.INVALID, reason), *proofs)
+        # What the measurement could not judge is listed: a budget or min_speedup left unjudged is undecided even
+        # for an unchanged artifact (Verdict.undecided).
+        unjudged = [Check(name, Status.INVALID, f"not judged: {reason}") for name, asked in (
+            ("p50_budget", config.p50_ms), ("p90_budget", config.p90_ms),
+            ("min_speedup", config.min_speedup if off is not None and not config.emulated else None))
+            if asked is not None]
+        invalid = (Check(VALIDITY, Status.INVALID, reason), *unjudged, *proofs)
         return Verdict(overall(invalid), invalid, **common)  # type: ignore[arg-type]
     checks: list[Check] = []
     explanation: tuple[str, ...] = ()

@@ -119,9 +119,11 @@ def existing_dir(text: str) -> Path:
 
 #: What ``--sme2-fail-on`` can make fail besides a regression (which always fails).
 FAIL_ON_CHOICES = ("missing", "invalid", "inconclusive", "drift")
-#: ``--sme2-fail-on`` when it is not given: fail closed where ``CI`` is set (a missing baseline fails, and a session
-#: that gated nothing is not green), friendly on a developer's machine (the first run records, exit 0).
-FAIL_ON_CI = ("missing",)
+#: ``--sme2-fail-on`` when it is not given: fail closed where ``CI`` is set (a missing baseline fails, a verdict that
+#: left its change undecided fails, and a session that decided nothing is not green), friendly on a developer's machine
+#: (the first run records, exit 0). ``invalid`` and ``inconclusive`` fail only what was to be decided
+#: (:attr:`pytest_sme2.gate.Verdict.undecided`): an unchanged artifact's invalid, like its drift, does not fail.
+FAIL_ON_CI = ("missing", "invalid", "inconclusive")
 
 
 def fail_on_list(text: str) -> tuple[str, ...]:
@@ -291,9 +293,11 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "(default: reported, not failed); the same as --sme2-fail-on=missing,invalid,inconclusive", False,
                ini_type="bool", action="store_true"),
     OptionSpec("fail-on", "what fails besides a regression, a comma list of missing (no baseline for this device: "
-               "fails with the command that records it, instead of recording), invalid, inconclusive, drift; or "
-               "none. Default: missing when the CI environment variable is set (and a session that gated nothing "
-               "then fails), else none (the first run on a machine records, exit 0)", type=fail_on_list),
+               "fails with the command that records it, instead of recording), invalid and inconclusive (a verdict "
+               "that left something undecided: a changed artifact's, or an absolute check's; an unchanged "
+               "artifact's invalid only reports), drift; or none. Default: missing,invalid,inconclusive when the CI "
+               "environment variable is set (and a session that decided nothing fails unless none), else none (the "
+               "first run on a machine records, exit 0)", type=fail_on_list),
     OptionSpec("no-confirm", "do not re-measure once before reporting a regression/inconclusive", False,
                ini_type="bool", action="store_true"),
     OptionSpec("json", "write all sme2 results (schema-versioned JSON) to this file"),

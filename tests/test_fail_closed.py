@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.gate import Check, Status, Verdict
-from pytest_sme2.options import Sme2Options, ci_environment, fail_on_list
+from pytest_sme2.gate import Check, Comparison, GateConfig, Samples, Status, Verdict, gate
+from pytest_sme2.options import FAIL_ON_CI, Sme2Options, ci_environment, fail_on_list
+from pytest_sme2.plugin.config import resolve_fail_on
 from pytest_sme2.plugin.reports import nothing_gated
 
 pytestmark = pytest.mark.slow
@@ -116,10 +117,117 @@ def test_fail_on_names_what_fails_besides_a_regression(status: Status) -> None:
 def test_nothing_gated_counts_only_comparisons_with_a_baseline() -> None:
     closed, open_ = Sme2Options(fail_on=("missing",)), Sme2Options(fail_on=())
     measured = [{"outcome": "passed", "verdict": None}]
-    recorded = [{"outcome": "passed", "verdict": {"status": "pass", "comparison": None}}]
-    gated = [*recorded, {"outcome": "passed", "verdict": {"status": "drift", "comparison": "unchanged"}}]
+    recorded = [{"outcome": "passed", "verdict": Verdict(Status.PASS, ()).to_dict()}]
+    drift = Verdict(Status.DRIFT, (Check("e2e", Status.DRIFT, "x"),), comparison=Comparison.UNCHANGED)
+    gated = [*recorded, {"outcome": "passed", "verdict": drift.to_dict()}]
     assert nothing_gated(measured, closed) and nothing_gated(recorded, closed)
     assert not nothing_gated(gated, closed)
     assert not nothing_gated(measured, open_)
     assert not nothing_gated([{"outcome": "skipped"}], closed)  # pytest's exit 5 covers a session of skips
     assert not nothing_gated([], closed)
+
+
+# ---------------------------------------------------------------- issue 28 item 3: in CI, not decided is not green
+
+BUSY = "preempted 38% of wall time; load 2.9 on 2 CPUs"
+
+
+def _samples(invalid: str = "") -> Samples:
+    # Block medians 1.00 .. 1.05 ms: only the gate's bookkeeping is under test here, not an interval.
+    values = tuple(1.0 + 0.01 * (i % 6) for i in range(60))
+    return Samples(values, (10,) * 6, invalid_reason=invalid)
+
+
+def _verdict(status: Status, comparison: Comparison, fail_on: tuple[str, ...] = FAIL_ON_CI) -> Verdict:
+    return Verdict(status, (Check("validity" if status is Status.INVALID else "e2e", status, BUSY),),
+                   comparison=comparison, fail_on=fail_on)
+
+
+def test_in_ci_the_default_fails_what_a_changed_artifact_left_undecided(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28 item 3: with CI set, an invalid or inconclusive verdict of a changed artifact fails by default (it was
+    green: only ``missing`` was the CI default), with the reason and what to do; drift of an unchanged one does not."""
+    monkeypatch.setenv("CI", "true")
+    default = resolve_fail_on(None, strict=False, require_baseline=False)
+    assert {"missing", "invalid", "inconclusive"} <= set(default) and "drift" not in default
+    monkeypatch.delenv("CI")
+    assert resolve_fail_on(None, strict=False, require_baseline=False) == ()  # a developer's machine
+    for comparison in (Comparison.SESSION, Comparison.STORED, Comparison.RUNTIME):
+        for status in (Status.INVALID, Status.INCONCLUSIVE):
+            verdict = _verdict(status, comparison, default)
+            assert verdict.failed and verdict.undecided, (status, comparison)
+            assert "not decided" in verdict.undecided_text() and "--sme2-fail-on=none" in verdict.undecided_text()
+            assert not _verdict(status, comparison, ("missing",)).failed  # the deliberate opt-out
+            assert not _verdict(status, comparison, ()).failed
+    assert "quiet runner" in _verdict(Status.INVALID, Comparison.SESSION, default).undecided_text()
+    assert "--sme2-blocks" in _verdict(Status.INCONCLUSIVE, Comparison.SESSION, default).undecided_text()
+    assert not _verdict(Status.DRIFT, Comparison.UNCHANGED, default).failed
+    assert not _verdict(Status.PASS, Comparison.SESSION, default).undecided_text()
+
+
+def test_an_unchanged_artifacts_invalid_fails_only_when_an_absolute_check_was_left_unjudged() -> None:
+    """A busy runner measuring an unchanged artifact decided nothing a measurement could have decided: its relative
+    checks never gate, so it reports, as its drift does. A budget or min_speedup it could not judge is undecided."""
+    config = GateConfig(margin=0.1, fail_on=FAIL_ON_CI)
+    busy = _samples(BUSY)
+    plain = gate(_samples(), busy, config, comparison=Comparison.UNCHANGED)
+    assert plain.status is Status.INVALID and not plain.undecided and not plain.failed
+    budget = gate(_samples(), busy, GateConfig(margin=0.1, fail_on=FAIL_ON_CI, p50_ms=2.0),
+                  comparison=Comparison.UNCHANGED)
+    assert budget.status is Status.INVALID and budget.failed
+    assert any(c.name == "p50_budget" and c.message.startswith("not judged: preempted") for c in budget.checks)
+    # An on/off pair's min_speedup, judged on the pair itself (no reference): unjudged, so undecided.
+    speedup = gate(None, busy, GateConfig(min_speedup=1.2, fail_on=FAIL_ON_CI), off=_samples())
+    assert speedup.failed and any(c.name == "min_speedup" for c in speedup.checks)
+    changed = gate(_samples(), busy, config, comparison=Comparison.SESSION)
+    assert changed.status is Status.INVALID and changed.failed
+    # --sme2-strict keeps failing every invalid verdict, an unchanged artifact's too.
+    strict = gate(_samples(), busy, GateConfig(strict=True), comparison=Comparison.UNCHANGED)
+    assert strict.failed
+
+
+def test_a_session_of_undecided_verdicts_is_not_green() -> None:
+    """``nothing_gated`` counted any verdict with a comparison as gated: an all-invalid or all-inconclusive session
+    passed in CI with ``--sme2-fail-on=missing``. Decided means compared and not left undecided."""
+    closed = Sme2Options(fail_on=("missing",))
+    for status in (Status.INVALID, Status.INCONCLUSIVE):
+        records = [{"outcome": "passed", "verdict": _verdict(status, Comparison.SESSION).to_dict()}] * 3
+        why = nothing_gated(records, closed)
+        assert "3 performance test(s) ran and none was decided" in why and status.value in why
+        assert "--sme2-fail-on=none" in why
+        passed = {"outcome": "passed", "verdict": _verdict(Status.PASS, Comparison.SESSION).to_dict()}
+        assert not nothing_gated([*records, passed], closed)
+    unchanged_busy = {"outcome": "passed", "verdict": _verdict(Status.INVALID, Comparison.UNCHANGED).to_dict()}
+    assert not nothing_gated([unchanged_busy], closed)  # its hashes decided it: nothing under test changed
+
+
+SIZE_TEST = """
+    import os
+    import pytest, torch
+
+    SIZE = int(os.environ.get("SME2_TEST_SIZE", "32"))
+
+    @pytest.mark.sme2_model("toy_cnn", dtype="fp32", inputs=(torch.ones(1, 3, SIZE, SIZE),))
+    @pytest.mark.sme2_threshold(latency_pct=25, planned_pct=900)
+    def test_latency(exported_model, sme2_runner, sme2_baseline):
+        sme2_baseline.check(sme2_runner.profile(exported_model))
+"""
+
+
+def test_in_ci_an_inconclusive_change_fails_and_the_opt_out_reports_it(pytester, run, monkeypatch) -> None:
+    """End to end: a changed model measured in 1 block per arm (no interval: inconclusive) was green in CI."""
+    pytester.makepyfile(test_model=SIZE_TEST)
+    few = ("--sme2-runs", "3", "--sme2-blocks", "1", "--sme2-no-confirm")
+    monkeypatch.setenv("SME2_TEST_SIZE", "32")
+    run("--sme2-update-baseline", *few, ci=False).assert_outcomes(passed=1)
+    monkeypatch.setenv("SME2_TEST_SIZE", "96")
+    result = run(*few, ci=True)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "sme2 INCONCLUSIVE" in out and "not decided: the change could not be shown" in out, out[-3000:]
+    reported = run(*few, "--sme2-fail-on=missing", ci=True)
+    reported.assert_outcomes(passed=1)  # the test reports it; the session that decided nothing is not green
+    assert reported.ret == pytest.ExitCode.TESTS_FAILED
+    assert "none was decided (verdicts: inconclusive)" in reported.stdout.str()
+    opted_out = run(*few, "--sme2-fail-on=none", ci=True)
+    opted_out.assert_outcomes(passed=1)
+    assert opted_out.ret == 0

@@ -1,8 +1,9 @@
 """The ``sme2_baseline`` fixture's object: the library judges the profile; this applies the result to the test.
 
 Applying means: record what was measured and concluded (for the terminal section and the reports), and
-fail the test when the verdict fails it — a confirmed regression always; invalid, inconclusive or a missing
-baseline with ``--sme2-strict`` (or ``--sme2-require-baseline`` for the last). No verdict is computed here.
+fail the test when the verdict fails it — a confirmed regression always; what ``--sme2-fail-on`` names (where ``CI``
+is set: a missing baseline, and an invalid or inconclusive verdict that left something undecided, with what to do);
+every invalid and inconclusive with ``--sme2-strict``. No verdict is computed here.
 """
 
 from __future__ import annotations
@@ -97,5 +98,7 @@ class Sme2Baseline:
         if verdict.failed:
             head = f"sme2 {verdict.status.value.upper()}: {self._item.nodeid}"
             body = judgement.message if judgement.outcome == GATED else f"{judgement.message}\n{verdict.summary()}"
+            if verdict.undecided_text():
+                body += f"\n{verdict.undecided_text()}"
             pytest.fail(f"{head}\n{body}", pytrace=False)
         return verdict

@@ -38,22 +38,29 @@ def session_finish(session: pytest.Session) -> None:
 
 def nothing_gated(records: list[dict[str, Any]], opts: Sme2Options) -> str:
     """Why this session is not green although no test failed: fail-closed (``missing`` in ``--sme2-fail-on``, the CI
-    default) and sme2 tests ran but none was compared with a baseline ("" when that is not so).
+    default) and sme2 tests ran but none decided anything against a baseline ("" when that is not so).
 
-    A CI whose every run records into a thrown-away workspace, or measures nothing it can judge (all invalid or
-    inconclusive), would otherwise stay green forever.
+    Decided means compared with a baseline and not left undecided (:attr:`pytest_sme2.gate.Verdict.undecided`): a
+    session of invalid or inconclusive verdicts, which ``--sme2-fail-on=missing`` reports without failing them, has
+    passed nothing, as a CI whose every run records into a thrown-away workspace has not; either would otherwise stay
+    green forever.
     """
+    from ..gate import Verdict
+
     if "missing" not in opts.fail_on or opts.update_baseline or not records:
         return ""
     measured = [r for r in records if r.get("outcome") != "skipped"]
-    gated = [r for r in measured if (r.get("verdict") or {}).get("comparison")]
-    if not measured or gated:
+    compared = [r for r in measured if (r.get("verdict") or {}).get("comparison")]
+    decided = [r for r in compared if not Verdict.from_dict(r["verdict"]).undecided]
+    if not measured or decided:
         return ""
     statuses = sorted({str((r.get("verdict") or {}).get("status") or r.get("outcome") or "?") for r in measured})
-    return (f"pytest-sme2: {len(measured)} performance test(s) ran and none was compared with a baseline "
-            f"(verdicts: {', '.join(statuses)}): nothing was gated, so this run is not green. It fails closed because "
-            "--sme2-fail-on includes 'missing' (the default where CI is set). Record baselines with "
-            "--sme2-update-baseline and commit them, or opt out with --sme2-fail-on=none")
+    what = ("none was decided" if compared else "none was compared with a baseline")
+    fix = ("Run it where it can decide (a quiet runner; the baselines' artifacts cached in --sme2-artifact-dir)"
+           if compared else "Record baselines with --sme2-update-baseline and commit them")
+    return (f"pytest-sme2: {len(measured)} performance test(s) ran and {what} (verdicts: {', '.join(statuses)}): "
+            "nothing was gated, so this run is not green. It fails closed because --sme2-fail-on includes 'missing' "
+            f"(the default where CI is set). {fix}, or opt out with --sme2-fail-on=none")
 
 
 def results_from_records(records: list[dict[str, Any]], opts: Sme2Options) -> Any:

@@ -135,7 +135,7 @@ def _details(t: Any, status: str, noted: tuple[str, ...], *, verbose: bool = Fal
     if v.comparison is not None:
         lines.append(f"compared with {v.comparison.description}{_blocks_text(t)}")
     if status in (Status.INCONCLUSIVE.value, Status.INVALID.value, Status.DRIFT.value):
-        # Not a failure (unless --sme2-strict), so say why here: it must not read as a pass.
+        # Not always a failure (--sme2-fail-on, --sme2-strict), so say why here: it must not read as a pass.
         lines += [f"{c.name}: {c.message}" for c in v.checks if c.status.value == status and not c.advisory]
     return lines + _sources(t)
 
