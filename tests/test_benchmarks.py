@@ -310,3 +310,21 @@ def test_quick_run_of_the_paired_gate_study_exits_0_with_every_comparison_kind()
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     for kind in ("session (paired)", "session (unpaired, before)", "stored (+50% allowance)", "unchanged"):
         assert kind in proc.stdout
+
+
+def test_ci_green_rates_read_consecutive_windows_and_count_inconclusive_as_red() -> None:
+    """Issue 28 item 3: benchmarks/ci_green.py (offline, recorded A/A rounds) says what "not decided is not green"
+    costs. Its windows are consecutive rounds (one start round each), and red now counts inconclusive too."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import ci_green
+
+    recording = ci_green.RECORDINGS[2]  # toy_cnn portable: 13 ms executions, 3 warm-ups + 10 runs as recorded
+    a, b, sizing = ci_green.load(recording)
+    assert sizing == (3, 10) and a.shape == b.shape
+    assert ci_green.sizing(0.04) == (3, 27) and ci_green.sizing(300.0) == (1, 3)  # the plugin's block sizing
+    rows = ci_green.study_one(recording, margin=0.05, quick=True)
+    for row in rows:
+        assert row["red_now"] == pytest.approx(row["regression"] + row["inconclusive"])
+        assert row["green_before"] == pytest.approx(row["green_now"] + row["inconclusive"])
+    slow = next(r for r in rows if r["kind"] == "session" and r["slowdown"] > 1)
+    assert slow["red_now"] == 1.0  # a real +10 % at a 5 % margin, measured beside its reference: never green here
