@@ -436,8 +436,7 @@ def _with_memory(verdict: Verdict, reference: Memory | None, profile: Profile, o
                  config: GateConfig) -> Verdict:
     """The verdict with the memory checks of :mod:`pytest_sme2.memory` (planned, peak, budgets, SME2 on/off)."""
     return with_memory(verdict, reference, profile.memory, config.memory or MemoryThresholds(),
-                       drift_allowance=config.drift_allowance, emulated=config.emulated,
-                       off=off.memory if off is not None else None)
+                       emulated=config.emulated, off=off.memory if off is not None else None)
 
 
 def _add_memory(store: BaselineStore, baseline: Baseline, profile: Profile, comparison: Comparison,
@@ -524,9 +523,9 @@ def compare_recorded(old: Recorded, new: Recorded, config: GateConfig) -> Record
                 f"{config.margin * 100:g}%{allowance}")
     notes.append(f"rule: {rule}")
     verdict = gate(old.samples, new.samples, config, comparison=comparison, notes=notes)
-    # Memory by the same comparison kind (planned memory exactly; a peak as the latency, widened or drift).
+    # Memory by the same comparison kind (planned memory exactly; a peak widened by memory's own allowance, or drift).
     verdict = with_memory(verdict, old.memory, new.memory, config.memory or MemoryThresholds(),
-                          drift_allowance=config.drift_allowance, emulated=config.emulated)
+                          emulated=config.emulated)
     return RecordedComparison(verdict, (), rule)
 
 

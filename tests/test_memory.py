@@ -8,6 +8,7 @@ ones).
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from pytest_sme2.baseline import Baseline
 from pytest_sme2.errors import ExportError
-from pytest_sme2.gate import Comparison, GateConfig, Samples, Status, gate
+from pytest_sme2.gate import Check, Comparison, GateConfig, Samples, Status, gate
 from pytest_sme2.memory import (
     NOT_STORED,
     PEAK_MARGIN,
@@ -177,12 +178,52 @@ def test_peak_follows_the_comparison_kind(local_memory: Memory) -> None:
         assert "+20.0%" in peak.message or "+19.9%" in peak.message
     v = with_memory(_verdict(Comparison.UNCHANGED), base, grown, _cfg())  # type: ignore[arg-type]
     assert not v.failed  # drift is never a regression
-    # A stored comparison widens the margin by the drift allowance, as for latency.
-    v = with_memory(_verdict(Comparison.STORED), base, grown, _cfg(), drift_allowance=0.2)  # type: ignore[arg-type]
+    # A stored comparison widens the margin by memory's own allowance between sessions, not the latency's.
+    v = with_memory(_verdict(Comparison.STORED), base, grown, _cfg(peak_drift_allowance=0.2))  # type: ignore[arg-type]
     assert next(c for c in v.checks if c.name == "peak_memory").status is Status.PASS
     v = with_memory(_verdict(Comparison.SESSION), base, same, _cfg())  # type: ignore[arg-type]
     assert next(c for c in v.checks if c.name == "peak_memory").status is Status.PASS
     assert PEAK_MARGIN > 0.01
+
+
+def _session_peaks(row: str = "host toy_cnn") -> list[tuple[int, ...]]:
+    """The block peaks (KiB) of one runner and program in each of the 5 real sessions of benchmarks/memory_noise.py."""
+    data = json.loads((Path(__file__).parent.parent / "benchmarks" / "results" / "memory_noise.json").read_text())
+    return [tuple(s[row]["peak_kb"]) for s in data["sessions"]]
+
+
+def test_a_stored_peak_takes_memorys_own_between_session_allowance() -> None:
+    """Issue 28 item 6: a stored comparison gave the peak the latency's drift allowance, so at this repository's 50 %
+    a +50 % peak passed ("margin ±55 %") though a runner's peak moved 0.57 % between real sessions. Memory now has
+    its own allowance, measured: every pair of those sessions passes at 5 % + 1 %, and +7 % fails."""
+    from pytest_sme2.judge import Recorded, compare_recorded
+
+    sessions = _session_peaks()
+    samples = Samples((1.0, 1.01, 0.99, 1.0) * 4, (4, 4, 4, 4))
+    config = GateConfig(margin=0.10, drift_allowance=0.50)  # the example suite's latency settings
+
+    def peak(old: tuple[int, ...], new: tuple[int, ...]) -> Check:
+        def rec(kb: tuple[int, ...]) -> Recorded:
+            return Recorded(samples, memory=Memory((12400,), peak_kb=kb, peak_source=PeakSource.PROCESS))
+
+        verdict = compare_recorded(rec(old), rec(new), config).verdict
+        assert verdict is not None
+        return next(c for c in verdict.checks if c.name == "peak_memory")
+
+    for old in sessions:
+        for new in sessions:
+            assert peak(old, new).status is Status.PASS
+    base = sessions[0]
+    for factor in (1.07, 1.5):
+        grown = peak(base, tuple(int(k * factor) for k in base))
+        assert grown.status is Status.REGRESSION, (factor, grown.message)
+        assert "margin ±6.0% (5% + 1% a peak may move between sessions)" in grown.message
+    assert peak(base, tuple(int(k * 1.04) for k in base)).status is Status.PASS
+    from pytest_sme2.memory import PEAK_DRIFT_ALLOWANCE
+
+    medians = [statistics.median(p) for p in sessions]
+    moved = max(abs(a / b - 1) for a in medians for b in medians)
+    assert 0.005 < moved < PEAK_DRIFT_ALLOWANCE  # what the allowance is measured from: 0.57 % apart at most
 
 
 def test_the_local_runtimes_peak_is_reported_not_gated(local_memory: Memory) -> None:
