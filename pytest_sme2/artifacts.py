@@ -21,7 +21,7 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,12 +63,22 @@ class Artifact:
     an SME2 on/off pair, the SME2-off arm's program and build). Two artifacts are the same when all four parts are;
     a baseline written before ``recipe`` existed records none, and its recipe is then not compared (see
     :meth:`differences`).
+
+    What else picks the code that runs (:mod:`pytest_sme2.codepaths`): ``shared_objects``, every shared object the
+    runner's process mapped (``{name: sha256}``, from its memory map), and ``environment``, the code-path variables
+    set (``LD_PRELOAD``, ``LD_LIBRARY_PATH``, ...); and ``executions``, the warm-up and runs per block the
+    measurement ran after block sizing (``{"warmup": n, "runs": n}``). Each is None where it was not recorded (a
+    baseline of an earlier pytest-sme2, a runner whose process cannot be read): unknown, not compared, and said
+    (:meth:`unrecorded`).
     """
 
     pte_sha256: str
     inputs_sha256: tuple[str, ...] = ()
     build: Mapping[str, Any] = field(default_factory=dict)
     recipe: Mapping[str, Any] = field(default_factory=dict)
+    shared_objects: Mapping[str, str] | None = None
+    environment: Mapping[str, str] | None = None
+    executions: Mapping[str, int] | None = None
 
     @classmethod
     def of(cls, pte: Path, inputs: Sequence[Path], build: Mapping[str, Any],
@@ -93,16 +103,69 @@ class Artifact:
             out.append(f"{what} changed ({'; '.join(_changed(mine, theirs)) or 'path only'})")
         if self.recipe and dict(self.recipe) != dict(other.recipe):
             out.append(f"measurement changed ({'; '.join(_changed(self.recipe, other.recipe))})")
+        return out + self.code_path_differences(other)
+
+    def code_path_differences(self, other: Artifact) -> list[str]:
+        """What changed in the shared objects, the code-path environment and the effective executions; each only
+        where both record it."""
+        from .codepaths import changed_objects
+
+        out = []
+        if self.shared_objects is not None and other.shared_objects is not None:
+            objects = changed_objects(self.shared_objects, other.shared_objects)
+            if objects:
+                out.append(f"shared objects changed ({', '.join(objects)})")
+        if self.environment is not None and other.environment is not None and self.environment != other.environment:
+            env = [f"{k} {self.environment.get(k, '(unset)')} -> {other.environment.get(k, '(unset)')}"
+                   for k in sorted({*self.environment, *other.environment})
+                   if self.environment.get(k) != other.environment.get(k)]
+            out.append(f"environment changed ({'; '.join(env)})")
+        if self.executions is not None and other.executions is not None:
+            out += _executions_changed(self.executions, other.executions)
         return out
 
+    def unrecorded(self) -> list[str]:
+        """What this (baseline's) artifact does not record, so is not compared: ``[]`` for a recent one."""
+        return [what for what, value in (("the shared objects its runner mapped", self.shared_objects),
+                                          ("the code-path environment", self.environment),
+                                          ("the effective warm-up and runs", self.executions)) if value is None]
+
     def to_dict(self) -> dict[str, Any]:
-        return {"pte_sha256": self.pte_sha256, "inputs_sha256": list(self.inputs_sha256), "build": dict(self.build),
-                "recipe": dict(self.recipe)}
+        out = {"pte_sha256": self.pte_sha256, "inputs_sha256": list(self.inputs_sha256), "build": dict(self.build),
+               "recipe": dict(self.recipe)}
+        for key, value in (("shared_objects", self.shared_objects), ("environment", self.environment),
+                           ("executions", self.executions)):
+            if value is not None:
+                out[key] = dict(value)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Artifact:
+        def opt(key: str) -> dict[str, Any] | None:
+            value = data.get(key)
+            return dict(value) if isinstance(value, Mapping) else None
+
         return cls(str(data["pte_sha256"]), tuple(str(x) for x in data.get("inputs_sha256", ())),
-                   dict(data.get("build", {})), dict(data.get("recipe", {})))
+                   dict(data.get("build", {})), dict(data.get("recipe", {})), shared_objects=opt("shared_objects"),
+                   environment=opt("environment"), executions=opt("executions"))
+
+
+#: Runs per block are sized to the machine's speed (``profile._size_blocks``: a few percent apart between sessions on
+#: one machine, so a run or two more or fewer): only a factor beyond this, another sizing regime, is a change.
+RUNS_CHANGE_FACTOR = 1.5
+
+
+def _executions_changed(old: Mapping[str, int], new: Mapping[str, int]) -> list[str]:
+    """The effective warm-up when it differs at all (cold executions counted or not), the runs per block beyond
+    :data:`RUNS_CHANGE_FACTOR`."""
+    out = []
+    if old.get("warmup") != new.get("warmup"):
+        out.append(f"effective warm-up changed ({old.get('warmup')} -> {new.get('warmup')} per block, after block "
+                   "sizing)")
+    a, b = old.get("runs") or 0, new.get("runs") or 0
+    if a > 0 and b > 0 and max(a, b) / min(a, b) > RUNS_CHANGE_FACTOR:
+        out.append(f"effective runs changed ({a} -> {b} per block, after block sizing)")
+    return out
 
 
 def _changed(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -120,10 +183,13 @@ def _changed(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -
 
 
 def artifact_of(runner: Runner, measurement: Measurement, *,
-                libraries: Mapping[str, str] | None = None) -> Artifact:
+                libraries: Mapping[str, str] | None = None, shared_objects: Mapping[str, str] | None = None,
+                environment: Mapping[str, str] | None = None,
+                executions: Mapping[str, int] | None = None) -> Artifact:
     """The program, inputs, builds and recipe ``measurement`` runs: the traced build, the timing build when the
     latency comes from it (the builds whose runs give numbers), and ``libraries`` (``{path: sha256}``, the
-    non-system shared libraries its runs mapped) by file name — where they lie is not what they are."""
+    non-system shared libraries its runs mapped) by file name — where they lie is not what they are; with the
+    ``shared_objects``, ``environment`` and ``executions`` of :class:`Artifact` as given."""
     build = dict(runner.build_identity(measurement.variant))
     if libraries:
         build["libraries"] = {Path(path).name: sha for path, sha in sorted(libraries.items())}
@@ -133,7 +199,8 @@ def artifact_of(runner: Runner, measurement: Measurement, *,
         build.pop("timing_runner_sha256", None)
     elif measurement.timing_build is not None:
         build["timing_runner_sha256"] = file_sha256(measurement.timing_build)
-    return Artifact.of(measurement.pte, measurement.inputs, build, measurement.recipe())
+    artifact = Artifact.of(measurement.pte, measurement.inputs, build, measurement.recipe())
+    return replace(artifact, shared_objects=shared_objects, environment=environment, executions=executions)
 
 
 def is_runtime(build: Mapping[str, Any]) -> bool:

@@ -199,6 +199,13 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
             if timing_build is None:
                 return Reference(None, (f"the artifact store {store.root} does not hold the baseline's timing build "
                                         f"({timing_sha[:12]})"))
+    ran_with = baseline.code_path_differences(candidate.artifact) if candidate.artifact is not None else []
+    moved = [c for c in ran_with if not c.startswith("effective")]  # sizing is the session's: both arms share it
+    if moved:
+        # The store keeps programs and runner binaries, not the libraries or environment they ran with: the baseline's
+        # artifact measured now would run with the candidate's, and hide exactly that change.
+        return Reference(None, f"what the runner ran with changed ({'; '.join(moved)}), and only the candidate's "
+                               "can run here", runtime_changed=True)
     return Reference(replace(m, pte=pte, inputs=tuple(p for p in inputs if p is not None), build=build,
                              timing_build=timing_build, label=f"{m.label}_reference"))
 
@@ -411,6 +418,10 @@ def judge(
     if comparison is Comparison.UNCHANGED and baseline.artifact is not None and not baseline.artifact.recipe:
         notes.append("the baseline records no measurement recipe (written by an earlier pytest-sme2): its runs, "
                      "warm-up, measuring code and SME2-off arm are not compared; --sme2-update-baseline records them")
+    unknown = baseline.artifact.unrecorded() if baseline.artifact is not None else []
+    if unknown:
+        notes.append(f"the baseline does not record {', '.join(unknown)} (written by an earlier pytest-sme2, or a "
+                     "runner whose process cannot be read): not compared; --sme2-update-baseline records them")
     if off is None:
         verdict = decide((base, cand, None), measure_again if policy.confirm else None, judged,
                          comparison=comparison, notes=notes, evidence=evidence)

@@ -33,6 +33,7 @@ import os
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,6 +42,7 @@ from typing import Any, Protocol, TextIO
 from .analysis import Analysis, analyze_e2e, analyze_trace, merge
 from .artifacts import Artifact, artifact_of
 from .categories import CategoryRules
+from .codepaths import SHARED_OBJECTS, code_path_environment
 from .errors import ConfigError, Sme2Error
 from .gate import Samples
 from .hostlock import heavy_work, measuring
@@ -742,6 +744,10 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
     source, breakdown, kernels, no_log = _sources(runner, measurement, analysis, traced=traced, timing=timing,
                                         kernel_log=kernel_log)
     libraries = {path: sha for block in blocks for r in block for path, sha in r.metadata.get("libraries", {}).items()}
+    mapped = [r.metadata[SHARED_OBJECTS] for block in blocks for r in block if SHARED_OBJECTS in r.metadata]
+    objects = {name: sha for runs in mapped for name, sha in runs.items()} if mapped else None
+    # The environment of a process on this host; a phone's runner has its own, not read here.
+    environment = code_path_environment() if runner.name in ("local", "host", "qemu") else None
     # Memory from the runs that give the latency (untraced when there are such: the tracer's buffers are no part of
     # the model's footprint): one program load and one process peak per block.
     try:
@@ -756,12 +762,24 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
         runs=tuple(r for block in blocks for r in block), device=device if isinstance(device, Mapping) else {},
         invalid_reason="; ".join(dict.fromkeys(reasons)), note=" ".join(notes), latency_ms=latency,
         latency_blocks=latency_blocks, latency_source=source,
-        artifact=artifact_of(runner, measurement, libraries=libraries),
+        artifact=artifact_of(runner, measurement, libraries=libraries, shared_objects=objects,
+                             environment=environment, executions=_executions(blocks, timing or traced)),
         measurement=measurement, disturbance=disturbance, breakdown_source=breakdown, kernel_source=kernels,
         no_kernel_log=no_log,
         memory=memory,
         rounds=rounds if len(rounds) == len(blocks) else (),
     )
+
+
+def _executions(blocks: list[Block], latency_runs: list[RunResult]) -> dict[str, int] | None:
+    """The warm-up and runs per block the latency came from, after block sizing (the blocks after the first, which
+    sizing may have changed): the most common of them; None without runs."""
+    later = [r for r in latency_runs if not any(r is first for first in blocks[0])] if len(blocks) > 1 else []
+    counts = Counter((r.warmup, len(r.measured_ms)) for r in (later or latency_runs))
+    if not counts:
+        return None
+    (warmup, runs), _ = counts.most_common(1)[0]
+    return {"warmup": warmup, "runs": runs}
 
 
 def measure(runner: Runner, measurement: Measurement, *, kernel_log: KernelLog | None = None,

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import file_sha256
+from ..codepaths import SHARED_OBJECTS, runner_shared_objects
 from ..device import host_device, host_identity
 from ..errors import ConfigError, RunnerError, TraceError, tail
 from ..export import load_pte_check
@@ -232,6 +233,10 @@ class HostRunner(BinaryBuilds):
             trace_path.unlink()
         cmd = self.command(request, runner, trace_path if traced else None)
         timeout = min(t for t in (self.timeout_s, request.timeout_s) if t is not None)
+        # What the process maps, from one untraced execution stopped at its exit (once per binary and environment).
+        # (In a directory of its own: whatever it writes where it runs is never taken for the measured run's.)
+        probe = self.command(replace(request, runs=1, warmup=0), runner, None)
+        objects = runner_shared_objects(runner, probe, cwd=run_dir / "maps-probe", timeout_s=timeout)
         load_before = host_load()
         started = time.perf_counter()
         with log_path.open("wb") as log:
@@ -275,7 +280,9 @@ class HostRunner(BinaryBuilds):
         # The peak is what the runner printed of its own VmHWM (pytest-sme2's runner; _log_memory), of the kind this
         # runner says (QEMU: the emulator's process). wait4's ru_maxrss is kept for reference only: Linux carries
         # this Python process' high-water mark into it at exec, so it is never a runner's peak.
-        peak = {RU_MAXRSS_KB: child_peak_kb(usage.ru_maxrss), PEAK_SOURCE: self.peak_source.value}
+        peak: dict[str, Any] = {RU_MAXRSS_KB: child_peak_kb(usage.ru_maxrss), PEAK_SOURCE: self.peak_source.value}
+        if objects is not None:
+            peak[SHARED_OBJECTS] = objects
         if not traced:
             result = result_from_log(
                 runner_name=self.name, runner_text=f"executor_runner {runner}", request=request, build=build,

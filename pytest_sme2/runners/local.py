@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import file_sha256
+from ..codepaths import SHARED_OBJECTS, runtime_shared_objects
 from ..device import host_identity
 from ..errors import ConfigError, RunnerError, TraceError
 from ..export import load_pte_check
@@ -253,6 +254,9 @@ class LocalRunner:
             "inputs": source,
             "timer_overhead_ns": overhead,
         }
+        objects = runtime_shared_objects()  # after the block: whatever the runtime loaded lazily is mapped by now
+        if objects is not None:
+            metadata[SHARED_OBJECTS] = objects
         if not traced:
             return self._clock_result(request, block, metadata, TIMING_NOTE)
         return self._traced_result(request, program, block, metadata)
