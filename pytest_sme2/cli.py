@@ -156,10 +156,41 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare(sub)
     _add_report_commands(sub)
     _add_build_runner(sub)
+    _add_rebaselined(sub)
     from .history import cli as history_cli
 
     history_cli.add_parser(sub)
     return parser
+
+
+def _add_rebaselined(sub: Any) -> None:
+    p = sub.add_parser(
+        "rebaselined", help="baselines re-recorded since the merge-base, against the merge-base's; exit 1 on an "
+        "unacknowledged regression",
+        description="Compare every baseline file that differs from its version at `git merge-base HEAD BASE` with "
+        "that version, by the rule two sessions get (as `compare`): a re-recorded baseline that is slower fails unless "
+        "sme2_acknowledged.json accepts it (docs/history.md#re-recorded-baselines).")
+    p.add_argument("--base", required=True, help="the branch the change goes into, e.g. origin/main")
+    p.add_argument("--baseline-dir", type=Path, default=Path(".sme2_baselines"),
+                   help="directory of baseline JSON files (default .sme2_baselines)")
+    p.add_argument("--ack", type=Path, default=Path("sme2_acknowledged.json"),
+                   help="acknowledged changes (default sme2_acknowledged.json; missing = none)")
+    p.add_argument("--margin", type=percent, default=5.0, help="relative margin, e.g. 5%% (default 5%%)")
+    p.add_argument("--drift-allowance", type=nonnegative_percent, default=0.0, metavar="PCT",
+                   help="how far the machines that recorded the two drift apart, added to the margin of a changed "
+                   "artifact, as compare's (default 0)")
+
+
+def cmd_rebaselined(args: argparse.Namespace) -> int:
+    from .gate import GateConfig
+    from .history import acknowledge
+    from .history.rebaselined import rebaselined
+
+    config = GateConfig(margin=args.margin / 100, drift_allowance=args.drift_allowance / 100)
+    report = rebaselined(args.baseline_dir, base_ref=args.base, config=config,
+                         acknowledgements=acknowledge.load(args.ack))
+    print("\n".join(report.lines()))
+    return EXIT_REGRESSION if report.failed else EXIT_OK
 
 
 def _add_report_commands(sub: Any) -> None:
@@ -568,6 +599,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 COMMANDS = {
     "analyze": cmd_analyze, "profile": cmd_profile, "compare": cmd_compare, "report": cmd_report,
     "export-trace": cmd_export_trace, "build-runner": cmd_build_runner, "history": cmd_history,
+    "rebaselined": cmd_rebaselined,
 }
 
 

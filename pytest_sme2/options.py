@@ -46,6 +46,20 @@ def precision_percent(text: str) -> float:
     return value
 
 
+#: (variable, what it holds) naming a pull or merge request's target branch, per CI, in the order tried
+BASE_BRANCH_VARIABLES = ("GITHUB_BASE_REF", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME")
+
+
+def default_base_ref(given: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """``--sme2-base-ref`` resolved: as given ("none" = off, ""), else ``origin/<target branch>`` of the pull or
+    merge request the CI runs for, else "" (off: a push to a branch has nothing to compare its baselines with)."""
+    if given is not None:
+        return "" if given.strip().lower() == "none" else given.strip()
+    env = os.environ if environ is None else environ
+    target = next((env[v] for v in BASE_BRANCH_VARIABLES if env.get(v)), "")
+    return f"origin/{target}" if target else ""
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -308,6 +322,11 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "(tool: customSmallerIsBetter, output-file-path: FILE)"),
     OptionSpec("pytest-benchmark", "write the results as a pytest-benchmark --benchmark-json document to this file "
                "(pytest-benchmark compare FILE ... lists and compares them)"),
+    OptionSpec("base-ref", "the branch this change goes into (e.g. origin/main): at the end of the session every "
+               "baseline file that differs from its version at the merge-base with it is compared with that version, "
+               "and a slower one fails the session unless sme2_acknowledged.json in the rootdir accepts it "
+               "(docs/history.md). none = off. Default: origin/$GITHUB_BASE_REF on a GitHub pull request, "
+               "origin/$CI_MERGE_REQUEST_TARGET_BRANCH_NAME on a GitLab merge request, else off"),
     OptionSpec("history", "the history store every session appends its results to (one file per run; "
                "docs/history.md), relative to the rootdir, or none to keep no history (default: .sme2_history "
                "beside the baseline directory)"),
@@ -375,6 +394,10 @@ class Sme2Options:
     bmf: Path | None = None
     gab: Path | None = None
     pytest_benchmark: Path | None = None
+    #: the ref re-recorded baselines are compared against at the session's end ("" = off); resolved: CI default applied
+    base_ref: str = ""
+    #: whether the user named it (a problem reaching the merge-base then fails the session; a CI default only says so)
+    base_ref_given: bool = False
     #: the history store (None = no history, ``--sme2-history=none``); resolved beside baseline_dir by default
     history: Path | None = None
     cache_dir: Path = Path(".sme2_cache")

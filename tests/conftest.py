@@ -32,6 +32,9 @@ pytest_plugins = ["emulated_device.fixtures"]
 if ci.IN_CI:
     os.environ[ci.MARK] = "1"
 os.environ.pop("CI", None)
+# ... nor a pull request's target branch (--sme2-base-ref's default): pytest projects under tmp are not its checkout.
+for _variable in ("GITHUB_BASE_REF", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME"):
+    os.environ.pop(_variable, None)
 
 
 @pytest.fixture(autouse=True)

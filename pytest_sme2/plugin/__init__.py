@@ -14,6 +14,7 @@ Everything that measures or judges lives in the library (``export``, ``runners``
 - ``terminal`` — the ``sme2 performance`` terminal section;
 - ``reports``  — the JSON / markdown / GitHub step summary files, written once by the controller;
 - ``history``  — appends the session's results to the history store, once, by the controller;
+- ``rebaselined`` — compares baselines re-recorded since the merge-base (``--sme2-base-ref``) with the merge-base's;
 - ``pytest_html_hooks`` — pytest-html columns and row sections, registered only when pytest-html writes a report
   (the HTML itself is built by the library's ``report/html.py``).
 """
@@ -26,7 +27,7 @@ from typing import Any
 import pytest
 
 from . import config as sme2_config
-from . import history, markers, records, reports, terminal
+from . import history, markers, rebaselined, records, reports, terminal
 from .fixtures import android_device, exported_model, sme2_baseline, sme2_options, sme2_runner, sme2_session
 
 __all__ = ["android_device", "exported_model", "sme2_baseline", "sme2_options", "sme2_runner", "sme2_session"]
@@ -75,7 +76,9 @@ class Collector:
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         terminal.write_summary(terminalreporter, config)
         history.write_line(terminalreporter, config)
+        rebaselined.write_lines(terminalreporter, config)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         reports.session_finish(session)
         history.session_finish(session)
+        rebaselined.session_finish(session)

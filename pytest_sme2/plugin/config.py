@@ -84,6 +84,10 @@ def build_options(config: pytest.Config) -> Sme2Options:
     values["baseline_dir"] = root / str(values["baseline_dir"])
     values["cache_dir"] = root / str(values["cache_dir"])
     values["artifact_dir"] = root / str(values["artifact_dir"])
+    from ..options import default_base_ref
+
+    values["base_ref_given"] = values["base_ref"] is not None
+    values["base_ref"] = default_base_ref(values["base_ref"])
     history = values["history"]
     values["history"] = (values["baseline_dir"].parent / ".sme2_history" if history is None
                          else None if str(history).strip().lower() == "none" else root / str(history))
