@@ -412,7 +412,8 @@ def record_kernel_log(runner: Runner, measurement: Measurement) -> KernelLog:
     ran); its numbers are not used. Callers run it once per build and model (the plugin caches it).
     """
     request = replace(measurement.request(MODE_LOG), runs=1, warmup=0, label=f"{measurement.label}_xnnlog")
-    result = runner.run(request)
+    with heavy_work(measurement.lock_file, what=f"{measurement.label}: the XNNPACK log run"):
+        result = runner.run(request)  # unmeasured, but a run beside a sibling's measurement would disturb it
     if result.log_path is None:
         raise Sme2Error(f"the {runner.name} runner's log run of {measurement.pte.name} returned no log file")
     text = result.log_path.read_text(encoding="utf-8", errors="replace")
@@ -425,7 +426,9 @@ def record_executed_kernels(runner: Runner, measurement: Measurement) -> Execute
     record = getattr(runner, "record_executed", None)
     if not callable(record):
         return None
-    result = record(replace(measurement.request(MODE_TRACE), runs=1, warmup=0, label=f"{measurement.label}_in_asm"))
+    with heavy_work(measurement.lock_file, what=f"{measurement.label}: the QEMU in_asm run"):
+        result = record(replace(measurement.request(MODE_TRACE), runs=1, warmup=0,
+                                label=f"{measurement.label}_in_asm"))
     return result if isinstance(result, ExecutedKernels) else None
 
 

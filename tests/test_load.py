@@ -616,3 +616,34 @@ def test_heavy_work_and_a_measurement_in_one_process_never_wait_for_themselves(t
     holder, release = _held_by_another_process(tmp_path, lock, "measuring")
     release.touch()
     assert holder.wait(timeout=60) == 0
+
+
+def test_analysis_and_the_log_run_hold_the_lock_shared_after_the_measurement(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wiring: a measurement's trace analysis and the unmeasured XNNPACK-log run are heavy work (they wait for a
+    sibling's measurement), taken on the measurement's own lock file and never while it measures."""
+    import contextlib
+
+    from pytest_sme2 import hostlock, profile
+    from pytest_sme2.profile import Measurement, measure, record_kernel_log
+
+    lock = tmp_path / "measuring.lock"
+    seen: list[tuple[str, Path | None, bool]] = []
+    real = hostlock.heavy_work
+
+    @contextlib.contextmanager
+    def recording(lock_file: Path | None, *, what: str = "", progress: Any = None) -> Iterator[float]:
+        seen.append((what, lock_file, bool(hostlock._HELD)))
+        with real(lock_file, what=what, progress=progress) as waited:
+            yield waited
+
+    monkeypatch.setattr(profile, "heavy_work", recording)
+    log = DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-on_t1.xnnlog"
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE),
+                        log={None: make_standin(tmp_path / "log", xnnlog=log, tracer=False)})
+    m = Measurement(pte=TOY_PTE, inputs=(TOY_INPUT,), runs=2, warmup=0, blocks=2, busy_limit=1.0,
+                    out_dir=tmp_path / "runs", label="toy", lock_file=lock)
+    measure(runner, m)
+    record_kernel_log(runner, m)
+    assert [(what, where) for what, where, _ in seen] == [("toy: analysis", lock), ("toy: the XNNPACK log run", lock)]
+    assert not any(measuring for _, _, measuring in seen), "heavy work was entered while this process measured"
