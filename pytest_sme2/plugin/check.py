@@ -71,6 +71,7 @@ class Sme2Baseline:
                 artifacts=session.artifacts, config=config, policy=policy, off=off, rules=session.rules,
                 progress=session.progress))
         session.status.clear()
+        judgement = _with_machine(judgement, session)
         verdict = judgement.verdict
         if isinstance(result, OnOff):
             from ..onoff import report_of
@@ -102,3 +103,23 @@ class Sme2Baseline:
                 body += f"\n{verdict.undecided_text()}"
             pytest.fail(f"{head}\n{body}", pytrace=False)
         return verdict
+
+
+def _with_machine(judgement: Any, session: Sme2Session) -> Any:
+    """The judgement with a stored comparison judged against the machine's move, as the session's unchanged tests
+    measured it (:mod:`pytest_sme2.suite`); an unchanged test's move is kept as one more control."""
+    from dataclasses import replace
+
+    from ..judge import GATED
+    from ..suite import Machine, as_machine, control_ratio
+
+    verdict = judgement.verdict
+    ratio = control_ratio(verdict)
+    if ratio is not None:
+        session.controls.append(ratio)
+        return judgement
+    adjusted = as_machine(verdict, Machine(tuple(session.controls)))
+    if adjusted is verdict:
+        return judgement
+    return replace(judgement, verdict=adjusted,
+                   message=adjusted.summary() if judgement.outcome == GATED else judgement.message)

@@ -40,6 +40,9 @@ class Sme2Session:
         self._status: LiveStatus | None = None
         #: cache keys of the export pool's models whose export warnings a test has re-issued
         self.reissued: set[str] = set()
+        #: how far each unchanged test judged so far moved against its baseline (median ratio): the machine's move,
+        #: which a stored comparison's is judged against (pytest_sme2.suite)
+        self.controls: list[float] = []
 
     def third_party(self, label: str) -> Any:
         """Around the plugin's runtime calls: executorch's C++ log, cpuinfo lines and torch/executorch warnings

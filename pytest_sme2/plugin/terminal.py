@@ -80,6 +80,12 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
             tr.write_line(f"    left to its tests by the export pool: {line}", yellow=True)
 
     opts = config.stash.get(OPTIONS_KEY, Sme2Options())
+    from ..suite import together, together_line
+
+    moved = together(records)
+    if moved is not None:
+        tr.write_line(together_line(moved), **({"yellow": True} if moved.explained == len(moved.moved)
+                                               else {"red": True}))
     why = nothing_gated(records, opts)
     if why:
         tr.write_line(why, red=True)
