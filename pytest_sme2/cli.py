@@ -28,14 +28,19 @@ from typing import Any
 from . import __version__
 from .errors import ConfigError, ModelError, Sme2Error
 from .options import (
+    BLOCKS,
+    BUDGET_S,
+    COOLDOWN_S,
+    RUNS,
+    THREADS,
+    TIME_BUDGET_S,
+    TIMEOUT_S,
+    WARMUP,
     executable_file,
     existing_dir,
     existing_file,
-    nonnegative_float,
-    nonnegative_int,
     nonnegative_percent,
     percent,
-    positive_int,
     rules_file,
 )
 
@@ -52,7 +57,7 @@ def _add_analyze(sub: Any) -> None:
     p.add_argument("--etrecord", type=Path,
                    help="ETRecord exported with the model (optional; names the delegate backend)")
     p.add_argument("--xnnlog", type=Path, help="XNNPACK debug log of the same runner build, for kernel hints")
-    p.add_argument("--warmup", type=nonnegative_int, default=1,
+    p.add_argument("--warmup", type=WARMUP, default=1,
                    help="leading runs left out of statistics (run 0 is cold; default 1)")
     p.add_argument("--rules", type=rules_file, help=RULES_HELP)
     p.add_argument("--json", type=Path, default=Path("analysis_summary.json"), dest="json_out",
@@ -75,14 +80,18 @@ def _add_profile(sub: Any) -> None:
                    help="export dtype (default fp32); with --pte only a label")
     p.add_argument("--backend", choices=("xnnpack", "portable"),
                    help="export backend (default xnnpack); with --pte only a label")
-    p.add_argument("--runs", type=positive_int, default=10, help="measured executions per block (default 10)")
-    p.add_argument("--warmup", type=nonnegative_int, default=1, help="warm-up executions per block (default 1)")
-    p.add_argument("--blocks", type=positive_int, default=15,
+    p.add_argument("--runs", type=RUNS, default=10, help="measured executions per block (default 10)")
+    p.add_argument("--warmup", type=WARMUP, default=1, help="warm-up executions per block (default 1)")
+    p.add_argument("--blocks", type=BLOCKS, default=15,
                    help="blocks (program loads / runner processes) to pool; the gate needs >= 4 (default 15)")
+    p.add_argument("--time-budget", type=BUDGET_S, default=TIME_BUDGET_S, metavar="SECONDS",
+                   help="seconds one model's measurement may take, as the plugin's --sme2-time-budget: when the "
+                   "second block shows that blocks x runs would take longer, the runs per block shrink to 3 and then "
+                   f"the blocks to 6, and the summary says so; 0 = no limit (default {TIME_BUDGET_S:g})")
     p.add_argument("--busy-limit", type=nonnegative_percent, default=5.0, metavar="PCT",
                    help="percent of a block the runtime may be preempted by other load before the block is measured "
                    "again; a machine that stays busy marks the profile invalid (default 5; 100 = off)")
-    p.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1)")
+    p.add_argument("--threads", type=THREADS, default=1, help="CPU threads (default 1)")
     p.add_argument("--runner", type=executable_file,
                    help="a tracer-enabled executor_runner; without it, the local executorch Python runtime "
                         "(which records an ETDump per block)")
@@ -97,11 +106,11 @@ def _add_profile(sub: Any) -> None:
     p.add_argument("--runner-libs", type=existing_dir,
                    help="android: a directory whose .so files the runner needs (pushed beside it, on LD_LIBRARY_PATH)")
     p.add_argument("--big-cores", help="android: taskset hex mask, or 'none' (default: the fastest cluster)")
-    p.add_argument("--cooldown", type=nonnegative_float, default=0.0,
+    p.add_argument("--cooldown", type=COOLDOWN_S, default=0.0,
                    help="android: seconds to wait between blocks (default 0)")
     p.add_argument("--fixed-performance", action="store_true",
                    help="android: fixed performance mode while measuring (Android 11+)")
-    p.add_argument("--timeout", type=positive_int, default=600, help="seconds per runner process (default 600)")
+    p.add_argument("--timeout", type=TIMEOUT_S, default=600.0, help="seconds per runner process (default 600)")
     p.add_argument("--rules", type=rules_file,
                    help=RULES_HELP + " (needs a runner that records a per-operator trace: --runner)")
     p.add_argument("--models", "--models-from", action="append", dest="model_sources", metavar="SRC",
@@ -226,9 +235,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from .trace import etrecord_backend, read_etdump
 
     rules = CategoryRules.load(args.rules) if args.rules else DEFAULT
+    kernel_log = read_xnnpack_log(args.xnnlog) if args.xnnlog else None  # a file that is not one is refused
     backend = etrecord_backend(args.etrecord) if args.etrecord else None
     timeline = read_etdump(args.trace, rules=rules, delegate_backend=backend)
-    kernel_log = read_xnnpack_log(args.xnnlog) if args.xnnlog else None
     analysis = analyze_trace(timeline, warmup=args.warmup, kernel_log=kernel_log)
     stem = args.trace.name.removesuffix(".etdump").removesuffix(".etdp")
     csv_dir = args.csv_dir or args.json_out.parent
@@ -290,6 +299,11 @@ def _profile(args: argparse.Namespace, progress: Callable[[str], None]) -> int:
     if args.inputs and args.pte is None:
         raise ConfigError("--inputs goes with --pte; a registered model (--model) brings its own example inputs")
     rules = CategoryRules.load(args.rules) if args.rules else None
+    twice = sorted({name for name in args.models or () if args.models.count(name) > 1})
+    if twice:
+        # The second measurement would replace the first's summary in the same --out directory.
+        raise ConfigError(f"--model {', '.join(twice)} given more than once: each model is measured once into "
+                          f"{args.out}/<model>_<dtype>_<backend>; give each name once (for more blocks: --blocks)")
     try:
         specs = [get_model(name) for name in args.models or ()]  # an unknown name fails here, before anything
     except ModelError as exc:
@@ -323,11 +337,13 @@ def _profile(args: argparse.Namespace, progress: Callable[[str], None]) -> int:
             profile = profile_exported(
                 exported, runner, runs=args.runs, warmup=args.warmup, threads=args.threads, out_dir=out_dir,
                 blocks=args.blocks, timeout_s=args.timeout, label=label, rules=rules, progress=progress,
-                busy_limit=args.busy_limit / 100, lock_file=lock,
+                busy_limit=args.busy_limit / 100, lock_file=lock, time_budget_s=args.time_budget,
             )
         analysis = profile.analysis
         where = f"{runner.name} {profile.device.get('serial', '')}".rstrip()
-        print(f"== {label} on {where} ({profile.build}), {args.threads} thread(s); {args.blocks} block(s) of "
+        measured = len(profile.block_sizes)
+        asked = f" (asked: {args.blocks}; the note says why)" if measured != args.blocks else ""
+        print(f"== {label} on {where} ({profile.build}), {args.threads} thread(s); {measured} block(s){asked} of "
               f"{args.warmup} warm-up + {args.runs} measured executions")
         if getattr(runner, "emulated", False):
             print("EMULATED: every time below is emulated time under QEMU, not device time (150-500x slower than "

@@ -27,6 +27,8 @@ from typing import Any
 
 from .errors import TraceError
 
+#: what XNNPACK writes on each line of its log, even without a kernel to name ("Note (XNNPACK): l1_data_cache...")
+XNNPACK_MARK = "(XNNPACK)"
 _USING = re.compile(r"Using\s+(\w+)\s+microkernel\s+'([^']+)'")
 _RUNNING = re.compile(r"running operator \d+:\d+ \((.+)\) \(xnn_run_operator")
 # executor_runner's own summary line: how many executions the log covers
@@ -254,11 +256,17 @@ def parse_xnnpack_log(text: str, *, source: str = "<log>", build: str = "") -> K
 
 
 def read_xnnpack_log(path: str | Path) -> KernelLog:
+    """A file the user names as an XNNPACK log: refused when it is not one (it would be ignored without a word)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         raise TraceError(f"XNNPACK log {p} does not exist; pass the runner's stderr log") from None
+    except OSError as exc:
+        raise TraceError(f"cannot read XNNPACK log {p}: {exc.strerror or exc}") from None
+    if XNNPACK_MARK not in text:
+        raise TraceError(f"{p} is not an XNNPACK log: no line of it is XNNPACK's ('Note (XNNPACK): ...'). Pass the "
+                         "stderr of an XNNPACK-logging runner build (Debug, XNN_LOG_LEVEL=5) that ran the same model")
     return parse_xnnpack_log(text, source=str(p))
 
 

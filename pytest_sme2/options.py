@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 
@@ -60,6 +60,49 @@ def default_base_ref(given: str | None, environ: Mapping[str, str] | None = None
     return f"origin/{target}" if target else ""
 
 
+def whole_number(low: int, high: int, what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high``, ``what`` it counts naming the unit.
+
+    The upper bound is the point: ``--blocks 99999999999999999999`` would be taken and then measure until killed.
+    """
+
+    def convert(text: str) -> int:
+        try:
+            value = int(str(text).strip())
+        except ValueError:  # also a number of more than 4300 digits (Python's int() limit)
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; allowed: {low} to {high} "
+                                             f"{what}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range; allowed: {low} to {high} {what}")
+        return value
+
+    convert.__name__ = f"whole number ({what})"
+    return convert
+
+
+def number_in(low: float, high: float, what: str, *, zero: bool = True) -> Callable[[str], float]:
+    """An argparse type: a finite number from ``low`` to ``high`` (above ``low`` when ``zero`` is False)."""
+
+    def convert(text: str) -> float:
+        value = _finite_float(text)
+        if not (low <= value <= high if zero else low < value <= high):
+            above = "from" if zero else "above"
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range; allowed: {above} {low:g} to {high:g} {what}")
+        return value
+
+    convert.__name__ = f"number ({what})"
+    return convert
+
+
+def probability(text: str) -> float:
+    """A p-value bound: 0 < p < 1 (``5`` would take every step for a significant one)."""
+    value = _finite_float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range; a p-value bound is above 0 and below 1, "
+                                         "e.g. 0.001")
+    return value
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -103,6 +146,24 @@ def nonnegative_float(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
     return value
+
+
+#: Seconds one measurement may take by default (``--sme2-time-budget``, ``profile --time-budget``).
+TIME_BUDGET_S = 60.0
+
+#: The numeric options' ranges, shared by the plugin's option table and the CLI: a value past these would run for
+#: days or mean nothing, and the defaults sit far inside them.
+BLOCKS = whole_number(1, 1000, "blocks")
+RUNS = whole_number(1, 10_000, "executions per block")
+WARMUP = whole_number(0, 1000, "warm-up executions")
+THREADS = whole_number(1, 256, "threads")
+PROCESSES = whole_number(1, 64, "processes")
+RUN_COUNT = whole_number(1, 10_000, "runs")
+TIMEOUT_S = number_in(0, 86_400, "seconds (a day)", zero=False)
+BUDGET_S = number_in(0, 86_400, "seconds (a day; 0 = no limit)")
+COOLDOWN_S = number_in(0, 3600, "seconds (an hour)")
+MIN_BLOCK = number_in(0, 60_000, "ms (a minute)")
+MAX_BLOCK = number_in(0, 3_600_000, "ms (an hour; 0 = no limit)")
 
 
 def executable_file(text: str) -> Path:
@@ -263,32 +324,32 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "invalid verdict, never a regression); so does a block during which other processes used over a quarter "
                "of the host's CPU time; 100 switches both checks off (default 5)", 5.0,
                nonnegative_percent),
-    OptionSpec("runs", "measured executions per block (default 10)", 10, positive_int),
+    OptionSpec("runs", "measured executions per block (default 10)", 10, RUNS),
     OptionSpec("time-budget", "seconds one measurement may take: when the second block shows that blocks x runs "
                "would take longer (a model on the portable kernels), the runs per block shrink to 3 and then the "
-               "blocks to 6, and the result says so; 0 = no limit (default 60)", 60.0, nonnegative_float),
+               "blocks to 6, and the result says so; 0 = no limit (default 60)", TIME_BUDGET_S, BUDGET_S),
     OptionSpec("min-block-ms", "milliseconds the measured runs of a block should take: a model faster than that "
                "(tens of microseconds) gets more runs per block after the first, up to 3x --sme2-runs executions "
                "(warm-up included); the runs asked for stay the measurement's recipe. 0 = exactly --sme2-runs "
                "(default 2.4: blocks of 10 runs of an 80 us model caught a real +10 percent slowdown in 88-96 "
                "percent of same-session comparisons, blocks of 27 in 99.5-100 percent)", MIN_BLOCK_MS,
-               nonnegative_float),
+               MIN_BLOCK),
     OptionSpec("max-block-ms", "milliseconds a block's executions, warm-up included, should take at most: a slower "
                "model (hundreds of ms per execution on the portable kernels) gets 1 warm-up and the runs that fit, "
                "at least 3, after its first block; the runs and warm-up asked for stay the measurement's recipe. "
-               "0 = no limit (default 1000)", MAX_BLOCK_MS, nonnegative_float),
+               "0 = no limit (default 1000)", MAX_BLOCK_MS, MAX_BLOCK),
     OptionSpec("warmup", "warm-up executions per block, left out of statistics; the first execution is cold "
-               "(default 3)", 3, nonnegative_int),
+               "(default 3)", 3, WARMUP),
     OptionSpec("blocks", "blocks (program loads or runner processes, interleaved when two arms are compared) per "
                "measurement; blocks are the gate's independent units, at least 4 per arm for a 95 percent interval "
-               "(default 15)", 15, positive_int),
+               "(default 15)", 15, BLOCKS),
     OptionSpec("precision", "stop measuring once the median latency is known to +/- this percent (the 95 percent "
                "interval of the block medians, looked at after every block from the 6th; every arm of a pair); a "
                "measurement too noisy for it runs every --sme2-blocks block. 0 = always every block (default: half "
                "the test's latency margin)", None, precision_percent),
     OptionSpec("threads", "CPU threads for the runtime (default 1; at most the CPUs of the host or phone)", 1,
-               positive_int),
-    OptionSpec("timeout", "seconds allowed per runner process (default 600)", 600.0, positive_float),
+               THREADS),
+    OptionSpec("timeout", "seconds allowed per runner process (default 600)", 600.0, TIMEOUT_S),
     OptionSpec("baseline-dir", "directory of baseline JSON files, relative to the rootdir "
                "(default .sme2_baselines)", ".sme2_baselines"),
     OptionSpec("update-baseline", "write (or overwrite) the baseline of every sme2 test instead of comparing",
@@ -334,7 +395,7 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("export-processes", "before the first measurement, the models of every selected test that the "
                "export cache lacks are exported in this many processes at once (nothing is measured meanwhile); "
                "1 = each test exports its model when it runs. Under pytest-xdist each worker exports its own tests' "
-               "models (default: the host's CPUs, at most 4)", None, positive_int),
+               "models (default: the host's CPUs, at most 4)", None, PROCESSES),
     OptionSpec("out-dir", "where runs write traces and logs (default: a pytest temp dir)"),
     OptionSpec("models", "module or .py file registering extra models (repeatable; ini: one per line)",
                ini_type="linelist", action="append"),
@@ -344,7 +405,7 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("big-cores", "Android: taskset mask to pin the runner to (default: the fastest cluster; "
                "'none' to run unpinned)"),
     OptionSpec("cooldown", "Android: seconds to wait between blocks for the phone to cool (default 0)", 0.0,
-               nonnegative_float),
+               COOLDOWN_S),
     OptionSpec("fixed-performance", "Android: enable fixed performance mode while measuring (Android 11+)",
                False, ini_type="bool", action="store_true"),
 )
@@ -370,7 +431,7 @@ class Sme2Options:
     latency: str | None = None
     busy_limit: float = 5.0
     runs: int = 10
-    time_budget: float = 60.0
+    time_budget: float = TIME_BUDGET_S
     min_block_ms: float = MIN_BLOCK_MS
     max_block_ms: float = MAX_BLOCK_MS
     warmup: int = 3

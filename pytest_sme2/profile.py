@@ -872,12 +872,14 @@ def profile_exported(
     progress: Progress | None = None,
     busy_limit: float = PREEMPTED_LIMIT,
     lock_file: Path | None = None,
+    time_budget_s: float = 0.0,
 ) -> Profile:
     """Run ``exported`` on ``runner`` in ``blocks`` blocks of ``warmup + runs`` executions, then analyze.
 
     ``busy_limit``: share of a block (0.05 = 5 %) the runtime may be preempted before it is measured again.
-    ``lock_file``: the host's measuring lock (:mod:`pytest_sme2.hostlock`), held for the blocks; None = none."""
+    ``lock_file``: the host's measuring lock (:mod:`pytest_sme2.hostlock`), held for the blocks; None = none.
+    ``time_budget_s``: seconds the measurement may take (0 = no limit), as the plugin's ``--sme2-time-budget``."""
     m = Measurement.of(exported, runs=runs, warmup=warmup, threads=threads, out_dir=out_dir, variant=variant,
                        blocks=blocks, timeout_s=timeout_s, label=label, latency=latency, busy_limit=busy_limit,
-                       lock_file=lock_file)
+                       lock_file=lock_file, time_budget_s=time_budget_s)
     return measure(runner, m, kernel_log=kernel_log, rules=rules, progress=progress)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..options import percent, positive_float, positive_int
+from ..options import RUN_COUNT, percent, probability
 from . import acknowledge
 from .changepoints import MAX_PVALUE, MIN_PCT, MIN_SIZE
 from .creep import BOUND_PCT, WINDOW, Creep, creep_of
@@ -35,15 +35,15 @@ def add_parser(sub: Any) -> None:
         q.add_argument("--store", type=Path, default=DEFAULT_STORE, help="history directory (default .sme2_history)")
         q.add_argument("--ack", type=Path, default=Path(acknowledge.DEFAULT_FILE),
                        help=f"acknowledged changes (default {acknowledge.DEFAULT_FILE}; missing = none)")
-        q.add_argument("--min-size", type=positive_int, default=MIN_SIZE,
+        q.add_argument("--min-size", type=RUN_COUNT, default=MIN_SIZE,
                        help=f"runs needed on each side of a step (default {MIN_SIZE})")
-        q.add_argument("--max-pvalue", type=positive_float, default=MAX_PVALUE,
+        q.add_argument("--max-pvalue", type=probability, default=MAX_PVALUE,
                        help=f"t-test p-value a step must be below (default {MAX_PVALUE})")
         q.add_argument("--min-pct", type=percent, default=MIN_PCT,
                        help=f"smallest step reported, percent (default {MIN_PCT:g})")
         q.add_argument("--metrics", choices=("e2e", "all"), default="all",
                        help="e2e = the gate's median only; all = also the categories and on/off ratios (default)")
-        q.add_argument("--creep-window", type=positive_int, default=WINDOW,
+        q.add_argument("--creep-window", type=RUN_COUNT, default=WINDOW,
                        help=f"runs of one unchanged artifact looked at for creep (default {WINDOW})")
         q.add_argument("--creep-bound", type=percent, default=BOUND_PCT,
                        help=f"creep over the window that is reported, percent (default {BOUND_PCT:g})")

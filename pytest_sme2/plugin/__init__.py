@@ -49,6 +49,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(html, "sme2_html")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport,
+                                                                         pytest.CollectReport]:
+    report = yield
+    markers.refuse_at_collection(report)
+    return report
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     markers.check_marker_fixtures(item)
 

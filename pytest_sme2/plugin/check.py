@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .markers import parse_threshold_marker
+from .markers import min_speedup_without_pair, parse_threshold_marker
 from .measure import Sme2Runner
 from .records import record
 from .session import Sme2Session, call
@@ -58,6 +58,8 @@ class Sme2Baseline:
         if not (isinstance(result, OnOff) or hasattr(result, "measurement")):
             pytest.fail(f"sme2_baseline.check() takes what sme2_runner.profile() or profile_on_off() returned; got "
                         f"{type(result).__name__} {result!r:.60}", pytrace=False)
+        if not isinstance(result, OnOff):
+            min_speedup_without_pair(self._item, parse_threshold_marker(self._item))
         session = self._session
         o = session.options
         profile, off = (result.on, result.off) if isinstance(result, OnOff) else (result, None)

@@ -167,6 +167,55 @@ def parse_threshold_marker(item: pytest.Item) -> Threshold:
     )
 
 
+#: The markers a test takes once, and how to say what it meant: with two, pytest's closest one would win and the other
+#: be dropped without a word (two sme2_model markers judged one model against the other's baseline).
+ONCE = {
+    "sme2_model": "a test measures one model: keep one marker, or parametrize the test with one "
+                  "pytest.param(..., marks=pytest.mark.sme2_model(...)) per model (each gets its own baseline)",
+    "sme2_threshold": "give one marker with every keyword, e.g. sme2_threshold(latency_pct=10, p50_ms=5)",
+}
+
+
+def _shown(marker: Any) -> str:
+    args = [repr(a) if isinstance(a, str) else getattr(a, "__name__", repr(a)) for a in marker.args]
+    return f"{marker.name}({', '.join([*args, *(f'{k}={v!r}' for k, v in marker.kwargs.items())])})"
+
+
+def duplicate_markers(item: pytest.Item) -> list[str]:
+    """What is wrong with ``item``'s markers before it runs: each marker of :data:`ONCE` given more than once
+    (on the test, its class, its module or its parameters), with the markers found and what is allowed."""
+    problems = []
+    for name, allowed in ONCE.items():
+        found = list(item.iter_markers(name))
+        if len(found) > 1:
+            problems.append(f"has {len(found)} @pytest.mark.{name} markers ({'; '.join(map(_shown, found))}) and "
+                            f"takes one: the closest would win and the others be dropped without a word; {allowed}")
+    return problems
+
+
+def refuse_at_collection(report: pytest.CollectReport) -> None:
+    """Fail the collection of a module or class whose tests misuse markers (:func:`duplicate_markers`), as pytest
+    fails one that uses an unknown marker under ``--strict-markers``: the session stops before anything is measured
+    (exit 2), naming every test and marker."""
+    if not report.passed:
+        return
+    problems = [f"{item.nodeid}: {problem}" for item in report.result if isinstance(item, pytest.Item)
+                for problem in duplicate_markers(item)]
+    if problems:
+        report.outcome = "failed"
+        report.longrepr = "\n".join(problems)
+        report.result = []
+
+
+def min_speedup_without_pair(item: pytest.Item, threshold: Threshold) -> None:
+    """``min_speedup`` judges a pair's speedup; on one profile it has nothing to judge: fail, saying what applies."""
+    if threshold.min_speedup is not None:
+        _marker_error(item, f"sme2_threshold(min_speedup={threshold.min_speedup:g}) cannot apply: the test checks one "
+                      "profile (sme2_runner.profile()), and a speedup is measured on a pair. Check what "
+                      "sme2_runner.profile_on_off() (SME2 off vs on) or sme2_runner.compare_backends() (portable vs "
+                      "xnnpack) returns, or drop min_speedup")
+
+
 #: marker -> the fixture that reads it
 _MARKER_FIXTURES = {"sme2_model": "exported_model", "sme2_threshold": "sme2_baseline"}
 
