@@ -233,21 +233,51 @@ class ArtifactStore:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        #: sha256 -> what was wrong with the stored copy this store removed (said by whoever asked for it)
+        self.damaged: dict[str, str] = {}
 
     def path_of(self, sha256: str) -> Path:
         return self.root / sha256[:2] / sha256
 
     def get(self, sha256: str) -> Path | None:
-        """The stored file with this content, or None when the store does not hold it."""
+        """The stored file with this content, or None when the store does not hold it, or held a damaged copy (its
+        content no longer hashes to its name: cut off, overwritten), which is removed and never served."""
         path = self.path_of(sha256)
-        return path if path.is_file() else None
+        if not path.is_file():
+            return None
+        return path if self._intact(path, sha256) else None
+
+    def _intact(self, path: Path, sha256: str) -> bool:
+        """Whether ``path`` holds the content named ``sha256``; a damaged copy is removed (see :attr:`damaged`).
+
+        Content-addressed: a concurrent ``put`` of the good file renames it over the damaged one, so the copy is
+        moved aside first and checked again there; a good file found there (that ``put`` won) is put back."""
+        with contextlib.suppress(OSError):
+            if file_sha256(path) == sha256:
+                return True
+        try:
+            size = path.stat().st_size
+            fd, aside = tempfile.mkstemp(prefix=".tmp-sme2-damaged-", dir=path.parent)
+            os.close(fd)
+            path.replace(aside)
+            if file_sha256(aside) == sha256:
+                Path(aside).replace(path)
+                return True
+            Path(aside).unlink()
+        except OSError:
+            return path.is_file() and file_sha256(path) == sha256
+        self.damaged[sha256] = (f"the stored copy {path} was damaged ({size} bytes that do not hash to its name, "
+                                "e.g. cut off while written or restored): removed; it is stored again the next time "
+                                "a baseline records this artifact")
+        return False
 
     def put(self, source: str | Path, *, mode: int = 0o644) -> str:
-        """Store ``source`` under its sha256 (once; atomically) and return the sha256."""
+        """Store ``source`` under its sha256 (once; atomically) and return the sha256; a damaged stored copy of the
+        same content is replaced."""
         src = Path(source)
         digest = file_sha256(src)
         target = self.path_of(digest)
-        if target.is_file():
+        if target.is_file() and self._intact(target, digest):
             return digest
         try:
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -107,6 +107,8 @@ class ExportedModel:
     export_seconds: float
     #: torch/executorch output of the export (None for entries written before it was kept)
     log_path: Path | None = None
+    #: why the cache entry this export replaced was damaged ("" = it was not: a hit, or a first export)
+    repaired: str = ""
 
     @property
     def entry_dir(self) -> Path:
@@ -144,6 +146,7 @@ class ExportedModel:
             "cached": self.cached,
             "export_seconds": self.export_seconds,
             "log_path": str(self.log_path) if self.log_path else None,
+            "repaired": self.repaired,
         }
 
     @classmethod
@@ -163,6 +166,7 @@ class ExportedModel:
             cached=bool(data.get("cached", False)),
             export_seconds=float(data.get("export_seconds", 0.0)),
             log_path=Path(data["log_path"]) if data.get("log_path") else None,
+            repaired=str(data.get("repaired") or ""),
         )
 
 
@@ -194,9 +198,12 @@ def export_model(
     model_dir = cache_root / _safe_dir_name(model_name)
     entry = model_dir / key[:16]
 
-    hit = _read_entry(entry, key)
+    hit, damage = _entry(entry, key)
     if hit is not None:
         return hit
+    repaired = _set_aside_damaged(entry, key, cache_root) if damage else ""
+    if repaired and progress is not None:
+        progress(repaired)
 
     _check_inputs_run(module, example_inputs, model_name)
     tmp = _make_tmp_dir(model_dir, cache_root, key)
@@ -219,7 +226,7 @@ def export_model(
             raise _keep_failure_log(exc, tmp / EXPORT_LOG_FILE, kept) from None
         seconds = time.perf_counter() - started
         meta = _meta(model_name, dtype=dtype, backend=backend, key=key, inputs=saved_inputs, seconds=seconds,
-                     has_etrecord=True)
+                     has_etrecord=True, sizes=_sizes(tmp))
         _write_file(tmp / META_FILE, (json.dumps(meta, indent=2) + "\n").encode(), cache_root)
         _fsync(tmp)
         _publish(tmp, entry)
@@ -227,10 +234,12 @@ def export_model(
         shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
     if progress is not None:
         progress(f"exported {label} in {seconds:.1f} s")
-    result = _read_entry(entry, key)
-    if result is None:  # the entry was just renamed into place; only outside interference gets here
-        raise ExportError(f"the export of {label} vanished from {entry} right after it was written")
-    return _with_cached(result, cached=False)
+    result, damage = _entry(entry, key)
+    if result is None:  # the entry was just renamed into place (ours or a concurrent export's, identical)
+        raise ExportError(f"the export of {label} in {entry} is {damage or 'gone'} right after it was written: "
+                          "something else writes to the export cache; point --sme2-cache-dir (or cache_dir=) at a "
+                          "directory of its own")
+    return replace(result, cached=False, repaired=repaired)
 
 
 def find_cached(
@@ -247,7 +256,7 @@ def find_cached(
     Builds the model (its factory, under the fixed seed) to compute the key, so it raises what building does.
     """
     _, _, model_name, key = _keyed(spec_or_module, dtype, backend, inputs, name)
-    return key, _read_entry(Path(cache_dir) / _safe_dir_name(model_name) / key[:16], key)
+    return key, _entry(Path(cache_dir) / _safe_dir_name(model_name) / key[:16], key)[0]
 
 
 def _keyed(
@@ -645,8 +654,15 @@ def _publish(tmp: Path, entry: Path) -> bool:
     return True
 
 
+def _sizes(entry: Path) -> dict[str, int]:
+    """Each file of a finished entry and its size in bytes, for meta.json: a later read checks them."""
+    return {p.name: p.stat().st_size for p in sorted(entry.iterdir())
+            if p.is_file() and p.name not in (META_FILE, EXPORT_LOG_FILE)}
+
+
 def _meta(
-    name: str, *, dtype: str, backend: str, key: str, inputs: list[Any], seconds: float, has_etrecord: bool
+    name: str, *, dtype: str, backend: str, key: str, inputs: list[Any], seconds: float, has_etrecord: bool,
+    sizes: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     versions = _versions()
     return {
@@ -662,6 +678,8 @@ def _meta(
             "log": EXPORT_LOG_FILE,
             "inputs": [f"input_{i}.bin" for i in range(len(inputs))],
         },
+        #: file name -> bytes: an entry whose files differ (cut off, deleted) is damaged and exported again
+        "sizes": dict(sizes or {}),
         "input_shapes": [list(t.shape) for t in inputs],
         "input_dtypes": [_dtype_name(t.dtype) for t in inputs],
         "executorch_version": versions["executorch"],
@@ -672,18 +690,33 @@ def _meta(
     }
 
 
-def _read_entry(entry: Path, key: str) -> ExportedModel | None:
-    """The cached export in ``entry`` if it is complete and made for ``key``; None otherwise."""
+def _entry(entry: Path, key: str) -> tuple[ExportedModel | None, str]:
+    """``(the cached export in entry, "")`` when it is complete and made for ``key``; ``(None, "")`` when there is no
+    entry; ``(None, what is wrong)`` when the entry is damaged (meta.json unreadable, a file missing or of another
+    size than meta.json records, a ``.pte`` shorter than its header declares): never served, exported again."""
+    if not entry.is_dir():
+        return None, ""
     try:
         meta = json.loads((entry / META_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, f"{META_FILE} is missing"
+    except (OSError, ValueError) as exc:
+        return None, f"{META_FILE} is unreadable ({exc})"
+    try:
         files = meta["files"]
         base = entry.absolute()
         pte = base / files["pte"]
         etrecord = base / files["etrecord"] if files.get("etrecord") else None
         log = base / files["log"] if files.get("log") else None
         inputs = tuple(base / f for f in files["inputs"])
-        if meta.get("cache_key") != key or not all(p.is_file() for p in (pte, *inputs)):
-            return None
+        if meta.get("cache_key") != key:
+            return None, f"its {META_FILE} is for another cache key ({str(meta.get('cache_key'))[:16]})"
+        missing = [p.name for p in (pte, *inputs) if not p.is_file()]
+        if missing:
+            return None, f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
+        damage = _size_damage(base, meta.get("sizes"), pte)
+        if damage:
+            return None, damage
         return ExportedModel(
             name=str(meta["name"]),
             dtype=str(meta["dtype"]),
@@ -699,13 +732,50 @@ def _read_entry(entry: Path, key: str) -> ExportedModel | None:
             cached=True,
             export_seconds=float(meta["export_seconds"]),
             log_path=log if log is not None and log.is_file() else None,
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        ), ""
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return None, f"its {META_FILE} does not match the schema ({type(exc).__name__}: {exc})"
 
 
-def _with_cached(model: ExportedModel, *, cached: bool) -> ExportedModel:
-    return replace(model, cached=cached)
+def _size_damage(base: Path, sizes: Any, pte: Path) -> str:
+    """What differs from the sizes meta.json recorded ("" = nothing); an entry from before sizes were recorded
+    gets its ``.pte`` checked against the size its own header declares."""
+    if not isinstance(sizes, Mapping) or not sizes:
+        try:
+            load_pte_check(pte)
+        except ExportError:
+            return f"{pte.name} is shorter than its header declares (cut off while it was written)"
+        return ""
+    for name, size in sizes.items():
+        path = base / str(name)
+        try:
+            found = path.stat().st_size
+        except OSError:
+            return f"{name} is missing"
+        if found != size:
+            return f"{name} has {found} bytes where {size} were written"
+    return ""
+
+
+def _set_aside_damaged(entry: Path, key: str, cache_root: Path) -> str:
+    """Move a damaged entry out of the way (it is never served again) and say what was wrong, once.
+
+    Under the cache's lock the entry is read again: of two processes that found it damaged, one moves it and the
+    other finds no entry (or the fresh one a third published), so a good entry is never removed. ""= nothing
+    was moved here (another process did it)."""
+    from .atomic import file_lock
+
+    try:
+        with file_lock(entry.parent / f".repair-{key[:16]}.lock"):
+            _, damage = _entry(entry, key)
+            if not damage:
+                return ""
+            aside = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}damaged-{key[:16]}-", dir=entry.parent))
+            entry.rename(aside / entry.name)
+    except OSError as exc:
+        raise _cache_error(cache_root, exc) from None
+    shutil.rmtree(aside, ignore_errors=True)
+    return f"export cache entry {entry} was damaged ({damage}): removed, exporting it again"
 
 
 # ------------------------------------------------------------------------------------ .pte check

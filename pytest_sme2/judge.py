@@ -26,7 +26,7 @@ and neither is an SME2-on arm whose log shows it ran no SME2 kernel.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -168,7 +168,9 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
     pte = store.get(baseline.pte_sha256)
     inputs = [store.get(sha) for sha in baseline.inputs_sha256]
     if pte is None or any(p is None for p in inputs):
-        return Reference(None, f"the artifact store {store.root} does not hold the baseline's program and inputs")
+        return Reference(None, _not_held(store, [baseline.pte_sha256, *baseline.inputs_sha256],
+                                         f"the artifact store {store.root} does not hold the baseline's program and "
+                                         "inputs"))
     build: Path | None = None
     timing_build: Path | None = None
     current = dict(runner.build_identity(m.variant))
@@ -189,16 +191,16 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
         if sha and sha != current.get("runner_sha256"):
             build = store.get(sha)
             if build is None:
-                return Reference(None, f"the artifact store {store.root} does not hold the baseline's runner build "
-                                       f"({sha[:12]})")
+                return Reference(None, _not_held(store, [sha], f"the artifact store {store.root} does not hold the "
+                                                 f"baseline's runner build ({sha[:12]})"))
         timing_sha = str(baseline.build.get("timing_runner_sha256", ""))
         if timing_sha and timing_sha != current.get("timing_runner_sha256"):
             # The baseline's latency came from another timing build: re-measure that one, or the comparison
             # would time the current timing build twice and hide its change.
             timing_build = store.get(timing_sha)
             if timing_build is None:
-                return Reference(None, (f"the artifact store {store.root} does not hold the baseline's timing build "
-                                        f"({timing_sha[:12]})"))
+                return Reference(None, _not_held(store, [timing_sha], f"the artifact store {store.root} does not "
+                                                 f"hold the baseline's timing build ({timing_sha[:12]})"))
     ran_with = baseline.code_path_differences(candidate.artifact) if candidate.artifact is not None else []
     moved = [c for c in ran_with if not c.startswith("effective")]  # sizing is the session's: both arms share it
     if moved:
@@ -208,6 +210,12 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
                                "can run here", runtime_changed=True)
     return Reference(replace(m, pte=pte, inputs=tuple(p for p in inputs if p is not None), build=build,
                              timing_build=timing_build, label=f"{m.label}_reference"))
+
+
+def _not_held(store: ArtifactStore, shas: Sequence[str], missing: str) -> str:
+    """Why the store has no usable copy: the damaged copies it removed, said, else ``missing``."""
+    damaged = [store.damaged[sha] for sha in shas if sha in store.damaged]
+    return "; ".join(damaged) if damaged else missing
 
 
 def _describe(build: Mapping[str, Any]) -> str:

@@ -92,7 +92,7 @@ class Sme2Baseline:
         rec.baseline_written = judgement.outcome == WRITTEN
         rec.recorded = judgement.outcome == RECORDED
         rec.note = judgement.message
-        rec.warnings = list(judgement.warnings)
+        rec.warnings = list(dict.fromkeys([*rec.warnings, *judgement.warnings]))  # the export's kept
         rec.other_baselines = [o.to_dict() for o in judgement.others]
         if judgement.outcome == MISSING:
             pytest.fail(judgement.message, pytrace=False)

@@ -57,6 +57,8 @@ def exported_model(request: pytest.FixtureRequest, sme2_session: Sme2Session) ->
                  # a cache hit the export pool made this session (not one from an earlier session)
                  "export_pool": pool is not None and exported.cache_key in pool.keys,
                  "export_seconds": round(float(exported.export_seconds), 2)}
+    if exported.repaired:  # said once, in this test's lines of the terminal section: the next run hits the new entry
+        rec.warnings.append(exported.repaired)
     request.node.stash[MODEL_REQUEST_KEY] = model_request
     return exported
 

@@ -1,0 +1,119 @@
+"""Damaged cache entries are detected, said once, rebuilt once and never served again (issue 29, item 4).
+
+A damaged export-cache entry (meta.json cut off, model.pte deleted or cut off) used to be re-exported on every run
+and then reported as "vanished right after it was written", or served as it was; a damaged file in the artifact
+store (a reference ``.pte`` cut off) was served on every run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytest_sme2.artifacts import ArtifactStore, file_sha256
+from pytest_sme2.export import META_FILE, PTE_FILE, _entry, _set_aside_damaged, export_model, load_pte_check
+
+DATA = Path(__file__).parent / "data"
+
+
+class TinyLinear(torch.nn.Module):
+    """The smallest model worth exporting: a cache entry in a few seconds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)
+
+
+INPUTS = (torch.ones(1, 8),)
+
+
+def _export(cache: Path, said: list[str]) -> object:
+    return export_model(TinyLinear(), inputs=INPUTS, name="tiny_linear", cache_dir=cache, progress=said.append)
+
+
+def _cut(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize(("damage", "expected"), [
+    (lambda entry: _cut(entry / META_FILE), "meta.json is unreadable"),
+    (lambda entry: (entry / PTE_FILE).unlink(), "model.pte is missing"),
+    (lambda entry: _cut(entry / PTE_FILE), "model.pte has"),
+    (lambda entry: _cut(entry / "input_0.bin"), "input_0.bin has"),
+], ids=["meta-cut", "pte-deleted", "pte-cut", "input-cut"])
+def test_a_damaged_export_entry_is_said_once_rebuilt_once_and_then_hit(tmp_path: Path, damage: object,
+                                                                       expected: str) -> None:
+    said: list[str] = []
+    first = _export(tmp_path, said)
+    entry = first.entry_dir
+    assert json.loads((entry / META_FILE).read_text())["sizes"][PTE_FILE] == first.pte_path.stat().st_size
+    damage(entry)  # type: ignore[operator]
+
+    said.clear()
+    repaired = _export(tmp_path, said)
+    notes = [line for line in said if "damaged" in line]
+    assert len(notes) == 1, said
+    assert f"export cache entry {entry} was damaged ({expected}" in notes[0]
+    assert "exporting it again" in notes[0]
+    assert not repaired.cached and expected in repaired.repaired
+    assert repaired.pte_path.read_bytes() == first.pte_path.read_bytes() or not first.pte_path.exists()
+    load_pte_check(repaired.pte_path)
+
+    said.clear()
+    again = _export(tmp_path, said)
+    assert again.cached and not again.repaired and said == []  # rebuilt once: the next run hits
+    assert not any(p.name.startswith(".tmp-") for p in entry.parent.iterdir())
+
+
+def test_a_fresh_entry_is_never_set_aside_by_a_process_that_saw_it_damaged(tmp_path: Path) -> None:
+    """Two processes find one entry damaged: the second to take the lock finds the first's fresh entry and
+    leaves it (it reads the entry again under the lock)."""
+    exported = _export(tmp_path, [])
+    entry, key = exported.entry_dir, exported.cache_key
+    assert _set_aside_damaged(entry, key, tmp_path) == ""
+    assert _entry(entry, key)[0] is not None
+
+
+def test_an_entry_written_before_sizes_were_recorded_is_checked_against_its_header(tmp_path: Path) -> None:
+    exported = _export(tmp_path, [])
+    entry = exported.entry_dir
+    meta = json.loads((entry / META_FILE).read_text())
+    del meta["sizes"]
+    (entry / META_FILE).write_text(json.dumps(meta))
+    assert _entry(entry, exported.cache_key)[0] is not None  # an old, complete entry is still a hit
+    _cut(entry / PTE_FILE)
+    assert "shorter than its header declares" in _entry(entry, exported.cache_key)[1]
+
+
+# ------------------------------------------------------------------------------------------ artifact store
+
+
+def test_a_damaged_artifact_is_never_served_and_is_stored_again(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "store")
+    pte = DATA / "toy_cnn_fp32_xnnpack.pte"
+    digest = store.put(pte)
+    stored = store.path_of(digest)
+    _cut(stored)  # a copy cut off (a full disk, a killed cache restore)
+
+    assert store.get(digest) is None
+    assert not stored.exists()
+    assert "toy_cnn" not in store.damaged[digest] and "bytes" in store.damaged[digest]
+    assert store.put(pte) == digest  # the next put of the same program stores it again
+    assert file_sha256(store.path_of(digest)) == digest and store.get(digest) == stored
+
+
+def test_put_replaces_a_damaged_copy_of_the_same_content(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "store")
+    pte = DATA / "toy_cnn_fp32_xnnpack.pte"
+    digest = store.put(pte)
+    _cut(store.path_of(digest))
+    store.put(pte)
+    assert store.path_of(digest).read_bytes() == pte.read_bytes()
