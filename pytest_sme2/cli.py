@@ -232,15 +232,22 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from .report.csv import write_csvs
     from .report.kernel_view import operator_evidence_table
     from .report.text import bottleneck_lines, category_table, latency_line, operator_table, render_table
+    from .thirdparty import third_party_output
     from .trace import etrecord_backend, read_etdump
 
     rules = CategoryRules.load(args.rules) if args.rules else DEFAULT
     kernel_log = read_xnnpack_log(args.xnnlog) if args.xnnlog else None  # a file that is not one is refused
-    backend = etrecord_backend(args.etrecord) if args.etrecord else None
+    csv_dir = args.csv_dir or args.json_out.parent
+    backend = None
+    if args.etrecord:
+        # Reading an ETRecord imports executorch's devtools, torch and torchao, whose load messages and notices
+        # ("Failed to load ..._C_mxfp8...so", _pytree) are not the analysis: into a log beside the summary.
+        with third_party_output(csv_dir / "third_party.log", label=f"analyze --etrecord {args.etrecord}",
+                                python_output=True):
+            backend = etrecord_backend(args.etrecord)
     timeline = read_etdump(args.trace, rules=rules, delegate_backend=backend)
     analysis = analyze_trace(timeline, warmup=args.warmup, kernel_log=kernel_log)
     stem = args.trace.name.removesuffix(".etdump").removesuffix(".etdp")
-    csv_dir = args.csv_dir or args.json_out.parent
     csvs = write_csvs(timeline, analysis, csv_dir, stem)
     summary = analysis.to_dict()
     summary["csv_files"] = [str(p) for p in csvs]
@@ -261,7 +268,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             print(f"\nSME evidence: {analysis.trace_evidence.summary()}.")
             print(render_table(evidence))
         print(f"\nportable ops {analysis.portable_ms:.3f} ms/run, delegated ops {analysis.delegated_ms:.3f} ms/run")
-        print(f"Wrote: {args.json_out} and {len(csvs)} CSV files in {csv_dir}")
+        kept = f" (torch's and executorch's output: {csv_dir / 'third_party.log'})" if args.etrecord else ""
+        print(f"Wrote: {args.json_out} and {len(csvs)} CSV files in {csv_dir}{kept}")
     return EXIT_OK
 
 
@@ -341,9 +349,7 @@ def _profile(args: argparse.Namespace, progress: Callable[[str], None]) -> int:
             )
         analysis = profile.analysis
         where = f"{runner.name} {profile.device.get('serial', '')}".rstrip()
-        measured = len(profile.block_sizes)
-        asked = f" (asked: {args.blocks}; the note says why)" if measured != args.blocks else ""
-        print(f"== {label} on {where} ({profile.build}), {args.threads} thread(s); {measured} block(s){asked} of "
+        print(f"== {label} on {where} ({profile.build}), {args.threads} thread(s); {args.blocks} block(s) of "
               f"{args.warmup} warm-up + {args.runs} measured executions")
         if getattr(runner, "emulated", False):
             print("EMULATED: every time below is emulated time under QEMU, not device time (150-500x slower than "

@@ -16,6 +16,7 @@ import sys
 import textwrap
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -181,3 +182,21 @@ def test_a_log_that_cannot_be_written_never_fails_the_caller(tmp_path: Path, cap
     assert diverted is not None and diverted.error and diverted.warnings == 1
     out, err = capfd.readouterr()
     assert out == "" and err == ""
+
+
+@pytest.mark.slow
+def test_analyze_with_an_etrecord_keeps_torch_and_torchao_output_in_the_log(example_export: Any,
+                                                                             tmp_path: Path) -> None:
+    """Issue 29: ``analyze --etrecord`` imports executorch's devtools, torch and torchao outside any block, and their
+    load messages (torchao's "Failed to load ..._C_mxfp8...so", torch's _pytree notice) reached the terminal."""
+    exported = example_export("fp32", "xnnpack")
+    trace = Path(__file__).parent / "data" / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "pytest_sme2", "analyze", str(trace), "--etrecord",
+                           str(exported.etrecord_path), "--json", str(out / "summary.json")],
+                          capture_output=True, text=True, timeout=600, check=False,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # a fresh interpreter: the imports happen in this command, and say nothing here
+    assert f"torch's and executorch's output: {out / 'third_party.log'}" in proc.stdout
+    assert (out / "third_party.log").read_text().startswith(f"==== analyze --etrecord {exported.etrecord_path}")
