@@ -361,9 +361,11 @@ def build_runner(
     meta_path = out_dir / "build.json"
     started = time.perf_counter()
     with file_lock(cache / target / f".{key}.lock"):
-        if binary.is_file() and meta_path.is_file() and not force:
-            cached = RunnerBuild.from_dict(json.loads(meta_path.read_text()))
+        cached, damage = _cached_build(binary, meta_path)
+        if cached is not None and not force:
             return replace(cached, built=False, seconds=time.perf_counter() - started)
+        if damage and progress:
+            progress(f"runner build {out_dir} was damaged ({damage}): building it again")
         if progress:
             progress(f"building pytest-sme2's runner for {target} against executorch {sdk.version} ({identity})")
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -390,5 +392,28 @@ def build_runner(
         build = RunnerBuild(path=binary, target=target, executorch_version=sdk.version, sdk=sdk.origin,
                             compiler=identity, key=key, sysroot=sysroot, sdk_digest=sdk.digest, built=True,
                             seconds=time.perf_counter() - started)
-        write_atomic(meta_path, json.dumps(build.to_dict(), indent=2, sort_keys=True), what="runner build record")
+        record = {**build.to_dict(), "binary_sha256": _sha256_file(binary), "binary_bytes": binary.stat().st_size}
+        write_atomic(meta_path, json.dumps(record, indent=2, sort_keys=True), what="runner build record")
     return build
+
+
+def _cached_build(binary: Path, meta_path: Path) -> tuple[RunnerBuild | None, str]:
+    """``(the cached build, "")``; ``(None, "")`` when there is none; ``(None, what is wrong)`` when it is damaged
+    (its record unreadable, its binary missing or no longer what was built): then it is built again, never run."""
+    if not binary.exists() and not meta_path.exists():
+        return None, ""
+    try:
+        data = json.loads(meta_path.read_text(encoding="utf-8"))
+        cached = RunnerBuild.from_dict(data)
+    except FileNotFoundError:
+        return None, f"{meta_path.name} is missing"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return None, f"{meta_path.name} is unreadable ({type(exc).__name__}: {exc})"
+    if not binary.is_file():
+        return None, f"{binary.name} is missing"
+    size, sha = data.get("binary_bytes"), data.get("binary_sha256")  # absent in records of earlier versions
+    if size is not None and binary.stat().st_size != size:
+        return None, f"{binary.name} has {binary.stat().st_size} bytes where {size} were built"
+    if sha is not None and _sha256_file(binary) != sha:
+        return None, f"{binary.name} no longer has the content it was built with"
+    return cached, ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -117,3 +118,30 @@ def test_put_replaces_a_damaged_copy_of_the_same_content(tmp_path: Path) -> None
     _cut(store.path_of(digest))
     store.put(pte)
     assert store.path_of(digest).read_bytes() == pte.read_bytes()
+
+
+# ------------------------------------------------------------------------------------------ runner builds
+
+
+def test_a_damaged_runner_build_is_said_built_again_and_then_hit(host_runner_build: Any, tmp_path: Path) -> None:
+    """A cut build.json was a JSONDecodeError traceback; a cut binary was served and failed when run."""
+    import shutil
+
+    from pytest_sme2.runner_build import TARGET_HOST, build_runner
+
+    cache = tmp_path / "runners"
+    entry = cache / TARGET_HOST / host_runner_build.key
+    shutil.copytree(host_runner_build.path.parent, entry, symlinks=True)
+    said: list[str] = []
+    assert not build_runner(TARGET_HOST, cache_dir=cache, progress=said.append).built  # the copy is a hit
+
+    for damage, expected in (("build.json", "build.json is unreadable"),
+                             (host_runner_build.path.name, f"{host_runner_build.path.name} has")):
+        _cut(entry / damage)
+        said.clear()
+        again = build_runner(TARGET_HOST, cache_dir=cache, progress=said.append)
+        assert again.built
+        assert [line for line in said if "damaged" in line] == [
+            next(line for line in said if line.startswith(f"runner build {entry} was damaged ({expected}"))]
+        said.clear()
+        assert not build_runner(TARGET_HOST, cache_dir=cache, progress=said.append).built and said == []
