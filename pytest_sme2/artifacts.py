@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .atomic import remove_stale_tmp
+from .atomic import ensure_dir, remove_stale_tmp
 from .errors import BaselineError
 from .identity import LATENCY_UNTRACED
 
@@ -280,7 +280,7 @@ class ArtifactStore:
         if target.is_file() and self._intact(target, digest):
             return digest
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            ensure_dir(target.parent)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-sme2-", dir=target.parent)
             with os.fdopen(fd, "wb") as out, src.open("rb") as inp:
                 for chunk in iter(lambda: inp.read(1 << 20), b""):

@@ -15,10 +15,10 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from .errors import Sme2Error
+from .errors import ConfigError, Sme2Error
 
 TMP_PREFIX = ".tmp-sme2-"
 
@@ -29,7 +29,7 @@ def write_atomic(path: str | Path, data: str | bytes, *, what: str = "file") -> 
     payload = data.encode("utf-8") if isinstance(data, str) else data
     _refuse_special(p, what)
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
+        ensure_dir(p.parent)
         fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=p.suffix, dir=p.parent)
     except OSError as exc:
         raise _write_error(p, what, exc) from None
@@ -48,6 +48,32 @@ def write_atomic(path: str | Path, data: str | bytes, *, what: str = "file") -> 
     return p
 
 
+def ensure_dir(directory: str | Path) -> Path:
+    """``directory`` created with its parents if missing, as ``mkdir -p``; the error names the true cause.
+
+    ``Path.mkdir(exist_ok=True)`` raises ``FileExistsError`` ("File exists") when the directory's own name is taken
+    by a regular file, and ``NotADirectoryError`` without saying which component when one further up is: both
+    become a ``NotADirectoryError`` whose text names the regular file in the way.
+    """
+    d = Path(directory)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        blocker = _file_in_the_way(d)
+        if blocker is None:
+            raise
+        raise NotADirectoryError(errno.ENOTDIR, f"Not a directory ({blocker} is a file)", str(d)) from exc
+    return d
+
+
+def _file_in_the_way(directory: Path) -> Path | None:
+    """The first component of ``directory`` (from the root down) that exists and is not a directory."""
+    for part in (*reversed(directory.parents), directory):
+        if part.exists() and not part.is_dir():
+            return part
+    return None
+
+
 def check_writable_dir(directory: str | Path, *, what: str = "output directory") -> Path:
     """Create ``directory`` if needed and prove a file can be written there, before any long work.
 
@@ -56,7 +82,7 @@ def check_writable_dir(directory: str | Path, *, what: str = "output directory")
     """
     d = Path(directory)
     try:
-        d.mkdir(parents=True, exist_ok=True)
+        ensure_dir(d)
         fd, probe = tempfile.mkstemp(prefix=TMP_PREFIX, dir=d)
     except OSError as exc:
         raise _write_error(d, what, exc) from None
@@ -120,7 +146,7 @@ def open_lock_file(path: str | Path, *, what: str = "lock file") -> int:
     (a file where a directory must be, no permission) raises the error a failed write would, naming ``what``."""
     p = Path(path)
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
+        ensure_dir(p.parent)
         return os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise _write_error(p, what, exc) from None
@@ -136,3 +162,50 @@ def file_lock(path: str | Path) -> Iterator[None]:
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+#: One file a command reads or writes: (how the user named it: an option or argument, its path).
+NamedPath = tuple[str, Path]
+
+
+def refuse_overlaps(outputs: Iterable[NamedPath], inputs: Iterable[NamedPath] = ()) -> None:
+    """Refuse, before anything runs, two outputs on one path and an output on a path the command reads.
+
+    Both front ends call this once with every file they would write and read: the second of two reports on one
+    path silently replaced the first (``--sme2-json=r.out --sme2-markdown=r.out`` kept only the markdown), and an
+    output on an input's path destroyed the input (``report res.json --out res.json``). Paths are compared resolved
+    (``./a`` is ``a``, a symlink is its target) and, when both exist, as files (a hard link is the same file).
+    Raises :class:`ConfigError` naming both options and the path.
+    """
+    outs = [(name, Path(path)) for name, path in outputs]
+    ins = [(name, Path(path)) for name, path in inputs]
+    for i, (name, path) in enumerate(outs):
+        for other, other_path in outs[:i]:
+            if same_file(path, other_path):
+                raise ConfigError(
+                    f"{other} and {name} both name {_both(other_path, path)}: the second write would replace the "
+                    "first. Give each its own path; nothing was run or written")
+        for other, other_path in ins:
+            if same_file(path, other_path):
+                raise ConfigError(
+                    f"{name} {_both(path, other_path)} is also {other}, which this command reads: writing it would "
+                    f"replace the input. Choose another path for {name}; nothing was run or written")
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: equal once resolved, or (both existing) the same inode."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False  # one of them does not exist (yet): only the resolved names could make them one
+
+
+def _both(a: Path, b: Path) -> str:
+    return str(a) if str(a) == str(b) else f"{a} (the same file as {b})"
+
+
+def files_matching(directory: Path, pattern: str) -> Sequence[Path]:
+    """The files ``pattern`` finds in ``directory`` (none when it is not a directory): an input directory's files."""
+    return sorted(directory.glob(pattern)) if directory.is_dir() else []

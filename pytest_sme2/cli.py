@@ -65,6 +65,8 @@ def _add_analyze(sub: Any) -> None:
     p.add_argument("--csv-dir", type=Path, help="where to write the timeline and ops-stats CSVs "
                    "(default: the JSON file's directory)")
     p.add_argument("--quiet", action="store_true", help="print only the category table")
+    p.set_defaults(files_read=(("TRACE", "trace"), ("--etrecord", "etrecord"), ("--xnnlog", "xnnlog"),
+                               ("--rules", "rules")), files_written=(("--json", "json_out"),))
 
 
 def _add_profile(sub: Any) -> None:
@@ -134,6 +136,7 @@ def _add_compare(sub: Any) -> None:
                    help="how far this machine drifts between sessions, added to the margin of a changed artifact "
                    "(two files are two sessions), as the plugin's --sme2-drift-allowance (default 0)")
     p.add_argument("--json", type=Path, dest="json_out", help="write the verdicts as JSON")
+    p.set_defaults(files_read=(("OLD", "old"), ("NEW", "new")), files_written=(("--json", "json_out"),))
 
 
 def _add_build_runner(sub: Any) -> None:
@@ -151,6 +154,7 @@ def _add_build_runner(sub: Any) -> None:
                    "machine that cannot reach PyPI")
     p.add_argument("--force", action="store_true", help="build again even when the cache has this build")
     p.add_argument("--json", type=Path, dest="json_out", help="write the build records (path, key, compiler) as JSON")
+    p.set_defaults(files_read=(("--wheel", "wheel"),), files_written=(("--json", "json_out"),))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -212,6 +216,7 @@ def _add_report_commands(sub: Any) -> None:
                    help="markdown (default); bmf = Bencher Metric Format (bencher run --adapter json); gab = "
                    "github-action-benchmark's customSmallerIsBetter JSON; pytest-benchmark = a --benchmark-json "
                    "document for pytest-benchmark compare. The three JSON formats take one results file")
+    p.set_defaults(files_read=(("SOURCE", "source", "*.json"),), files_written=(("--out", "out"),))
     t = sub.add_parser("export-trace", help="convert an ETDump to Chrome trace / Perfetto JSON",
                        description="Convert an ETDump to Chrome trace JSON: one track per run, each operator "
                        "nested in its execute call. Open it in https://ui.perfetto.dev or chrome://tracing.")
@@ -219,6 +224,7 @@ def _add_report_commands(sub: Any) -> None:
                    help="ETDump file written by a tracer-enabled executor_runner (or by the profile command)")
     t.add_argument("--out", type=Path, default=Path("trace.json"),
                    help="where to write the trace JSON (default trace.json)")
+    t.set_defaults(files_read=(("TRACE", "trace"),), files_written=(("--out", "out"),))
 
 
 # ---------------------------------------------------------------------------------------- analyze
@@ -625,10 +631,40 @@ COMMANDS = {
 }
 
 
+def refuse_overlapping_files(args: argparse.Namespace) -> None:
+    """Refuse a command whose outputs share a path, or write a file it reads, before it runs (one rule for all).
+
+    Each parser declares them with ``set_defaults``: ``files_read`` and ``files_written`` hold ``(name, dest)``
+    pairs (a list value is several files); a read entry may add a glob, for a directory the command reads files of
+    (``report DIR``: its ``*.json``; a history store: its run files).
+    """
+    import os
+
+    from .atomic import files_matching, refuse_overlaps
+
+    def named(entries: Sequence[tuple[str, ...]]) -> list[tuple[str, Path]]:
+        out: list[tuple[str, Path]] = []
+        for name, dest, *pattern in entries:
+            value = getattr(args, dest, None)
+            for path in value if isinstance(value, list) else [value]:
+                if path is None:
+                    continue
+                found = files_matching(Path(path), pattern[0]) if pattern else []
+                out += [(f"{name} {path}", f) for f in found] or [(name, Path(path))]
+        return out
+
+    written = named(getattr(args, "files_written", ()))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY", "").strip()
+    if getattr(args, "step_summary", False) and summary:
+        written.append(("$GITHUB_STEP_SUMMARY (--step-summary)", Path(summary)))
+    refuse_overlaps(written, named(getattr(args, "files_read", ())))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        refuse_overlapping_files(args)
         return COMMANDS[args.command](args)
     except Sme2Error as exc:
         print(f"pytest-sme2 {args.command}: error: {exc}", file=sys.stderr)

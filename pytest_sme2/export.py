@@ -52,6 +52,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from .atomic import ensure_dir
 from .errors import ConfigError, ExportError, ModelError
 from .models import ModelSpec, get_model
 from .thirdparty import third_party_output
@@ -620,7 +621,7 @@ def _fsync(path: Path) -> None:
 def _make_tmp_dir(model_dir: Path, cache_root: Path, key: str) -> Path:
     """A fresh private directory beside the final entry (same filesystem, so the rename is atomic)."""
     try:
-        model_dir.mkdir(parents=True, exist_ok=True)
+        ensure_dir(model_dir)
         _remove_stale_tmp(model_dir)
         return Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{key[:16]}-", dir=model_dir))
     except OSError as exc:

@@ -43,7 +43,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .atomic import file_lock, write_atomic
+from .atomic import ensure_dir, file_lock, write_atomic
 from .errors import Sme2Error
 
 SCHEMA_VERSION = 1
@@ -198,7 +198,7 @@ def aarch64_wheel(version: str, cache_dir: Path, *, wheel: Path | None = None,
     cached = sorted(wheels.glob(f"executorch-{version}-*{AARCH64_PLATFORM}*.whl"))
     if cached:
         return cached[0]
-    wheels.mkdir(parents=True, exist_ok=True)
+    ensure_dir(wheels)
     if progress:
         progress(f"fetching the aarch64 wheel of executorch {version} with pip (~18 MB)")
     with tempfile.TemporaryDirectory(dir=wheels, prefix=".download-") as tmp:

@@ -38,6 +38,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+from .atomic import ensure_dir
+
 #: Packages whose warnings and log records are the plugin's doing, not the user's.
 THIRD_PARTY_PACKAGES = ("torch", "torchao", "executorch")
 
@@ -160,7 +162,7 @@ class _Log:
 
 def _open_log(path: Path, diverted: Diverted) -> Any:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_dir(path.parent)
         file = path.open("a", encoding="utf-8", errors="backslashreplace", buffering=1)
     except OSError as exc:
         diverted.error = f"{exc.strerror or exc}"

@@ -20,6 +20,8 @@ from .series import E2E, RATIO, FoundStep, Series, all_steps, build_series, shor
 from .store import HistoryError, HistoryStore, StoredRun
 
 DEFAULT_STORE = Path(".sme2_history")
+#: What the commands read, for ``pytest_sme2.cli.refuse_overlapping_files``: the store's run files and --ack.
+STORE_AND_ACK = (("--store", "store", "runs/*/*.jsonl"), ("--ack", "ack"))
 
 
 def add_parser(sub: Any) -> None:
@@ -53,6 +55,7 @@ def add_parser(sub: Any) -> None:
     q = hs.add_parser("steps", help="the steps found in every series, with commit range, size and confidence")
     common(q)
     q.add_argument("--json", type=Path, help="also write the steps, creep and stale acknowledgements as JSON")
+    q.set_defaults(files_read=STORE_AND_ACK, files_written=(("--json", "json"),))
     q = hs.add_parser("regressions", help="plain text: the current regressions (exit 1 when there are any)")
     common(q)
     q.add_argument("--fail-on", choices=("creep",), action="append", default=[],
@@ -66,9 +69,11 @@ def add_parser(sub: Any) -> None:
     q.add_argument("--out", type=Path, help="write the markdown here (default: print it)")
     q.add_argument("--step-summary", action="store_true",
                    help="also append it to $GITHUB_STEP_SUMMARY (when set)")
+    q.set_defaults(files_read=STORE_AND_ACK[:1], files_written=(("--out", "out"),))
     q = hs.add_parser("page", help="write the static trend page (HTML, works offline)")
     common(q)
     q.add_argument("--out", type=Path, default=Path("sme2_history.html"), help="default sme2_history.html")
+    q.set_defaults(files_read=STORE_AND_ACK, files_written=(("--out", "out"),))
 
 
 def _analyse(args: argparse.Namespace) -> tuple[list[Series], list[FoundStep], list[Creep], list[Any], int]:

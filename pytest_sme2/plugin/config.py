@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ..options import OPTION_TABLE, OptionSpec, Sme2Options
+from ..options import OPTION_TABLE, OptionSpec, Sme2Options, executable_file, existing_file, rules_file
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -108,7 +108,43 @@ def build_options(config: pytest.Config) -> Sme2Options:
                                         require_baseline=values["require_baseline"])
     opts = Sme2Options(**values)
     _check_conflicts(opts)
+    _check_files(config, opts)
     return opts
+
+
+def _check_files(config: pytest.Config, opts: Sme2Options) -> None:
+    """Refuse reports on one path, or on a file the session reads, before any test runs (atomic.refuse_overlaps).
+
+    The reports are ours and pytest's (``--junitxml``, pytest-html's ``--html``) and the step summary the session
+    appends to; what it reads is every file option, the ini file, the test files named on the command line, and
+    the baselines and history runs it keeps.
+    """
+    from ..atomic import files_matching, refuse_overlaps
+    from ..errors import ConfigError
+
+    outputs = [(flag, Path(path)) for flag, path in (
+        ("--sme2-json", opts.json), ("--sme2-markdown", opts.markdown), ("--sme2-bmf", opts.bmf),
+        ("--sme2-gab", opts.gab), ("--sme2-pytest-benchmark", opts.pytest_benchmark),
+        ("--junitxml", getattr(config.option, "xmlpath", None)), ("--html", getattr(config.option, "htmlpath", None)),
+        ("$GITHUB_STEP_SUMMARY", os.environ.get("GITHUB_STEP_SUMMARY", "").strip() or None),
+    ) if path]
+    if not outputs:
+        return
+    inputs = [(spec.flag, Path(getattr(opts, spec.dest.removeprefix("sme2_"))))
+              for spec in OPTION_TABLE if spec.type in (executable_file, existing_file, rules_file)
+              and getattr(opts, spec.dest.removeprefix("sme2_")) is not None]
+    inputs += [("--sme2-models", Path(m)) for m in opts.models if m.endswith(".py")]
+    if config.inipath is not None:
+        inputs.append(("the ini file", config.inipath))
+    here = config.invocation_params.dir
+    inputs += [("a test path", here / arg.split("::")[0]) for arg in config.args if (here / arg.split("::")[0]).is_file()]
+    inputs += [(f"--sme2-baseline-dir {opts.baseline_dir}", f) for f in files_matching(opts.baseline_dir, "*.json")]
+    if opts.history is not None:
+        inputs += [(f"--sme2-history {opts.history}", f) for f in files_matching(opts.history, "runs/*/*.jsonl")]
+    try:
+        refuse_overlaps(outputs, inputs)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def resolve_fail_on(given: tuple[str, ...] | None, *, strict: bool, require_baseline: bool) -> tuple[str, ...]:

@@ -22,8 +22,12 @@ def session_finish(session: pytest.Session) -> None:
     opts = config.stash.get(OPTIONS_KEY, None)
     if opts is None:
         return
+    interrupted = interruption(session, records)
     try:
-        _write_reports(config, opts, records)
+        if interrupted and not records:
+            _keep_previous_reports(config, opts, interrupted)
+        else:
+            _write_reports(config, opts, records, interrupted=interrupted)
     except Sme2Error as exc:
         # A report that cannot be written is an error of the run, shown once, without a traceback.
         reporter = config.pluginmanager.getplugin("terminalreporter")
@@ -63,7 +67,38 @@ def nothing_gated(records: list[dict[str, Any]], opts: Sme2Options) -> str:
             f"(the default where CI is set). {fix}, or opt out with --sme2-fail-on=none")
 
 
-def results_from_records(records: list[dict[str, Any]], opts: Sme2Options) -> Any:
+def interruption(session: pytest.Session, records: list[dict[str, Any]]) -> str:
+    """Why the session stopped before running what it selected ("" when it ran to its end).
+
+    pytest ends a session with ``INTERRUPTED`` on Ctrl-C and on collection errors, and with ``USAGE_ERROR`` when a
+    wrong option stops it mid-run (pytest.exit); either way its reports would hold only part of the suite.
+    """
+    status = session.exitstatus
+    if status == pytest.ExitCode.INTERRUPTED:
+        cause = "interrupted (Ctrl-C, or an error during collection)"
+    elif status == pytest.ExitCode.USAGE_ERROR:
+        cause = "stopped by a usage error"
+    else:
+        return ""
+    return f"the session was {cause} after {len(records)} performance test(s)"
+
+
+def _keep_previous_reports(config: pytest.Config, opts: Sme2Options, why: str) -> None:
+    """An interrupted session with nothing measured leaves the previous session's reports as they were."""
+    reports = (opts.json, opts.markdown, opts.bmf, opts.gab, opts.pytest_benchmark)
+    kept = [str(p) for p in reports if p is not None and p.exists()]
+    if kept:
+        _say(config, f"pytest-sme2: {why}: nothing to report, so {' and '.join(kept)} were left as they were (the "
+                     "previous session's)", yellow=True)
+
+
+def _say(config: pytest.Config, line: str, **markup: bool) -> None:
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line, **markup)
+
+
+def results_from_records(records: list[dict[str, Any]], opts: Sme2Options, *, interrupted: str = "") -> Any:
     """The session's records as a :class:`~pytest_sme2.report.results.SessionResults`."""
     import platform
     import sys
@@ -73,20 +108,25 @@ def results_from_records(records: list[dict[str, Any]], opts: Sme2Options) -> An
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.__dict__.items()}
     environment = {"python": sys.version.split()[0], "platform": platform.platform(), "host": platform.node()}
     return SessionResults(tests=tuple(TestResult.from_dict(r) for r in records), environment=environment,
-                          config=config)
+                          config=config, interrupted=interrupted)
 
 
-def _write_reports(config: pytest.Config, opts: Sme2Options, records: list[dict[str, Any]]) -> None:
+def _write_reports(config: pytest.Config, opts: Sme2Options, records: list[dict[str, Any]], *,
+                   interrupted: str = "") -> None:
     dashboards = {fmt: path for fmt, path in (("bmf", opts.bmf), ("gab", opts.gab),
                                                ("pytest-benchmark", opts.pytest_benchmark)) if path is not None}
     if not (opts.json or opts.markdown or dashboards or os.environ.get("GITHUB_STEP_SUMMARY")):
         return
     from ..report.results import append_step_summary, write_results
 
-    results = results_from_records(records, opts)
+    results = results_from_records(records, opts, interrupted=interrupted)
     if opts.json:
         write_results(opts.json, results)
-    if dashboards:
+    if dashboards and interrupted:
+        # Their formats cannot say "interrupted": part of the suite would pass for all of it on a dashboard.
+        _say(config, f"pytest-sme2: {interrupted}: {' and '.join(map(str, dashboards.values()))} left as they were "
+                     "(the previous session's): a dashboard cannot mark a partial session", yellow=True)
+    elif dashboards:
         from ..report.dashboards import write_dashboard
 
         for fmt, path in dashboards.items():

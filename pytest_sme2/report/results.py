@@ -324,6 +324,9 @@ class SessionResults:
     environment: Mapping[str, Any] = field(default_factory=dict)
     #: the options the session ran with (runs, warmup, margin, device, runner paths, ...)
     config: Mapping[str, Any] = field(default_factory=dict)
+    #: why the session stopped before its end (Ctrl-C, a collection error), "" when it ran to its end: its tests are
+    #: then only part of the suite, and every report says so
+    interrupted: str = ""
 
     def counts(self) -> dict[str, int]:
         """How many tests ended in each status, in :data:`STATUS_ORDER` (zero counts included)."""
@@ -354,6 +357,7 @@ class SessionResults:
             "environment": dict(self.environment),
             "config": dict(self.config),
             "counts": self.counts(),
+            **({"interrupted": self.interrupted} if self.interrupted else {}),
             "tests": [t.to_dict() for t in self.tests],
         }
 
@@ -391,6 +395,7 @@ class SessionResults:
         return cls(
             tests=tuple(tests), created=str(d.get("created", "")), tool_version=str(d.get("tool_version", "")),
             environment=dict(d.get("environment") or {}), config=dict(d.get("config") or {}),
+            interrupted=str(d.get("interrupted") or ""),
         )
 
 
@@ -473,6 +478,8 @@ def github_step_summary(results: SessionResults) -> str:
     counts = {k: v for k, v in results.counts().items() if v}
     head = ", ".join(f"{v} {k}" for k, v in counts.items())
     lines = [f"### pytest-sme2: {len(results.tests)} test{'s' if len(results.tests) != 1 else ''} — {head}", ""]
+    if results.interrupted:
+        lines[1:1] = [f"**Interrupted:** {results.interrupted}; the other tests were not run.", ""]
     lines += ["| | test | model | median ms | p90 ms | vs baseline | speedup off → on | verdict |",
               "|---|---|---|---:|---:|---|---|---|"]
     order = {s: i for i, s in enumerate(STATUS_ORDER)}
