@@ -197,7 +197,7 @@ def same_file(a: Path, b: Path) -> bool:
     if a.resolve() == b.resolve():
         return True
     try:
-        return os.path.samefile(a, b)
+        return a.samefile(b)
     except OSError:
         return False  # one of them does not exist (yet): only the resolved names could make them one
 

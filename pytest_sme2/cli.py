@@ -438,6 +438,13 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
                 f"{path} looks like an analysis summary but does not match its schema ({type(exc).__name__}: "
                 f"{exc}); re-create it with pytest-sme2 analyze or profile"
             ) from None
+        from .baseline import times_problem
+
+        problem = times_problem(a.measured_ms, a.block_sizes, "e2e_ms.per_run (measured runs)", "blocks",
+                                blocks_required=False)
+        if problem:
+            raise ConfigError(f"{path}: {problem}; no measurement has such times: the file was edited or damaged — "
+                              "re-create it with pytest-sme2 analyze or profile")
         cats = a.category_per_run_ms if a.per_operator else {}
         # ``profile`` records why a measurement cannot be trusted (thermal throttling): it must come out
         # INVALID, never a regression or a pass.

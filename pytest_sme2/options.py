@@ -21,7 +21,7 @@ def percent(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; use e.g. 5 or 5%") from None
     if not 0 < value < 100:
-        raise argparse.ArgumentTypeError(f"{text!r} is out of range; a margin is between 0 and 100 percent")
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range; allowed: above 0 and below 100 percent, e.g. 5")
     return value
 
 

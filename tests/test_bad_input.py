@@ -104,9 +104,9 @@ def test_history_pr_out_and_the_step_summary_on_one_path_are_refused(tmp_path: P
 
 def test_the_rule_compares_resolved_paths_and_files() -> None:
     here = Path.cwd()
-    with pytest.raises(ConfigError, match="--a and --b both name x"):
+    with pytest.raises(ConfigError, match=r"--a and --b both name x"):
         refuse_overlaps([("--a", Path("x")), ("--b", Path("./x"))])
-    with pytest.raises(ConfigError, match="--a .* is also IN, which this command reads"):
+    with pytest.raises(ConfigError, match=r"--a .* is also IN, which this command reads"):
         refuse_overlaps([("--a", here / "y")], [("IN", Path("y"))])
     refuse_overlaps([("--a", Path("x")), ("--b", Path("y"))], [("IN", Path("z"))])  # distinct: no error
 
@@ -159,14 +159,15 @@ def test_ctrl_c_mid_measurement_never_replaces_the_reports_with_less(pytester: p
     pytester.runpytest_subprocess(*args, *reports, timeout=300).assert_outcomes(passed=n)
     res_json, res_md, log = pytester.path / "res.json", pytester.path / "res.md", pytester.path / "writes.log"
     before = _snapshot(res_json, res_md)
-    cmd = [sys.executable, "-m", "pytest", *args, *reports, "-q"]
+    # pytest as a terminal starts it: Ctrl-C raises KeyboardInterrupt (a shell's background job would ignore SIGINT,
+    # and a child inherits that).
+    cmd = [sys.executable, "-c", "import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler);"
+           " sys.exit(pytest.main(sys.argv[1:]))", *args, *reports, "-q"]
     outcomes = []
     for wanted in (1, 3):
         log.unlink()
         proc = subprocess.Popen(cmd, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True,  # its own group: Ctrl-C reaches the group, runner included
-                                # a shell's background job ignores SIGINT, and a child would inherit that
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                                 env={**os.environ, "SME2_TEST_PAUSE_AFTER_BASELINES": str(wanted)})
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
@@ -180,7 +181,7 @@ def test_ctrl_c_mid_measurement_never_replaces_the_reports_with_less(pytester: p
         assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
         assert "Traceback" not in output.split("KeyboardInterrupt")[-1]
         outcomes.append(output)
-    first, third = outcomes
+    first = outcomes[0]
     # Interrupted in the first test: nothing measured, nothing replaced.
     assert "nothing to report, so res.json and res.md were left as they were" in first
     # Interrupted in the third test: the two measured tests, marked interrupted (the first run had written both).

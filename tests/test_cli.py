@@ -294,7 +294,8 @@ def test_profile_with_a_cache_dir_that_cannot_hold_the_lock_says_which(tmp_path:
                         "--runs", "3", "--cache-dir", str(blocker / "cache"), "--out", str(tmp_path / "out"))
     assert code == 2 and "Traceback" not in err
     assert f"cannot write the host's measuring lock (in the cache directory: --sme2-cache-dir, or --cache-dir of " \
-           f"pytest-sme2 profile) {blocker / 'cache' / 'measuring.lock'}: Not a directory; check the path." in err
+           f"pytest-sme2 profile) {blocker / 'cache' / 'measuring.lock'}: Not a directory ({blocker} is a file); " \
+           "check the path." in err
 
 
 @pytest.mark.parametrize(("content", "expected"), [

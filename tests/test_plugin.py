@@ -114,7 +114,7 @@ def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
         ([f"--sme2-qemu={sys.executable}"], "--sme2-qemu only applies to --sme2-device=qemu"),
         (["--sme2-runs", "0"], "'0' is out of range; allowed: 1 to 10000 executions per block"),
         (["--sme2-margin", "abc"], "is not a percentage"),
-        (["--sme2-margin", "150"], "between 0 and 100 percent"),
+        (["--sme2-margin", "150"], "above 0 and below 100 percent"),
         (["--sme2-precision", "150"], "a precision is ± a percentage of the median below 100"),
         (["--sme2-device=phone"], "invalid choice: 'phone'"),
         (["--sme2-runner", "/nonexistent/executor_runner"], "does not exist"),

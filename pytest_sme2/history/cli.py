@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from . import acknowledge
 from .changepoints import MAX_PVALUE, MIN_PCT, MIN_SIZE
 from .creep import BOUND_PCT, WINDOW, Creep, creep_of
 from .series import E2E, RATIO, FoundStep, Series, all_steps, build_series, short
-from .store import HistoryError, HistoryStore, StoredRun
+from .store import HistoryStore, StoredRun
 
 DEFAULT_STORE = Path(".sme2_history")
 #: What the commands read, for ``pytest_sme2.cli.refuse_overlapping_files``: the store's run files and --ack.
@@ -76,9 +75,14 @@ def add_parser(sub: Any) -> None:
     q.set_defaults(files_read=STORE_AND_ACK, files_written=(("--out", "out"),))
 
 
+def _store(args: argparse.Namespace) -> HistoryStore:
+    """The store ``--store`` names, checked to exist (a typo must fail, not read as an empty history)."""
+    return HistoryStore(args.store).require(args.history_command or "list")
+
+
 def _analyse(args: argparse.Namespace) -> tuple[list[Series], list[FoundStep], list[Creep], list[Any], int]:
-    runs = HistoryStore(args.store).runs()
-    frame = HistoryStore(args.store).frame(runs)
+    runs = _store(args).runs()
+    frame = _store(args).frame(runs)
     series = build_series(frame, [E2E] if args.metrics == "e2e" else None)
     steps = all_steps(series, min_size=args.min_size, max_pvalue=args.max_pvalue, min_pct=args.min_pct)
     steps, stale = acknowledge.apply(steps, series, acknowledge.load(args.ack))
@@ -95,13 +99,7 @@ def step_line(s: FoundStep) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    if not Path(args.store).is_dir():
-        where = "" if Path(args.store).is_absolute() else f" (relative to {Path.cwd()})"
-        raise HistoryError(f"no history store at {args.store}{where}: each pytest session with "
-                           "pytest-sme2 appends its run to --sme2-history (default .sme2_history beside the "
-                           "baselines); run pytest here first, or name the store: pytest-sme2 history list "
-                           "--store DIR")
-    runs = HistoryStore(args.store).runs()
+    runs = _store(args).runs()
     if not runs:
         print(f"no runs in {args.store}")
         return 0
@@ -159,8 +157,14 @@ def current_regressions(series: list[Series], steps: list[FoundStep], runs: list
 
 
 def cmd_regressions(args: argparse.Namespace) -> int:
-    series, steps, creeps, stale, _ = _analyse(args)
-    lines, drift = current_regressions(series, steps, HistoryStore(args.store).runs())
+    series, steps, creeps, stale, nruns = _analyse(args)
+    if not nruns:
+        from ..errors import ConfigError
+
+        # A gate over nothing is not green: an empty store is a wrong --store, or a history that was never kept.
+        raise ConfigError(f"no runs in the history store {args.store}, so nothing to judge; run the suite first "
+                          "(every session appends to --sme2-history) or pass --store DIR of the store it appends to")
+    lines, drift = current_regressions(series, steps, _store(args).runs())
     for line in lines:
         print(line)
     for line in drift:
@@ -180,7 +184,7 @@ def cmd_pr(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from .pr import find_base, pr_view, render_markdown
 
-    runs = HistoryStore(args.store).runs()
+    runs = _store(args).runs()
     if not runs:
         raise ConfigError(f"no runs in {args.store}: run the suite first (every session appends to --sme2-history)")
     head = runs[-1]
@@ -198,10 +202,10 @@ def cmd_pr(args: argparse.Namespace) -> int:
         write_atomic(args.out, text, what="PR markdown")
     else:
         print(text, end="")
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if args.step_summary and summary:
-        with Path(summary).open("a", encoding="utf-8") as f:
-            f.write(text)
+    if args.step_summary:
+        from ..report.results import append_to_step_summary
+
+        append_to_step_summary(text)
     return 0
 
 

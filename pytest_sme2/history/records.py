@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +95,20 @@ class HistoryRecord:
         for key in ("delta_ci_pct", "ratio"):
             d[key] = list(d[key]) if d[key] is not None else None
         return {k: v for k, v in d.items() if v not in (None, "", [], {}) or k in ("status",)}
+
+    def problem(self) -> str:
+        """What no measurement can have in this record ("" when nothing): a NaN, infinite or negative median, baseline,
+        block median or on/off ratio, a category time that is not finite (``Other`` may dip below 0 in a noisy run)."""
+        values: list[tuple[str, float | None]] = [("median_ms", self.median_ms), ("baseline_ms", self.baseline_ms)]
+        values += [("block_medians_ms", v) for v in self.block_medians_ms]
+        values += [("ratio", v) for v in self.ratio or ()]
+        for name, value in values:
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                return f"{name} is {value!r}, not a finite value >= 0"
+        for category, ms in self.category_ms.items():
+            if not math.isfinite(ms):
+                return f"category_ms[{category!r}] is {ms!r}, not a finite time"
+        return ""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> HistoryRecord:

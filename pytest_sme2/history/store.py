@@ -63,6 +63,24 @@ class HistoryStore:
         lines += [json.dumps(r.to_dict(), separators=(",", ":"), sort_keys=True) for r in records]
         return write_atomic(self.path_for(run), "\n".join(lines) + "\n", what="history run")
 
+    def require(self, command: str = "list") -> HistoryStore:
+        """This store, checked to be one ``pytest-sme2 history <command>`` can read: an existing directory (a typo in
+        ``--store`` must not read as an empty history, and so as "no current regressions"). Raises HistoryError."""
+        where = "" if self.root.is_absolute() else f" (relative to {Path.cwd()})"
+        fix = f"name the store: pytest-sme2 history {command} --store DIR"
+        if not self.root.exists():
+            raise HistoryError(f"no history store at {self.root}{where}: each pytest session with pytest-sme2 appends "
+                               "its run to --sme2-history (default .sme2_history beside the baselines); run pytest "
+                               f"here first, or {fix}")
+        if not self.root.is_dir():
+            raise HistoryError(f"history store {self.root} is a file, not a directory: a store is the directory "
+                               f"pytest sessions append their runs to (--sme2-history); {fix}")
+        runs = self.root / RUNS_DIR
+        if runs.exists() and not runs.is_dir():
+            raise HistoryError(f"history store {self.root}: {runs} is a file, not the directory of runs; remove it "
+                               "(the next session recreates it) or restore the store from git")
+        return self
+
     def files(self) -> list[Path]:
         base = self.root / RUNS_DIR
         if not base.is_dir():
@@ -109,6 +127,12 @@ def read_run(path: Path) -> StoredRun:
         records = tuple(HistoryRecord.from_dict(json.loads(line)) for line in lines[1:])
     except (KeyError, ValueError, TypeError) as exc:
         raise HistoryError(f"{path}: a record does not parse ({exc}); remove the file or restore it from git") from None
+    for number, record in enumerate(records, start=2):
+        problem = record.problem()
+        if problem:
+            # Left out of a series it would be a silent gap in step detection; the file was edited or damaged.
+            raise HistoryError(f"{path}: line {number} ({record.test_id}): {problem}; no measurement has it: remove "
+                               "the file or restore it from git")
     return StoredRun(RunInfo.from_dict(header), records, path)
 
 

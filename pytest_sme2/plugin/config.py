@@ -137,7 +137,8 @@ def _check_files(config: pytest.Config, opts: Sme2Options) -> None:
     if config.inipath is not None:
         inputs.append(("the ini file", config.inipath))
     here = config.invocation_params.dir
-    inputs += [("a test path", here / arg.split("::")[0]) for arg in config.args if (here / arg.split("::")[0]).is_file()]
+    tests = (here / arg.split("::")[0] for arg in config.args)
+    inputs += [("a test path", path) for path in tests if path.is_file()]
     inputs += [(f"--sme2-baseline-dir {opts.baseline_dir}", f) for f in files_matching(opts.baseline_dir, "*.json")]
     if opts.history is not None:
         inputs += [(f"--sme2-history {opts.history}", f) for f in files_matching(opts.history, "runs/*/*.jsonl")]

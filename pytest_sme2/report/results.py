@@ -24,7 +24,7 @@ import numpy as np
 from .. import __version__
 from ..analysis import Analysis
 from ..atomic import write_atomic
-from ..baseline import Baseline, OtherBaseline, now_iso
+from ..baseline import Baseline, OtherBaseline, now_iso, times_problem
 from ..errors import ConfigError, Sme2Error
 from ..gate import Status, Verdict
 from ..kernels import KernelLog, operator_kernels
@@ -284,6 +284,19 @@ class TestResult:
                 if len(logs) == 2 and self.profile_off is not None else None)
         return {"arms": arms, "diff": diff}
 
+    def samples_problem(self) -> str:
+        """What is wrong with the latency samples of a profile this result holds ("" when nothing), as a baseline's
+        samples are checked: a NaN or negative time, or block sizes that do not add up (:func:`times_problem`)."""
+        for arm, p in (("profile", self.profile), ("profile_off", self.profile_off), ("reference", self.reference)):
+            if p is None or not p.samples_ms:
+                continue
+            name, blocks = ((f"{arm}.latency_ms", f"{arm}.latency_blocks") if p.latency_ms
+                            else (f"{arm}.analysis.e2e_ms.per_run", f"{arm}.analysis.block_sizes"))
+            problem = times_problem(p.samples_ms, p.block_sizes, name, blocks, blocks_required=False)
+            if problem:
+                return problem
+        return ""
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TestResult:
         def opt(key: str) -> Any:
@@ -370,9 +383,16 @@ class SessionResults:
                 "pass the file written by --sme2-json"
             )
         version = d.get("schema_version")
-        if not isinstance(version, int):
+        if not isinstance(version, int) or isinstance(version, bool):
             raise ConfigError(f"{source} has no integer schema_version, so it is not a pytest-sme2 results "
                               "file; pass the file written by --sme2-json")
+        if version < 1:
+            raise ConfigError(f"{source} has schema_version {version}; versions start at 1, so it is not a "
+                              "pytest-sme2 results file; pass the file written by --sme2-json")
+        kind = d.get("kind", KIND)
+        if kind != KIND:
+            raise ConfigError(f"{source} has kind {kind!r}, not {KIND!r}: it is not a pytest-sme2 results file; "
+                              "pass the file written by --sme2-json")
         if version > SCHEMA_VERSION:
             raise ConfigError(
                 f"{source} has schema_version {version}, newer than this pytest-sme2 {__version__} reads "
@@ -385,6 +405,7 @@ class SessionResults:
             name = t.get("test_id", f"#{i}") if isinstance(t, Mapping) else f"#{i}"
             try:
                 tests.append(TestResult.from_dict(t))
+                problem = tests[-1].samples_problem()
             except Sme2Error as exc:
                 raise ConfigError(f"{source}: test {name}: {exc}") from None
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -392,6 +413,9 @@ class SessionResults:
                     f"{source}: test {name} does not match the results schema ({type(exc).__name__}: {exc}); "
                     "the file was edited or truncated — re-run the session with --sme2-json to rewrite it"
                 ) from None
+            if problem:
+                raise ConfigError(f"{source}: test {name}: {problem}; no measurement has such times: the file was "
+                                  "edited or damaged — re-run the session with --sme2-json to rewrite it")
         return cls(
             tests=tuple(tests), created=str(d.get("created", "")), tool_version=str(d.get("tool_version", "")),
             environment=dict(d.get("environment") or {}), config=dict(d.get("config") or {}),
@@ -500,6 +524,13 @@ def append_step_summary(results: SessionResults, *, environ: Mapping[str, str] |
     GitHub Actions shows that file on the job page; several steps append to it, so this appends
     rather than replaces.
     """
+    return append_to_step_summary(github_step_summary(results) + "\n", environ=environ)
+
+
+def append_to_step_summary(markdown: str, *, environ: Mapping[str, str] | None = None) -> Path | None:
+    """Append ``markdown`` to the file ``$GITHUB_STEP_SUMMARY`` names (None when unset): the plugin's summary and
+    ``pytest-sme2 history pr --step-summary`` alike. A path that cannot take it (a directory, a path under a regular
+    file, no permission) is a :class:`ConfigError` naming the variable and the fix, never a traceback."""
     env = os.environ if environ is None else environ
     target = env.get("GITHUB_STEP_SUMMARY", "").strip()
     if not target:
@@ -507,7 +538,7 @@ def append_step_summary(results: SessionResults, *, environ: Mapping[str, str] |
     p = Path(target)
     try:
         with p.open("a", encoding="utf-8") as fh:
-            fh.write(github_step_summary(results) + "\n")
+            fh.write(markdown)
     except OSError as exc:
         raise ConfigError(
             f"cannot append the pytest-sme2 summary to $GITHUB_STEP_SUMMARY ({p}): {exc.strerror or exc}; "

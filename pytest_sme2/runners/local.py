@@ -400,8 +400,9 @@ def read_input_files(method: Any, pte: Path, files: Sequence[Path]) -> tuple[Any
 
     meta = method.metadata
     expected = meta.num_inputs()
+    # Input files that do not fit the program are bad input (exit 2), not a failed run.
     if len(files) != expected:
-        raise RunnerError(
+        raise ConfigError(
             f"{pte} takes {expected} input(s) but {len(files)} input file(s) were given: "
             f"{', '.join(str(f) for f in files)}"
         )
@@ -413,9 +414,9 @@ def read_input_files(method: Any, pte: Path, files: Sequence[Path]) -> tuple[Any
         try:
             raw = Path(path).read_bytes()
         except OSError as exc:
-            raise RunnerError(f"cannot read input file {path}: {exc.strerror}") from None
+            raise ConfigError(f"cannot read input file {path}: {exc.strerror}") from None
         if len(raw) != info.nbytes():
-            raise RunnerError(
+            raise ConfigError(
                 f"input file {path} has {len(raw)} bytes, but input {i} of {pte} is "
                 f"{'x'.join(map(str, sizes))} {str(dtype).removeprefix('torch.')} = {info.nbytes()} bytes; "
                 "pass the input files written by the export of this .pte"
