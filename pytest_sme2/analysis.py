@@ -30,7 +30,7 @@ from .kernels import KernelLog
 from .qemu_log import ExecutedKernels
 from .sme_evidence import NOT_SME, SME, UNDETERMINED, TraceEvidence, merge_evidence, trace_evidence
 from .sme_evidence import OTHER as OTHER_EVIDENCE
-from .stats import LatencyStats, summarize
+from .stats import LatencyStats, summarize, times_problem
 from .trace import Timeline
 
 SCHEMA_VERSION = 1
@@ -186,6 +186,9 @@ class Analysis:
                 f"({SCHEMA_VERSION}); upgrade pytest-sme2"
             )
         per_run = tuple(float(x) for x in d["e2e_ms"]["per_run"])
+        problem = per_run and times_problem(per_run, (), "e2e_ms.per_run", "runs.blocks", blocks_required=False)
+        if problem:
+            raise ConfigError(f"{problem}: no measurement has such times, so the file was edited or damaged")
         warmup = int(d["runs"]["warmup"])
         cold = d["e2e_ms"].get("cold")
         return cls(

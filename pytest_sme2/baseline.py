@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from .errors import BaselineError
 from .gate import Samples
 from .identity import short_differences, short_name
 from .memory import Memory
+from .stats import times_problem
 
 SCHEMA_VERSION = 2
 #: Schema versions written before baselines carried the device identity and the artifact.
@@ -201,36 +201,6 @@ def _check_shape(data: Mapping[str, Any], source: str) -> None:
                                 blocks_required=blocks_key == "block_sizes")
         if problem:
             raise BaselineError(f"baseline {source}: {problem}; {_FIX}")
-
-
-def times_problem(values: Any, blocks: Any, name: str, blocks_name: str, *, blocks_required: bool = True) -> str:
-    """What is wrong with measured times ``values`` (ms) in blocks of ``blocks`` runs, "" when nothing.
-
-    The one check of stored samples, for baselines and for the results and summaries ``compare`` and ``report``
-    read: a non-empty list of finite times >= 0 ms (a NaN or a negative time is no measurement), and block sizes
-    that are positive whole numbers adding up to the number of times.
-    """
-    if not isinstance(values, (list, tuple)) or not values:
-        return f"{name!r} must be a non-empty list of times in ms, found {_shown(values)}"
-    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0]
-    if bad:
-        return f"{name!r} holds {_shown(bad[0])}, not a finite time >= 0 ms"
-    if not isinstance(blocks, (list, tuple)) or any(isinstance(n, bool) or not isinstance(n, int) or n < 1
-                                                    for n in blocks) \
-            or (blocks and sum(blocks) != len(values)) or (blocks_required and not blocks):
-        return (f"{blocks_name!r} must be positive whole numbers adding up to the {len(values)} values of {name!r}, "
-                f"found {_shown(blocks)}")
-    return ""
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, tuple):
-        value = list(value)
-    try:
-        text = json.dumps(value, allow_nan=False)
-    except ValueError:  # NaN or an infinity, alone or in a list
-        text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def now_iso() -> str:

@@ -6,10 +6,12 @@ commits: steps, current regressions, the PR view, the trend page; docs/history.m
 ``compare`` (the regression gate on two result files, exit 1 on a regression), ``report`` (markdown
 from a results JSON or run directory) and ``export-trace`` (Chrome/Perfetto JSON).
 
-Exit codes: 0 ok; 1 the gate failed: a regression, a test of OLD that NEW does not have (a test that
-was not measured must not look green), or with ``--strict`` an inconclusive comparison; 2 bad input
-or usage (one line naming the file and the fix, never a traceback), and ``compare`` of measurements from
-other device identities; 3 a runner or device failed.
+Exit codes (:data:`EXIT_CODES_HELP`, also in ``--help``): 0 ok; 1 the gate failed: a regression, a test of OLD that
+NEW does not have (a test that was not measured must not look green), or with ``--strict`` an inconclusive
+comparison; 2 bad input or usage (one line naming the file and the fix, never a traceback; checked before anything
+runs where it can be, as outputs that would overwrite each other or an input), and ``compare`` of measurements from
+other device identities; 3 a runner or device failed; 130 Ctrl-C. Which is which follows the error's class
+(:attr:`pytest_sme2.errors.Sme2Error.exit_code`).
 
 ``compare`` judges two files as two sessions (:func:`pytest_sme2.judge.compare_recorded`): the same artifact
 is drift (reported, never failed), a changed or unknown one is judged on the stored samples with the margin
@@ -45,6 +47,16 @@ from .options import (
 )
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_RUN_FAILED = 0, 1, 2, 3
+#: Ctrl-C, as a shell reports SIGINT (128 + 2)
+EXIT_INTERRUPTED = 130
+
+#: The one exit-code rule of every command (docs/reliability.md), shown by ``pytest-sme2 --help``.
+EXIT_CODES_HELP = (
+    "exit codes (every command): 0 ok; 1 a gate failed (compare: a regression, a test of OLD that NEW lacks, or with "
+    "--strict an inconclusive one; history regressions: a current regression); 2 bad input or usage (a file, store or "
+    "option that cannot be used, or compare of measurements from other device identities: one line naming it and "
+    "the fix, nothing written); 3 a run failed (a runner or device); 130 interrupted (Ctrl-C)."
+)
 
 
 RULES_HELP = ('JSON file of extra operator-category rules, tried before the defaults: a list of {"category": ..., '
@@ -161,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pytest-sme2",
         description="Performance-regression analysis of ExecuTorch models (SME2 on/off, Arm CPUs).",
+        epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("--version", action="version", version=f"pytest-sme2 {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -433,18 +446,13 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
     if "e2e_ms" in data and "runs" in data:
         try:
             a = Analysis.from_dict(data)
+        except Sme2Error as exc:
+            raise ConfigError(f"{path}: {exc}; re-create it with pytest-sme2 analyze or profile") from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ConfigError(
                 f"{path} looks like an analysis summary but does not match its schema ({type(exc).__name__}: "
                 f"{exc}); re-create it with pytest-sme2 analyze or profile"
             ) from None
-        from .baseline import times_problem
-
-        problem = times_problem(a.measured_ms, a.block_sizes, "e2e_ms.per_run (measured runs)", "blocks",
-                                blocks_required=False)
-        if problem:
-            raise ConfigError(f"{path}: {problem}; no measurement has such times: the file was edited or damaged — "
-                              "re-create it with pytest-sme2 analyze or profile")
         cats = a.category_per_run_ms if a.per_operator else {}
         # ``profile`` records why a measurement cannot be trusted (thermal throttling): it must come out
         # INVALID, never a regression or a pass.
@@ -678,7 +686,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("pytest-sme2: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

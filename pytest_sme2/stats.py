@@ -13,6 +13,7 @@ interval), the former ratio interval and the other methods only tests and benchm
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -580,3 +581,34 @@ def median_interval(values: Sequence[float] | np.ndarray, *, confidence: float =
                      f"need >= {need}"
     coverage = 1 - 2 * float(cdf[k - 1])
     return Interval(float(np.median(x)), float(x[k - 1]), float(x[n - k]), confidence, coverage), ""
+
+
+def times_problem(values: Any, blocks: Any, name: str, blocks_name: str, *, blocks_required: bool = True) -> str:
+    """What is wrong with measured times ``values`` (ms) in blocks of ``blocks`` runs, "" when nothing.
+
+    The one check of stored samples, for baselines and for the results and summaries ``compare`` and ``report``
+    read: a non-empty list of finite times >= 0 ms (a NaN or a negative time is no measurement), and block sizes
+    that are positive whole numbers adding up to the number of times.
+    """
+    if not isinstance(values, (list, tuple)) or not values:
+        return f"{name!r} must be a non-empty list of times in ms, found {shown(values)}"
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0]
+    if bad:
+        return f"{name!r} holds {shown(bad[0])}, not a finite time >= 0 ms"
+    if not isinstance(blocks, (list, tuple)) or any(isinstance(n, bool) or not isinstance(n, int) or n < 1
+                                                    for n in blocks) \
+            or (blocks and sum(blocks) != len(values)) or (blocks_required and not blocks):
+        return (f"{blocks_name!r} must be positive whole numbers adding up to the {len(values)} values of {name!r}, "
+                f"found {shown(blocks)}")
+    return ""
+
+
+def shown(value: Any) -> str:
+    """A value for an error message: JSON as in the file, NaN and infinities as Python writes them, cut at 40."""
+    if isinstance(value, tuple):
+        value = list(value)
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except ValueError:  # NaN or an infinity, alone or in a list
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -14,15 +14,19 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_cli import _results
-from test_reliability import TOY_TRACE, _replay_project
+from test_history import _store_with_step, record, run
+from test_reliability import TOY_INPUT, TOY_PTE, TOY_TRACE, _replay_project
 
 from pytest_sme2.atomic import ensure_dir, refuse_overlaps, write_atomic
 from pytest_sme2.cli import main
 from pytest_sme2.errors import BaselineError, ConfigError
+from pytest_sme2.history.store import HistoryStore
 
 pytestmark = pytest.mark.bad_input
 
@@ -30,7 +34,10 @@ pytestmark = pytest.mark.bad_input
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     """Run the CLI in-process: (exit code, stderr); a traceback would escape as an exception here."""
     capsys.readouterr()
-    code = main(list(argv))
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse refuses an option value (usage: exit 2)
+        code = int(exc.code or 0)
     err = capsys.readouterr().err
     assert "Traceback" not in err
     return code, err
@@ -232,3 +239,174 @@ def test_cli_outputs_under_a_regular_file_name_the_true_cause(argv: list[str], t
     assert code == 2
     assert "Not a directory (f is a file)" in err and "File exists" not in err
     assert (tmp_path / "f").read_text() == "mine\n"
+
+
+# ------------------------------------------------------------- results files: validated as baselines are
+
+
+def _damage(path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _per_run(doc: dict[str, Any]) -> list[float]:
+    return doc["tests"][0]["profile"]["analysis"]["e2e_ms"]["per_run"]
+
+
+RESULTS_DAMAGE: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "nan_sample": (lambda d: _per_run(d).__setitem__(5, float("nan")),
+                   "test t.py::test_a: 'e2e_ms.per_run' holds nan, not a finite time >= 0 ms"),
+    "negative_sample": (lambda d: _per_run(d).__setitem__(7, -0.08),
+                        "test t.py::test_a: 'e2e_ms.per_run' holds -0.08, not a finite time >= 0 ms"),
+    "infinite_sample": (lambda d: _per_run(d).__setitem__(3, float("inf")), "holds inf, not a finite time"),
+    "schema_0": (lambda d: d.__setitem__("schema_version", 0), "has schema_version 0; versions start at 1"),
+    "schema_minus_3": (lambda d: d.__setitem__("schema_version", -3), "has schema_version -3; versions start at 1"),
+    "schema_true": (lambda d: d.__setitem__("schema_version", True), "has no integer schema_version"),
+    "unknown_kind": (lambda d: d.__setitem__("kind", "pytest-sme2-history-run"),
+                     "has kind 'pytest-sme2-history-run', not 'pytest-sme2-results'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESULTS_DAMAGE))
+@pytest.mark.parametrize("command", ["compare", "report"])
+def test_results_files_with_impossible_samples_or_schema_are_refused(case: str, command: str, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    good = _results_file(tmp_path / "good.json")
+    edit, expected = RESULTS_DAMAGE[case]
+    bad = _damage(_results_file(tmp_path / "bad.json"), edit)
+    before = _snapshot(good, bad)
+    argv = ["compare", str(good), str(bad)] if command == "compare" else ["report", str(bad)]
+    code, err = _cli(capsys, *argv)
+    assert code == 2, err
+    assert str(bad) in err and expected in err
+    assert _snapshot(good, bad) == before
+
+
+@pytest.mark.parametrize("content, expected", [
+    (None, ("does not exist", "does not exist")),
+    (b"", ("is not valid JSON", "is not valid JSON")),
+    (b'{"schema_version": 1, "kind": "pytest-sme2-results", "tests": [{"test_id": "t.py::test',
+     ("not valid JSON", "not valid JSON")),
+    (b"\xff\xfe\x00garbage", ("is not UTF-8 text", "codec can't decode")),
+    (b"[1, 2, 3]", ("expected an object", "expected a JSON object")),
+])
+def test_compare_and_report_on_missing_empty_cut_or_foreign_files(content: bytes | None, expected: tuple[str, str],
+                                                                  tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    good = _results_file(tmp_path / "good.json")
+    bad = tmp_path / "bad.json"
+    if content is not None:
+        bad.write_bytes(content)
+    for argv, message in zip((["compare", str(good), str(bad)], ["report", str(bad), "--out", str(tmp_path / "r.md")]),
+                             expected, strict=True):
+        code, err = _cli(capsys, *argv)
+        assert code == 2 and str(bad) in err and message in err, err
+        assert not (tmp_path / "r.md").exists()
+
+
+# ----------------------------------------------------------------------------------- the history store
+
+
+def _git_repo(root: Path) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    root.mkdir()
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "one"]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("store", ["missing", "typo", "file"])
+@pytest.mark.parametrize("command", [["regressions"], ["list"], ["steps"], ["page", "--out", "{tmp}/p.html"],
+                                     ["pr", "--base", "HEAD"]])
+def test_history_commands_fail_on_a_store_they_cannot_read(store: str, command: list[str], tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    real = _store_with_step(tmp_path)  # the store the sessions append to, with runs in it
+    path = {"missing": tmp_path / "nowhere", "typo": tmp_path / "H",
+            "file": next(real.root.rglob("*.jsonl"))}[store]
+    code, err = _cli(capsys, "history", *(a.format(tmp=tmp_path) for a in command), "--store", str(path))
+    assert code == 2, err
+    assert f"history store {path} " in err and "pass --store DIR" in err
+    assert not (tmp_path / "p.html").exists()
+
+
+def test_history_regressions_on_an_empty_store_is_not_green(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "h").mkdir()
+    code, err = _cli(capsys, "history", "regressions", "--store", str(tmp_path / "h"))
+    assert code == 2 and f"no runs in the history store {tmp_path / 'h'}, so nothing to judge" in err
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("median_ms", float("nan"), "median_ms is nan, not a finite value >= 0"),
+    ("median_ms", -0.09, "median_ms is -0.09, not a finite value >= 0"),
+    ("block_medians_ms", (0.09, float("inf")), "block_medians_ms is inf"),
+    ("category_ms", {"Convolution": float("nan")}, "category_ms['Convolution'] is nan, not a finite time"),
+])
+def test_history_records_with_impossible_medians_are_reported_not_dropped(field: str, value: object, expected: str,
+                                                                         tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    store = _store_with_step(tmp_path)
+    kw = {} if field == "median_ms" else {field: value}
+    median = value if field == "median_ms" else 0.1
+    bad = store.append(run(20, "f" * 40), [record("t::x", "regression", median, **kw)])  # type: ignore[arg-type]
+    for command in ("steps", "regressions", "list"):
+        code, err = _cli(capsys, "history", command, "--store", str(store.root))
+        assert code == 2, err
+        assert f"{bad}: line 2 (t::x): {expected}" in err and "restore it from git" in err
+
+
+# ------------------------------------------------------------------------------- tracebacks, true causes
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "a_directory"])
+def test_history_pr_step_summary_that_cannot_be_written_is_one_line(where: str, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    commit = _git_repo(tmp_path / "repo")
+    store = HistoryStore(tmp_path / "h")
+    store.append(run(1, commit), [record("t::x", "pass", 0.08)])
+    store.append(run(2, commit), [record("t::x", "pass", 0.081)])
+    (tmp_path / "f").write_text("mine\n")
+    target = tmp_path / "f" / "summary.md" if where == "under_a_file" else tmp_path
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    code, err = _cli(capsys, "history", "pr", "--store", str(store.root), "--repo", str(tmp_path / "repo"),
+                     "--base", "HEAD", "--step-summary")
+    assert code == 2, err
+    reason = "Not a directory" if where == "under_a_file" else "Is a directory"
+    assert f"cannot append the pytest-sme2 summary to $GITHUB_STEP_SUMMARY ({target}): {reason}" in err
+    assert "point it at a writable file" in err
+    assert (tmp_path / "f").read_text() == "mine\n"
+
+
+def test_the_margin_message_says_what_is_allowed(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_x="def test_x(): pass")
+    for value in ("0", "100", "nan"):
+        result = pytester.runpytest_subprocess(f"--sme2-margin={value}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        assert f"'{value}' is out of range; allowed: above 0 and below 100 percent, e.g. 5" in result.stderr.str()
+
+
+def test_profile_input_files_that_do_not_fit_the_program_are_bad_input(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The local runtime reads the inputs: a wrong size is the user's file (2), not a failed run (3)."""
+    short = tmp_path / "short.bin"
+    short.write_bytes(bytes(100))
+    for inputs in ([short], [TOY_INPUT, TOY_INPUT]):
+        code, err = _cli(capsys, "profile", "--pte", str(TOY_PTE), "--inputs", *map(str, inputs), "--runs", "2",
+                         "--blocks", "1", "--out", str(tmp_path / "out"))
+        assert code == 2, err
+        assert ("input file " + str(short) + " has 100 bytes" in err) if inputs == [short] else \
+            "takes 1 input(s) but 2 input file(s) were given" in err
+
+
+def test_help_states_the_exit_code_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "exit codes (every command): 0 ok; 1 a gate failed" in out
+    assert "2 bad input or usage" in out and "3 a run failed (a runner or device); 130 interrupted (Ctrl-C)" in out

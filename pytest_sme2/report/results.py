@@ -24,12 +24,12 @@ import numpy as np
 from .. import __version__
 from ..analysis import Analysis
 from ..atomic import write_atomic
-from ..baseline import Baseline, OtherBaseline, now_iso, times_problem
+from ..baseline import Baseline, OtherBaseline, now_iso
 from ..errors import ConfigError, Sme2Error
 from ..gate import Status, Verdict
 from ..kernels import KernelLog, operator_kernels
 from ..profile import Profile
-from ..stats import Interval
+from ..stats import Interval, times_problem
 from ..units import fmt_ms
 from .comparison import OnOffComparison
 from .kernel_view import side_by_side
