@@ -368,7 +368,7 @@ def build_runner(
             progress(f"runner build {out_dir} was damaged ({damage}): building it again")
         if progress:
             progress(f"building pytest-sme2's runner for {target} against executorch {sdk.version} ({identity})")
-        out_dir.mkdir(parents=True, exist_ok=True)
+        ensure_dir(out_dir)
         src = out_dir / SOURCE_NAME
         write_atomic(src, source, what="runner source")
         tmp = out_dir / f".{BINARY_NAME}.tmp-{os.getpid()}"

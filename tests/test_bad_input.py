@@ -410,3 +410,18 @@ def test_help_states_the_exit_code_rule(capsys: pytest.CaptureFixture[str]) -> N
     out = " ".join(capsys.readouterr().out.split())
     assert "exit codes (every command): 0 ok; 1 a gate failed" in out
     assert "2 bad input or usage" in out and "3 a run failed (a runner or device); 130 interrupted (Ctrl-C)" in out
+
+
+@pytest.mark.parametrize("option", ["--sme2-out-dir=f", "--sme2-baseline-dir=f/baselines", "--sme2-json=f/r.json"])
+def test_plugin_paths_under_a_regular_file_name_the_true_cause(option: str, pytester: pytest.Pytester,
+                                                              tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    _, args = _replay_project(pytester, tmp_path, 1)
+    (pytester.path / "f").write_text("mine\n")
+    result = pytester.runpytest_subprocess(*args, option, timeout=300)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret != 0
+    assert f"Not a directory ({pytester.path / 'f'} is a file)" in output or "Not a directory (f is a file)" in output
+    assert "File exists" not in output and "Traceback" not in output
+    assert (pytester.path / "f").read_text() == "mine\n"

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import file_sha256
+from ..atomic import ensure_dir
 from ..codepaths import SHARED_OBJECTS, runner_shared_objects
 from ..device import host_device, host_identity
 from ..errors import ConfigError, RunnerError, TraceError, tail
@@ -225,7 +226,7 @@ class HostRunner(BinaryBuilds):
         runner = self._binary(request)
         self._check_executable(runner)
         load_pte_check(request.pte)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        ensure_dir(run_dir)
         traced = request.mode == MODE_TRACE
         trace_path = run_dir / (f"{request.stem}.etdump" if traced else DEFAULT_TRACE_NAME)
         log_path = run_dir / f"{request.stem}.log"
@@ -384,7 +385,8 @@ def new_run_dir(request: RunRequest) -> Path:
     while True:
         run_dir = parent / f"{stamp}-{os.getpid()}-{next(_RUN_COUNTER):04d}"
         try:
-            run_dir.mkdir(parents=True, exist_ok=False)
+            ensure_dir(parent)
+            run_dir.mkdir(exist_ok=False)
             return run_dir
         except FileExistsError:
             continue
