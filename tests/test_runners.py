@@ -205,10 +205,11 @@ def test_local_runner_errors_name_the_file(tmp_path: Path) -> None:
         runner.run(RunRequest(pte=garbage, runs=1))
     short_input = tmp_path / "short.bin"
     short_input.write_bytes(TOY_INPUT.read_bytes()[:100])
-    with pytest.raises(RunnerError) as info:
+    # Input files that do not fit the program are bad input (exit 2), not a failed run.
+    with pytest.raises(ConfigError) as info:
         runner.run(RunRequest(pte=TOY_PTE, runs=1, inputs=(short_input,)))
     assert str(short_input) in str(info.value) and "12288 bytes" in str(info.value)
-    with pytest.raises(RunnerError, match="takes 1 input"):
+    with pytest.raises(ConfigError, match="takes 1 input"):
         runner.run(RunRequest(pte=TOY_PTE, runs=1, inputs=(TOY_INPUT, TOY_INPUT)))
     with pytest.raises(ConfigError, match="one build"):
         runner.run(RunRequest(pte=TOY_PTE, runs=1, variant=SME2_ON))

@@ -81,8 +81,9 @@ def _store(args: argparse.Namespace) -> HistoryStore:
 
 
 def _analyse(args: argparse.Namespace) -> tuple[list[Series], list[FoundStep], list[Creep], list[Any], int]:
-    runs = _store(args).runs()
-    frame = _store(args).frame(runs)
+    store = _store(args)
+    runs = store.runs()
+    frame = store.frame(runs)
     series = build_series(frame, [E2E] if args.metrics == "e2e" else None)
     steps = all_steps(series, min_size=args.min_size, max_pvalue=args.max_pvalue, min_pct=args.min_pct)
     steps, stale = acknowledge.apply(steps, series, acknowledge.load(args.ack))
