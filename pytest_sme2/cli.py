@@ -23,9 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .errors import ConfigError, ModelError, Sme2Error
@@ -45,6 +45,9 @@ from .options import (
     percent,
     rules_file,
 )
+
+if TYPE_CHECKING:
+    from .profile import StreamProgress
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_RUN_FAILED = 0, 1, 2, 3
 #: Ctrl-C, as a shell reports SIGINT (128 + 2)
@@ -303,7 +306,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         return _profile(args, progress_to(terminal))
 
 
-def _profile(args: argparse.Namespace, progress: Callable[[str], None]) -> int:
+def _profile(args: argparse.Namespace, progress: StreamProgress) -> int:
     from .atomic import check_writable_dir, write_atomic
     from .categories import CategoryRules
     from .export import export_model
@@ -347,6 +350,8 @@ def _profile(args: argparse.Namespace, progress: Callable[[str], None]) -> int:
     with heavy_work(lock if builds else None, what="building the runner", progress=progress):
         runner = make_runner(device, runner_path=args.runner, serial=args.serial, timeout_s=args.timeout, **android,
                              **own)
+    if hasattr(runner, "heartbeat"):
+        runner.heartbeat = progress.tick  # a long runner process (an emulated block) shows its elapsed time
     check_writable_dir(args.out, what="--out directory")  # before minutes of export and measurement
     targets: list[Any] = []
     if args.pte is not None:

@@ -113,17 +113,68 @@ SHORT_BLOCK_RUNS_FACTOR = 3
 Progress = Callable[[str], None]
 
 
-def progress_to(stream: TextIO) -> Progress:
+#: Seconds between two "still running" lines of a long step in a log (not a terminal): a CI log shows it is alive.
+LOG_HEARTBEAT_S = 30.0
+
+
+def elapsed_text(seconds: float) -> str:
+    """``1:05 elapsed``."""
+    s = int(seconds)
+    return f"{s // 60}:{s % 60:02d} elapsed"
+
+
+class StreamProgress:
+    """Progress lines (``[sme2] ...``) to a stream, for the CLI: what it is doing (model, arm, block i of n), and while
+    a runner process runs (:meth:`tick`, its :attr:`~pytest_sme2.runners.host.HostRunner.heartbeat`), how long it has
+    been at it — on a terminal in one line rewritten in place, in a log a line every :data:`LOG_HEARTBEAT_S`.
+    ``stream`` None = whatever ``sys.stderr`` is when written."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+        self._text = ""
+        self._since = self._logged = 0.0
+        self._live = False  # a transient line is on the terminal
+
+    @property
+    def stream(self) -> TextIO:
+        return self._stream if self._stream is not None else sys.stderr
+
+    def __call__(self, message: str) -> None:
+        self._end_live()
+        print(f"[sme2] {message}", file=self.stream, flush=True)
+        self._text, self._since = message, time.monotonic()
+        self._logged = self._since
+
+    def tick(self) -> None:
+        if not self._text:
+            return
+        now = time.monotonic()
+        if self._isatty():
+            self.stream.write(f"\r\x1b[K[sme2] {self._text}, {elapsed_text(now - self._since)}")
+            self.stream.flush()
+            self._live = True
+        elif now - self._logged >= LOG_HEARTBEAT_S:
+            print(f"[sme2] {self._text}: still running, {elapsed_text(now - self._since)}", file=self.stream,
+                  flush=True)
+            self._logged = now
+
+    def _end_live(self) -> None:
+        if self._live:
+            self.stream.write("\r\x1b[K")
+            self._live = False
+
+    def _isatty(self) -> bool:
+        isatty = getattr(self.stream, "isatty", None)
+        return bool(callable(isatty) and isatty())
+
+
+def progress_to(stream: TextIO) -> StreamProgress:
     """Progress lines (``[sme2] ...``) to ``stream``, chosen once."""
-    def progress(message: str) -> None:
-        print(f"[sme2] {message}", file=stream, flush=True)
-
-    return progress
+    return StreamProgress(stream)
 
 
-def stderr_progress(message: str) -> None:
-    """A progress line to whatever ``sys.stderr`` is when it is written."""
-    progress_to(sys.stderr)(message)
+#: Progress lines to whatever ``sys.stderr`` is when they are written.
+stderr_progress = StreamProgress()
 
 
 class ExportedLike(Protocol):
@@ -582,10 +633,13 @@ def _measure_blocks(
     window.prime()  # ~0.1 s on 2 CPUs: the first blocks get the host just before them as their window
     while len(per_arm[0]) < blocks:
         order = list(range(len(arms))) if b % 2 == 0 else list(reversed(range(len(arms))))
-        if progress:
-            progress(f"{what}: block {len(per_arm[0]) + 1}/{blocks}")
         started = time.perf_counter()
-        got = {i: _run_block(runner, arms[i]) for i in order}
+        got = {}
+        for i in order:
+            if progress:
+                arm = f", {arms[i].variant or arms[i].label}" if len(arms) > 1 else ""
+                progress(f"{what}: block {len(per_arm[0]) + 1}/{blocks}{arm}")
+            got[i] = _run_block(runner, arms[i])
         round_s = time.perf_counter() - started
         window.mark()
         got = {i: _with_window(got[i], window.others_share()) for i in order}

@@ -6,6 +6,8 @@ with the error's message (no traceback from deep inside executorch).
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -138,6 +140,8 @@ class Sme2Session:
                         o.device, runner_path=o.runner, runner_off=o.runner_off, serial=o.serial, timeout_s=o.timeout,
                         runner_timing=o.runner_timing, runner_off_timing=o.runner_off_timing,
                         runner_log=o.runner_log, runner_off_log=o.runner_off_log, **extra)
+                if hasattr(runner, "heartbeat"):
+                    runner.heartbeat = self.status.tick  # a long runner process shows its elapsed time
                 self._runner = runner
             except Sme2Error as exc:
                 error = exc
@@ -162,12 +166,15 @@ class Sme2Session:
 
 
 class LiveStatus:
-    """A transient status at the end of pytest's progress line, for work that takes seconds (an export).
+    """A transient status at the end of pytest's progress line, for work that takes seconds to minutes (an export, a
+    measurement's blocks, one emulated execution): ``[sme2: <test>: <what>: block 2/6, sme2_on, 1:05 elapsed]``.
 
     pytest writes ``file.py ..`` and the dots of each result on one line; a full line of our own would split
     it (the file name is reprinted before the next result). So on a terminal the status is written after
-    what is on the line and erased again before the next update and when the work ends; on anything else
-    (a CI log) nothing is written mid-line — the ``sme2 performance`` section sums the exports up instead.
+    what is on the line (cut to the terminal's width), rewritten by :meth:`tick` while a runner process runs, and
+    erased again before the next update and when the work ends; on anything else (a CI log) nothing is written
+    mid-line, and under pytest-xdist the controller's own reporting rules — the ``sme2 performance`` section sums the
+    work up instead.
     """
 
     def __init__(self, config: pytest.Config) -> None:
@@ -175,19 +182,42 @@ class LiveStatus:
         self.shown = 0
         reporter = config.pluginmanager.getplugin("terminalreporter")
         writer = getattr(reporter, "_tw", None)
+        self.writer = writer
         self.file = getattr(writer, "_file", None)
         #: None until first asked: whether the file is a terminal can only be seen with capture suspended (during
         #: a test, fd capture points file descriptor 1 at a temporary file)
         self._tty: bool | None = None
         self.enabled = bool(self.file is not None and getattr(writer, "hasmarkup", False) and worker_id(config) is None)
+        self._text = ""
+        self._since = 0.0
 
     def show(self, text: str) -> None:
         if self.enabled:
-            self._write(f" [sme2: {text}]")
+            if text != self._text:
+                self._text, self._since = text, time.monotonic()
+            self._write(self._render())
+
+    def tick(self) -> None:
+        """The same status with its elapsed time now (called while a runner process runs)."""
+        if self.enabled and self._text:
+            self._write(self._render())
 
     def clear(self) -> None:
+        self._text = ""
         if self.enabled and self.shown:
             self._write("")
+
+    def _render(self) -> str:
+        elapsed = int(time.monotonic() - self._since)
+        when = f", {elapsed // 60}:{elapsed % 60:02d} elapsed" if elapsed >= 1 else ""
+        # pytest names the test it runs in PYTEST_CURRENT_TEST ("file.py::test_a[x] (call)")
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").rpartition(" (")[0].rpartition("::")[2]
+        text = f" [sme2: {test + ': ' if test else ''}{self._text}{when}]"
+        # Never wider than what is left of the line: a wrapped status could not be erased, and would split it.
+        room = int(getattr(self.writer, "fullwidth", 80)) - int(getattr(self.writer, "width_of_current_line", 0)) - 1
+        if len(text) > room:
+            text = text[:max(room - 2, 0)] + "…]" if room >= 12 else ""
+        return text
 
     def _write(self, text: str) -> None:
         capman = self.config.pluginmanager.getplugin("capturemanager")

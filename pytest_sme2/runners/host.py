@@ -36,7 +36,7 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -145,6 +145,9 @@ class HostRunner(BinaryBuilds):
     name = "host"
     #: what the reaped child's ``ru_maxrss`` is the peak of (QEMU: the emulator's process)
     peak_source = PeakSource.PROCESS
+    #: called about once a second while a runner process runs (the plugin's status line and the CLI show the
+    #: elapsed time of a long block with it); None = nothing to tell
+    heartbeat: Callable[[], None] | None = None
 
     def __init__(
         self,
@@ -252,9 +255,9 @@ class HostRunner(BinaryBuilds):
             except OSError as exc:
                 raise self._exec_error(runner, cmd, exc) from None
             try:
-                returncode, usage, ended = wait_with_rusage(proc, timeout)
+                returncode, usage, ended = wait_with_rusage(proc, timeout, tick=self.heartbeat)
             except subprocess.TimeoutExpired:
-                _kill_group(proc)
+                kill_group(proc)
                 raise RunnerError(
                     f"executor_runner {runner} timed out after {timeout:g} s and was killed (with its "
                     f"process group). Raise the limit with --sme2-timeout if the model is just slow; "
@@ -262,7 +265,7 @@ class HostRunner(BinaryBuilds):
                     command=cmd, stderr_tail=_read_tail(log_path),
                 ) from None
             except BaseException:
-                _kill_group(proc)  # Ctrl-C must not leave a runner behind
+                kill_group(proc)  # Ctrl-C must not leave a runner behind
                 raise
         wall_s = ended - started
         load = block_load(
@@ -567,15 +570,22 @@ def check_what_ran(
         )
 
 
-def wait_with_rusage(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, resource.struct_rusage, float]:
+#: Seconds between two heartbeats of a running runner process (:attr:`HostRunner.heartbeat`).
+TICK_S = 1.0
+
+
+def wait_with_rusage(proc: subprocess.Popen[bytes], timeout: float, *, tick: Callable[[], None] | None = None
+                     ) -> tuple[int, resource.struct_rusage, float]:
     """Reap ``proc`` within ``timeout`` s: (exit code, its rusage, ``perf_counter()`` when it was seen to end).
 
     ``os.wait4`` gives the child's own CPU time and context switches, exactly, whatever else this
     process runs. On Linux a pidfd wakes us the moment the child exits, so the end time is exact;
     elsewhere we poll as ``Popen.wait`` does (the end time is then late by up to 50 ms). Raises
-    ``subprocess.TimeoutExpired`` with the child still running.
+    ``subprocess.TimeoutExpired`` with the child still running. ``tick`` is called every :data:`TICK_S` while the
+    child runs (never after it ended: the end time stays exact).
     """
     deadline = time.monotonic() + timeout
+    next_tick = time.monotonic() + TICK_S
     pidfd = None
     with contextlib.suppress(AttributeError, OSError):
         pidfd = os.pidfd_open(proc.pid)
@@ -587,13 +597,18 @@ def wait_with_rusage(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int
                 ended = time.perf_counter()
                 proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must know it was reaped
                 return proc.returncode, usage, ended
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 raise subprocess.TimeoutExpired(proc.args, timeout)
+            if tick is not None and now >= next_tick:
+                tick()
+                next_tick = now + TICK_S
+            wait = min(remaining, max(next_tick - now, 0.0)) if tick is not None else remaining
             if pidfd is not None:
-                select.select([pidfd], [], [], remaining)
+                select.select([pidfd], [], [], wait)
             else:
-                time.sleep(min(delay, remaining))
+                time.sleep(min(delay, wait))
                 delay = min(delay * 2, 0.05)
     finally:
         if pidfd is not None:
@@ -609,7 +624,7 @@ def _looks_like_etdump(path: Path) -> bool:
     return ETDUMP_IDENTIFIER in (head[8:12], head[4:8])
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):

@@ -36,7 +36,7 @@ from ..identity import DeviceIdentity
 from ..memory import PeakSource
 from ..qemu_log import ExecutedKernels, read_executed_kernels
 from .base import MODE_TRACE, SME2_OFF, SME2_ON, RunRequest
-from .host import HostRunner
+from .host import HostRunner, kill_group, wait_with_rusage
 
 #: The emulated CPU of each arm. One binary, two CPUs: the on/off comparison by CPU feature.
 CPU_SME2_ON = "max"
@@ -258,15 +258,20 @@ class QemuRunner(HostRunner):
                str(log), *HostRunner.command(self, request, self._binary(request), None)]
         timeout = min(t for t in (self.timeout_s, request.timeout_s) if t is not None)
         with stderr.open("wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=run_dir,
+                                    start_new_session=True)
             try:
-                proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      cwd=run_dir, timeout=timeout, check=False)
+                returncode, _, _ = wait_with_rusage(proc, timeout, tick=self.heartbeat)
             except subprocess.TimeoutExpired:
+                kill_group(proc)
                 raise RunnerError(f"the in_asm run under QEMU took over {timeout:g} s", command=cmd) from None
+            except BaseException:
+                kill_group(proc)  # Ctrl-C must not leave an emulator behind
+                raise
         text = stderr.read_text(encoding="utf-8", errors="replace")
-        if proc.returncode != 0:
-            raise RunnerError(f"the runner under QEMU (-d in_asm) exited with code {proc.returncode} running "
-                              f"{request.pte}; the log is {stderr}", command=cmd, returncode=proc.returncode,
+        if returncode != 0:
+            raise RunnerError(f"the runner under QEMU (-d in_asm) exited with code {returncode} running "
+                              f"{request.pte}; the log is {stderr}", command=cmd, returncode=returncode,
                               stderr_tail=text[-2000:])
         maps = [line.split("sme2_runner map: ", 1)[1] for line in text.splitlines() if "sme2_runner map: " in line]
         if not maps:

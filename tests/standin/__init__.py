@@ -68,6 +68,7 @@ def make_standin(
     tracer: bool = True,
     xnnlog: str | Path | None = None,
     libraries: tuple[str | Path, ...] = (),
+    pause_s: float = 0.0,
 ) -> Path:
     """Write an executable stand-in named ``name`` into ``directory`` and return its path.
 
@@ -80,7 +81,8 @@ def make_standin(
     written). ``xnnlog``: a recorded XNNPACK debug log (``tests/data/*.xnnlog``) the run replays instead of
     executing (a logging build; ``trace`` is then not needed). ``libraries``: shared libraries the stand-in loads
     (really, with ``ctypes``) and whose ``/proc/self/maps`` lines it prints as pytest-sme2's own runner prints the
-    libraries it loaded.
+    libraries it loaded. ``pause_s``: the process waits this long before it starts (a slow runner process, e.g. an
+    emulated one, as a progress display sees it; the replayed timings are the trace's, untouched).
     """
     if mode not in MODES:
         raise ValueError(f"unknown stand-in mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -106,6 +108,7 @@ def make_standin(
             "SME2_STANDIN_TRACER": "1" if tracer else "0",
             "SME2_STANDIN_XNNLOG": str(log_path) if log_path else "",
             "SME2_STANDIN_LIBS": ":".join(str(Path(lib).resolve()) for lib in libraries),
+            "SME2_STANDIN_PAUSE": str(pause_s),
         }
         lines = [
             "#!/bin/sh",

@@ -410,6 +410,7 @@ def load_libraries(paths: list[str]) -> None:
 
 def main(argv: list[str]) -> None:
     warnings.simplefilter("ignore")  # third-party import noise would clutter the runner log
+    time.sleep(float(os.environ.get("SME2_STANDIN_PAUSE") or 0))
     flags = parse_flags(argv, tracer=os.environ.get("SME2_STANDIN_TRACER", "1") != "0")
     libraries = [p for p in os.environ.get("SME2_STANDIN_LIBS", "").split(":") if p]
     if libraries:
