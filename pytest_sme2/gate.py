@@ -108,6 +108,9 @@ class GateConfig:
     #: the device is emulated (QEMU): its time is not device time, so a speedup measured there is reported,
     #: never judged against ``min_speedup``
     emulated: bool = False
+    #: the latency is judged against the baseline; False on an emulated device measured for its evidence only (one
+    #: execution per arm, without ``--sme2-emulated-timing``): its time is reported, never compared, never recorded
+    time_gated: bool = True
     #: memory thresholds (a ``memory.MemoryThresholds``; None = its defaults): judged by ``memory.with_memory``
     memory: MemoryThresholds | None = None
 
@@ -117,8 +120,15 @@ class GateConfig:
             "category_margins": dict(self.category_margins), "p50_ms": self.p50_ms, "p90_ms": self.p90_ms,
             "min_speedup": self.min_speedup, "drift_allowance": self.drift_allowance,
             "require_sme2_kernels": self.require_sme2_kernels, "emulated": self.emulated,
+            "time_gated": self.time_gated,
             **({"memory": self.memory.to_dict()} if self.memory is not None else {}),
         }
+
+
+#: What an emulated measurement made for its evidence says of its time (``GateConfig.time_gated`` False).
+TIME_NOT_GATED = ("emulated time, not gated: measured for the kernel evidence and the outputs (by default one "
+                  "execution per arm); --sme2-emulated-timing measures emulated time in full and gates it against the "
+                  "emulated baseline")
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from .gate import (
     EVIDENCE_CHECKS,
     REQUIRED_BY_MARKER,
     REQUIRED_BY_ON_OFF,
+    TIME_NOT_GATED,
     Comparison,
     GateConfig,
     Samples,
@@ -315,6 +316,8 @@ def judge(
     def absolute_only() -> Verdict:
         return _with_memory(gate(None, cand, config, off=off_samples, evidence=evidence), None, profile, off, config)
 
+    if not config.time_gated:
+        return _evidence_only(profile, off, path, config=config, policy=policy, evidence=evidence)
     if policy.update_baseline:
         # A measurement that is not a good reference never replaces one that may be: the previous file stays.
         kept = (f"; the previous baseline {path} is kept" if path.is_file() else "")
@@ -449,6 +452,20 @@ def judge(
         baseline = gained
     warnings = _inputs_warning(baseline.artifact, profile.artifact)
     return Judgement(GATED, verdict, lookup.path, baseline, verdict.summary(), reference, candidate, warnings)
+
+
+def _evidence_only(profile: Profile, off: Profile | None, path: Path, *, config: GateConfig, policy: Policy,
+                   evidence: Sme2Evidence | None) -> Judgement:
+    """An emulated device measured for its evidence: the kernel and numerics checks (and the absolute ones: budgets,
+    the ungated on/off ratio); its latency shown, never compared with the emulated baseline nor recorded as one (a
+    baseline of emulated time is measured in full, with ``--sme2-emulated-timing``), never measured again."""
+    verdict = _with_memory(gate(None, profile.samples(), config, off=off.samples() if off is not None else None,
+                                evidence=evidence, notes=(TIME_NOT_GATED,)), None, profile, off, config)
+    if policy.update_baseline:
+        return Judgement(NOT_WRITTEN, verdict, path, message=(
+            f"baseline not written: a baseline of emulated time is measured in full; run with --sme2-update-baseline "
+            f"--sme2-emulated-timing{'; the previous baseline ' + str(path) + ' is kept' if path.is_file() else ''}"))
+    return Judgement(GATED, verdict, path, message=TIME_NOT_GATED)
 
 
 def _with_memory(verdict: Verdict, reference: Memory | None, profile: Profile, off: Profile | None,

@@ -307,6 +307,12 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("aarch64-wheel", "the manylinux_2_28_aarch64 executorch wheel (same version as the installed one) to "
                "cross-build the qemu device's runner against, for machines without access to PyPI (default: "
                "fetched with pip once, then cached)", type=existing_file),
+    OptionSpec("emulated-timing", "--sme2-device=qemu: measure emulated time in full (6 blocks of 1 warm-up + 3 runs "
+               "per arm unless --sme2-blocks/--sme2-runs/--sme2-warmup say otherwise) and gate it against the "
+               "emulated baseline, which only such a run records. Default: one execution per arm, for the kernel "
+               "evidence and the outputs (what the SME2 question needs); its emulated time is reported, not gated "
+               "(emulated time is no device's, and under SME2 emulation one execution of a small model can take a "
+               "minute)", False, ini_type="bool", action="store_true"),
     OptionSpec("libcxx", "libc++_shared.so to push beside the runner (Android runners built with the shared "
                "C++ STL)", type=existing_file),
     OptionSpec("runner-libs", "a directory of shared libraries the runner needs (a runner linked against "
@@ -426,6 +432,8 @@ class Sme2Options:
     runner_libs: Path | None = None
     qemu: Path | None = None
     aarch64_wheel: Path | None = None
+    #: qemu: measure emulated time in full and gate it (default: one execution per arm, time reported, not gated)
+    emulated_timing: bool = False
     serial: str | None = None
     #: None = decided by the builds: untraced with timing builds, else traced (see :attr:`latency_mode`)
     latency: str | None = None

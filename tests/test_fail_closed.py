@@ -125,6 +125,18 @@ def test_nothing_gated_counts_only_comparisons_with_a_baseline() -> None:
     assert not nothing_gated(measured, open_)
     assert not nothing_gated([{"outcome": "skipped"}], closed)  # pytest's exit 5 covers a session of skips
     assert not nothing_gated([], closed)
+    # The emulated device's default judges the kernel evidence and the outputs, not emulated time (issue 30): that is
+    # gated when those checks passed, and not when only advisory ones ran.
+    from pytest_sme2.gate import TIME_NOT_GATED
+
+    def evidence(*checks: dict[str, object]) -> list[dict[str, object]]:
+        return [{"outcome": "passed", "verdict": {"status": "pass", "comparison": None, "notes": [TIME_NOT_GATED],
+                                                  "checks": list(checks)}}]
+
+    assert not nothing_gated(evidence({"name": "sme2_kernels", "status": "pass", "advisory": False},
+                                      {"name": "numerics", "status": "pass", "advisory": False}), closed)
+    assert nothing_gated(evidence({"name": "min_speedup", "status": "inconclusive", "advisory": True}), closed)
+    assert nothing_gated(evidence({"name": "sme2_kernels", "status": "pass", "advisory": True}), closed)
 
 
 # ---------------------------------------------------------------- issue 28 item 3: in CI, not decided is not green

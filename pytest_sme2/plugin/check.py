@@ -38,7 +38,7 @@ class Sme2Baseline:
             category_margins={k: v / 100 for k, v in t.categories.items()},
             p50_ms=t.p50_ms, p90_ms=t.p90_ms, min_speedup=t.min_speedup,
             drift_allowance=o.drift_allowance / 100, require_sme2_kernels=t.require_sme2_kernels,
-            emulated=self.emulated(),
+            emulated=self.emulated(), time_gated=self._runner.time_gated(),
             memory=MemoryThresholds(
                 planned_growth=(t.planned_pct or 0.0) / 100,
                 peak_margin=t.peak_pct / 100 if t.peak_pct is not None else PEAK_MARGIN,

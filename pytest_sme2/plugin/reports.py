@@ -56,6 +56,7 @@ def nothing_gated(records: list[dict[str, Any]], opts: Sme2Options) -> str:
     measured = [r for r in records if r.get("outcome") != "skipped"]
     compared = [r for r in measured if (r.get("verdict") or {}).get("comparison")]
     decided = [r for r in compared if not Verdict.from_dict(r["verdict"]).undecided]
+    decided += [r for r in measured if _evidence_gated(r.get("verdict"))]
     if not measured or decided:
         return ""
     statuses = sorted({str((r.get("verdict") or {}).get("status") or r.get("outcome") or "?") for r in measured})
@@ -65,6 +66,17 @@ def nothing_gated(records: list[dict[str, Any]], opts: Sme2Options) -> str:
     return (f"pytest-sme2: {len(measured)} performance test(s) ran and {what} (verdicts: {', '.join(statuses)}): "
             "nothing was gated, so this run is not green. It fails closed because --sme2-fail-on includes 'missing' "
             f"(the default where CI is set). {fix}, or opt out with --sme2-fail-on=none")
+
+
+def _evidence_gated(verdict: dict[str, Any] | None) -> bool:
+    """An emulated device measured for its evidence (its time not gated, by design): gated when its kernel evidence
+    or numerics were judged and passed — the question it answers."""
+    from ..gate import EVIDENCE_CHECKS, TIME_NOT_GATED
+
+    if not verdict or TIME_NOT_GATED not in verdict.get("notes", ()):
+        return False
+    return any(c.get("name") in EVIDENCE_CHECKS and not c.get("advisory") and c.get("status") == "pass"
+               for c in verdict.get("checks", ()))
 
 
 def interruption(session: pytest.Session, records: list[dict[str, Any]]) -> str:

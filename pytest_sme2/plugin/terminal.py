@@ -15,7 +15,7 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     records = config.stash.get(RESULTS_KEY, [])
     if not records or worker_id(config) is not None:
         return
-    from ..gate import Status
+    from ..gate import TIME_NOT_GATED, Status
     from ..memory import memory_notes
     from ..report.memory import memory_line
     from ..report.results import (
@@ -91,6 +91,8 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
         tr.write_line(why, red=True)
     for line in new_device_lines(tests, counts.get(RECORDED, 0)):
         tr.write_line(line, yellow=True)
+    if any(t.verdict is not None and TIME_NOT_GATED in t.verdict.notes for t in tests):
+        tr.write_line(f"sme2: {TIME_NOT_GATED}", yellow=True)
 
 
 def new_device_lines(tests: list[Any], recorded: int) -> list[str]:
