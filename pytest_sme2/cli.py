@@ -303,7 +303,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from .thirdparty import user_stderr
 
     with user_stderr() as terminal:  # progress reaches the user while the runtime's output goes to the log
-        return _profile(args, progress_to(terminal))
+        progress = progress_to(terminal)
+        try:
+            return _profile(args, progress)
+        finally:
+            progress.done()
 
 
 def _profile(args: argparse.Namespace, progress: StreamProgress) -> int:
@@ -371,6 +375,7 @@ def _profile(args: argparse.Namespace, progress: StreamProgress) -> int:
                 blocks=args.blocks, timeout_s=args.timeout, label=label, rules=rules, progress=progress,
                 busy_limit=args.busy_limit / 100, lock_file=lock, time_budget_s=args.time_budget,
             )
+        progress.done()  # the results below start on a clean line
         analysis = profile.analysis
         where = f"{runner.name} {profile.device.get('serial', '')}".rstrip()
         print(f"== {label} on {where} ({profile.build}), {args.threads} thread(s); {args.blocks} block(s) of "

@@ -465,7 +465,7 @@ def _evidence_only(profile: Profile, off: Profile | None, path: Path, *, config:
         return Judgement(NOT_WRITTEN, verdict, path, message=(
             f"baseline not written: a baseline of emulated time is measured in full; run with --sme2-update-baseline "
             f"--sme2-emulated-timing{'; the previous baseline ' + str(path) + ' is kept' if path.is_file() else ''}"))
-    return Judgement(GATED, verdict, path, message=TIME_NOT_GATED)
+    return Judgement(GATED, verdict, path, message=verdict.summary())
 
 
 def _with_memory(verdict: Verdict, reference: Memory | None, profile: Profile, off: Profile | None,

@@ -158,6 +158,11 @@ class StreamProgress:
                   flush=True)
             self._logged = now
 
+    def done(self) -> None:
+        """The step ended: erase the line :meth:`tick` rewrote (what follows, e.g. results on stdout, starts clean)."""
+        self._end_live()
+        self._text = ""
+
     def _end_live(self) -> None:
         if self._live:
             self.stream.write("\r\x1b[K")

@@ -133,9 +133,11 @@ def emulated(sme2_shared_cache: Path, aarch64_runner_build: RunnerBuild, host_ru
                                   capture_output=True, text=True, timeout=900, check=False)
             assert host.returncode == 0, host.stdout[-3000:] + host.stderr[-2000:]
             # The qemu device's own defaults: what the README's emulated command runs.
+            # Its runs in the project (not in pytest's temp dir, which other sessions on a shared machine rotate away
+            # before these tests read the outputs files).
             qemu = subprocess.run([*pytest_, *PLAIN, "--sme2-device=qemu", "--sme2-json=r.json", "--sme2-markdown=r.md",
-                                   "--html=r.html", "--self-contained-html"], cwd=project, capture_output=True,
-                                  text=True, timeout=1800, check=False)
+                                   "--html=r.html", "--self-contained-html", "--sme2-out-dir=runs"], cwd=project,
+                                  capture_output=True, text=True, timeout=1800, check=False)
             timed = subprocess.run([*pytest_, *FAST, "--sme2-device=qemu", "--sme2-emulated-timing",
                                     "--sme2-json=timed.json", "test_pairs.py::test_profile"], cwd=project,
                                    capture_output=True, text=True, timeout=900, check=False)

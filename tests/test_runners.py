@@ -484,3 +484,14 @@ def test_more_threads_than_cpus_is_refused_before_running(capsys: pytest.Capture
                                  mode=MODE_TIMING))  # at the limit
     assert main(["profile", "--pte", str(TOY_PTE), "--inputs", str(TOY_INPUT), "--threads", "100000"]) == 2
     assert "Use --sme2-threads (CLI: --threads)" in capsys.readouterr().err
+
+
+def test_a_relative_out_dir_still_gives_the_runner_paths_that_exist(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner runs in its run directory: a relative ``--sme2-out-dir`` handed to it as is pointed nowhere (QEMU's
+    ``-D`` in_asm log, issue 30). Run directories are absolute."""
+    monkeypatch.chdir(tmp_path)
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
+    result = runner.run(_request(tmp_path, out_dir=Path("rel"), runs=3))
+    assert result.trace_path is not None and result.trace_path.is_absolute() and result.trace_path.is_file()
+    assert str(result.trace_path).startswith(str(tmp_path / "rel"))

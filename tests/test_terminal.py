@@ -199,7 +199,8 @@ def test_the_cli_shows_each_block_and_the_elapsed_time_of_a_long_one(tmp_path: P
     assert "[sme2] toy_cnn_fp32_xnnpack: block 1/2\r\n" in raw, raw[-3000:]
     # On a terminal the running block's line is rewritten in place with its elapsed time.
     assert re.search(r"\r\x1b\[K\[sme2\] toy_cnn_fp32_xnnpack: block 2/2, 0:0[1-9] elapsed", raw), raw[-3000:]
-    assert "== toy_cnn_fp32_xnnpack on host" in raw
+    # ... and erased when the measurement ends: the results (on stdout, the same terminal) start on a line of their own.
+    assert re.search(r"elapsed\r\x1b\[K(\r\n)*== toy_cnn_fp32_xnnpack on host", raw), raw[-3000:]
     # To a log: the lines, never a carriage return.
     log = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600,
                          env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)

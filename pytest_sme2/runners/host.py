@@ -381,9 +381,10 @@ def new_run_dir(request: RunRequest) -> Path:
     """A fresh local directory ``out_dir/<stem>/<timestamp>-<pid>-<counter>`` for one run.
 
     Shared by the host and Android runners: a second run (or a second pytest process) never
-    overwrites the first one's trace or log.
+    overwrites the first one's trace or log. Absolute: the runner runs with it as its working directory, so a path
+    under a relative ``--sme2-out-dir`` given to it (its trace, QEMU's in_asm log) would point nowhere.
     """
-    parent = request.out_dir / request.stem
+    parent = request.out_dir.absolute() / request.stem
     stamp = time.strftime("%Y%m%d-%H%M%S")
     while True:
         run_dir = parent / f"{stamp}-{os.getpid()}-{next(_RUN_COUNTER):04d}"
