@@ -133,6 +133,8 @@ class Together:
     machine: Machine
     #: of the moved, how many the controls explained (their verdicts became drift)
     explained: int
+    #: of the others, how many the session's controls would have explained had they been measured before them
+    late: int = 0
 
 
 def together(results: Sequence[Mapping[str, Any]]) -> Together | None:
@@ -142,16 +144,21 @@ def together(results: Sequence[Mapping[str, Any]]) -> Together | None:
     controls = tuple(x for v in verdicts if (x := control_ratio(v)) is not None)
     stored = [v for v in verdicts if v.comparison is not None and v.comparison.widened
               and v.status is not Status.INVALID and v.median_ms and v.reference_median_ms]
-    moved, explained = [], 0
+    machine = Machine(controls)
+    moved, explained, late = [], 0, 0
     for v in stored:
         # Beyond its margin: a regression, or the drift the controls made of one (as_machine).
         if v.e2e is not None and v.e2e.status in (Status.REGRESSION, Status.DRIFT):
-            moved.append(v.median_ms / v.reference_median_ms - 1)  # type: ignore[operator]
+            ratio = v.median_ms / v.reference_median_ms  # type: ignore[operator]
+            if ratio <= 1:
+                continue
+            moved.append(ratio - 1)
             explained += v.e2e.status is Status.DRIFT
-    up = [m for m in moved if m > 0]
-    if len(up) < 2:
+            # Judged before enough controls had been measured: would the session's controls have explained it?
+            late += v.e2e.status is Status.REGRESSION and as_machine(v, machine).status is Status.DRIFT
+    if len(moved) < 2:
         return None
-    return Together(tuple(up), len(stored), Machine(controls), explained)
+    return Together(tuple(moved), len(stored), machine, explained, late)
 
 
 def together_line(t: Together) -> str:
@@ -167,8 +174,14 @@ def together_line(t: Together) -> str:
                 f"machine, so they fail as {n} regressions")
     if t.explained == n:
         return f"{head}: the machine, not {n} regressions ({t.machine.describe()})"
-    return (f"{head}; {t.machine.describe()}: the machine explains {t.explained} of them, the other "
-            f"{n - t.explained} moved further (a change common to them, e.g. a runtime upgrade): they fail")
+    parts = [f"the machine explains {t.explained} of them"]
+    if t.late:
+        parts.append(f"{t.late} ran before {MIN_CONTROLS} unchanged tests had measured the machine, which would have "
+                     "explained them: they fail (run the unchanged tests first)")
+    if n - t.explained - t.late:
+        parts.append(f"{n - t.explained - t.late} moved further (a change common to them, e.g. a runtime upgrade): "
+                     "they fail")
+    return f"{head}; {t.machine.describe()}: " + "; ".join(parts)
 
 
 __all__ = ["MIN_CONTROLS", "SUITE_FALSE_ALARM_BUDGET", "Machine", "Together", "as_machine", "control_ratio",

@@ -127,6 +127,10 @@ def test_the_session_says_in_one_line_what_moved_together(rounds) -> None:
     assert with_controls is not None and with_controls.explained == 3
     line = together_line(with_controls)
     assert ": the machine, not 3 regressions (the session's 2 unchanged test(s) moved +" in line
+    # Judged before the controls were measured (they ran later in the session): said, and they still fail.
+    late = together([_record(v) for v in (*stored, *controls)])
+    assert late is not None and late.late == 3 and late.explained == 0
+    assert "3 ran before 2 unchanged tests had measured the machine" in together_line(late)
     # One stored comparison alone moving is no "together".
     assert together([_record(stored[0]), *(_record(v) for v in controls)]) is None
 

@@ -44,7 +44,7 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
         if h.speedup is not None:
             line += f"  {h.speedup_label} {speedup_text(h.speedup, emulated=h.emulated)}"
         bad = (Status.REGRESSION.value, Status.BUG.value, FAILED)
-        markup = {"red": True} if h.status in bad else (
+        markup = {"red": True} if h.status in bad or t.outcome == FAILED else (
             {"yellow": True} if h.status in (Status.INCONCLUSIVE.value, Status.INVALID.value, Status.DRIFT.value,
                                              SKIPPED)
             else {"green": True})
