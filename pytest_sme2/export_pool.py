@@ -101,6 +101,8 @@ class PoolReport:
     failed: tuple[tuple[ExportJob, str], ...] = ()
     #: cache key -> what the user's code warned while the pool exported that model
     warnings: Mapping[str, tuple[CaughtWarning, ...]] = dataclasses.field(default_factory=dict)
+    #: cache key -> why the damaged cache entry the pool replaced was damaged (said under that model's first test)
+    repaired: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def keys(self) -> frozenset[str]:
@@ -142,6 +144,7 @@ def export_all(
     done: list[ExportJob] = []
     failed: list[tuple[ExportJob, str]] = []
     caught: dict[str, tuple[CaughtWarning, ...]] = {}
+    repaired: dict[str, str] = {}
     workers: list[_Worker] = []
     selector = selectors.DefaultSelector()
     finished = False
@@ -171,6 +174,8 @@ def export_all(
                         else:
                             done.append(job)
                             caught[job.key] = tuple(CaughtWarning(**w) for w in message.get("warnings", ()))
+                            if message.get("repaired"):
+                                repaired[job.key] = str(message["repaired"])
                         worker.give(todo.popleft() if todo else None)
                     elif "progress" in message and progress is not None:
                         progress(f"exporting {total} models in {count} processes before measuring "
@@ -184,7 +189,7 @@ def export_all(
             worker.stop(kill=not finished)
         selector.close()
     return PoolReport(processes=count, seconds=time.perf_counter() - started, exported=tuple(done),
-                      failed=tuple(failed), warnings=caught)
+                      failed=tuple(failed), warnings=caught, repaired=repaired)
 
 
 class _Worker:
@@ -282,6 +287,7 @@ def _serve(cache_dir: Path, model_sources: Sequence[str], requests: IO[str], ans
         if not line.strip():
             continue
         error: str | None = None
+        repaired = ""
         caught: list[warnings.WarningMessage] = []
         try:
             job = ExportJob(**json.loads(line))
@@ -300,12 +306,12 @@ def _serve(cache_dir: Path, model_sources: Sequence[str], requests: IO[str], ans
                 # Every warning of the user's code is kept: the session's filters decide when the test re-issues it.
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    export_model(spec, dtype=job.dtype, backend=job.backend, cache_dir=cache_dir,
-                                 progress=lambda text: answer({"progress": text}))
+                    repaired = export_model(spec, dtype=job.dtype, backend=job.backend, cache_dir=cache_dir,
+                                            progress=lambda text: answer({"progress": text})).repaired
         except Exception as exc:  # one job's failure is its test's to report; the worker goes on
             lines = str(exc).strip().splitlines()
             error = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-        answer({"done": True, "error": error, "warnings": [
+        answer({"done": True, "error": error, "repaired": repaired, "warnings": [
             {"message": str(w.message), "category": f"{w.category.__module__}:{w.category.__qualname__}",
              "filename": w.filename, "lineno": w.lineno} for w in caught]})
 

@@ -55,7 +55,8 @@ def test_a_damaged_export_entry_is_said_once_rebuilt_once_and_then_hit(tmp_path:
     said: list[str] = []
     first = _export(tmp_path, said)
     entry = first.entry_dir
-    assert json.loads((entry / META_FILE).read_text())["sizes"][PTE_FILE] == first.pte_path.stat().st_size
+    program = first.pte_path.read_bytes()
+    assert json.loads((entry / META_FILE).read_text())["sizes"][PTE_FILE] == len(program)
     damage(entry)  # type: ignore[operator]
 
     said.clear()
@@ -65,7 +66,7 @@ def test_a_damaged_export_entry_is_said_once_rebuilt_once_and_then_hit(tmp_path:
     assert f"export cache entry {entry} was damaged ({expected}" in notes[0]
     assert "exporting it again" in notes[0]
     assert not repaired.cached and expected in repaired.repaired
-    assert repaired.pte_path.read_bytes() == first.pte_path.read_bytes() or not first.pte_path.exists()
+    assert repaired.pte_path.read_bytes() == program  # exports are byte-identical
     load_pte_check(repaired.pte_path)
 
     said.clear()
@@ -145,3 +146,105 @@ def test_a_damaged_runner_build_is_said_built_again_and_then_hit(host_runner_bui
             next(line for line in said if line.startswith(f"runner build {entry} was damaged ({expected}"))]
         said.clear()
         assert not build_runner(TARGET_HOST, cache_dir=cache, progress=said.append).built and said == []
+
+
+_EXPORT_ONE = """
+import json, sys
+import torch
+sys.path.insert(0, sys.argv[2])
+from test_cache_repair import INPUTS, TinyLinear
+from pytest_sme2.export import export_model, load_pte_check
+
+said = []
+exported = export_model(TinyLinear(), inputs=INPUTS, name="tiny_linear", cache_dir=sys.argv[1], progress=said.append)
+load_pte_check(exported.pte_path)
+print(json.dumps({"repaired": exported.repaired, "said": [s for s in said if "damaged" in s]}))
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_repairing_one_damaged_entry_both_succeed_and_it_is_said_once(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    first = _export(tmp_path, [])
+    entry = first.entry_dir
+    program = first.pte_path.read_bytes()
+    _cut(entry / PTE_FILE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, "-c", _EXPORT_ONE, str(tmp_path), str(Path(__file__).parent)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert sum(len(r["said"]) for r in results) == 1, results  # one of them set it aside and said so
+    again = _export(tmp_path, [])
+    assert again.cached and again.pte_path.read_bytes() == program
+
+
+_MODELS = """
+import torch
+from pytest_sme2.models import register_model
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, width)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+@register_model("tiny_a")
+def tiny_a():
+    return Tiny(4), (torch.ones(1, 8),)
+
+
+@register_model("tiny_b")
+def tiny_b():
+    return Tiny(6), (torch.ones(1, 8),)
+"""
+
+_TESTS = """
+import pytest
+
+@pytest.mark.parametrize("name", [pytest.param("a", marks=pytest.mark.sme2_model("tiny_a")),
+                                  pytest.param("b", marks=pytest.mark.sme2_model("tiny_b"))])
+def test_tiny(name, exported_model, sme2_runner, sme2_baseline):
+    sme2_baseline.check(sme2_runner.profile(exported_model))
+"""
+
+
+@pytest.mark.slow
+def test_the_plugin_says_a_repaired_entry_under_its_test_whoever_exported_it(pytester: pytest.Pytester) -> None:
+    """Exported again in the test's process or by the export pool, the repair is said once under the test's line."""
+    pytester.makepyfile(models=_MODELS, test_tiny=_TESTS)
+    pytester.makeini("[pytest]\nsme2_models = models.py\n")
+    args = ("-p", "no:cacheprovider", "-p", "no:randomly", "--sme2-blocks=2", "--sme2-runs=2", "--sme2-warmup=0",
+            "--sme2-busy-limit=100", "--sme2-cache-dir=cache", "--sme2-export-processes=2")
+    pytester.runpytest_subprocess(*args, timeout=600).assert_outcomes(passed=2)
+    entries = {p.parent.parent.name: p.parent for p in (pytester.path / "cache").glob("tiny_*/*/model.pte")}
+    _cut(entries["tiny_a"] / PTE_FILE)
+    (entries["tiny_b"] / META_FILE).unlink()
+
+    result = pytester.runpytest_subprocess(*args, timeout=600)  # two damaged entries: the pool exports both
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "sme2 exports: 2 exported in 2 processes" in out
+    for name, why in (("tiny_a", "model.pte has"), ("tiny_b", "meta.json is missing")):
+        assert out.count(f"warning: export cache entry {pytester.path / 'cache' / name}") == 1, out
+        assert f"was damaged ({why}" in out
+
+    _cut(entries["tiny_a"] / "input_0.bin")
+    result = pytester.runpytest_subprocess(*args, timeout=600)  # one: the test exports it itself
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert out.count("warning: export cache entry") == 1 and "was damaged (input_0.bin has" in out
+
+    result = pytester.runpytest_subprocess(*args, timeout=600)
+    assert "damaged" not in result.stdout.str()  # repaired once: the next session hits

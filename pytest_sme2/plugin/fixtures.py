@@ -46,19 +46,21 @@ def exported_model(request: pytest.FixtureRequest, sme2_session: Sme2Session) ->
     export_ahead(sme2_session, request.session.items)
     exported = call(lambda: export(sme2_session, model_request))
     pool = request.config.stash.get(EXPORT_POOL_KEY, None)
+    repaired = exported.repaired
     if pool is not None and exported.cache_key not in sme2_session.reissued:
         # The first test of a model the pool exported gets the warnings its export raised, as if it had exported.
         sme2_session.reissued.add(exported.cache_key)
         for caught in pool.warnings.get(exported.cache_key, ()):
             caught.reissue()
+        repaired = repaired or pool.repaired.get(exported.cache_key, "")
     rec = record(request.node)
     rec.model = {"name": model_request.name, "dtype": model_request.dtype, "backend": model_request.backend,
                  "pte": str(exported.pte_path), "export_cached": bool(exported.cached),
                  # a cache hit the export pool made this session (not one from an earlier session)
                  "export_pool": pool is not None and exported.cache_key in pool.keys,
                  "export_seconds": round(float(exported.export_seconds), 2)}
-    if exported.repaired:  # said once, in this test's lines of the terminal section: the next run hits the new entry
-        rec.warnings.append(exported.repaired)
+    if repaired:  # said once, in this test's lines of the terminal section: the next run hits the new entry
+        rec.warnings.append(repaired)
     request.node.stash[MODEL_REQUEST_KEY] = model_request
     return exported
 
