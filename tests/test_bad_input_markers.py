@@ -19,6 +19,9 @@ from pytest_sme2.options import OPTION_TABLE
 
 EXAMPLE_MODELS = Path(__file__).parent.parent / "example_models" / "models.py"
 
+#: part of the bad-input tier (tests/test_bad_input.py says what it holds; -m bad_input runs it alone)
+pytestmark = pytest.mark.bad_input
+
 
 def _collect_only(pytester: pytest.Pytester, source: str) -> pytest.RunResult:
     pytester.makeini(f"[pytest]\nsme2_models = {EXAMPLE_MODELS}\n")

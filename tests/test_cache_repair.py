@@ -19,6 +19,9 @@ from pytest_sme2.export import META_FILE, PTE_FILE, _entry, _set_aside_damaged, 
 
 DATA = Path(__file__).parent / "data"
 
+#: part of the bad-input tier (tests/test_bad_input.py says what it holds; -m bad_input runs it alone)
+pytestmark = pytest.mark.bad_input
+
 
 class TinyLinear(torch.nn.Module):
     """The smallest model worth exporting: a cache entry in a few seconds."""
