@@ -50,10 +50,12 @@ CODE_PATH_VARIABLES: dict[str, str] = {
 }
 
 #: The local runtime's own C/C++ runtime among the interpreter's mapped objects (by file name, up to ``.so``).
-_C_RUNTIME = ("ld-linux", "libc.so", "libm.so", "libstdc++.so", "libgcc_s.so", "libgomp", "libpthread.so",
-              "libdl.so", "librt.so")
-#: The packages whose libraries the local runtime calls into.
-_RUNTIME_PACKAGES = ("/executorch/", "/torch/lib/")
+_C_RUNTIME = ("ld-linux", "libc.so", "libm.so", "libstdc++.so", "libgcc_s.so", "libpthread.so", "libdl.so",
+              "librt.so")
+#: The library directories of the packages the local runtime calls into (executorch's kernels and backends, torch's
+#: c10 and libgomp); the runtime's extension module itself is in the build identity. Not the packages' other
+#: extension modules: an export or a trace analysis loads them in one session and not in the next.
+_RUNTIME_PACKAGES = ("/executorch/lib/", "/torch/lib/")
 
 
 def code_path_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
