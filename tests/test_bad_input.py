@@ -164,10 +164,12 @@ def test_ctrl_c_mid_measurement_never_replaces_the_reports_with_less(pytester: p
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     n = 4
     _, args = _replay_project(pytester, tmp_path, n)
-    reports = ["--sme2-json=res.json", "--sme2-markdown=res.md"]
+    reports = ["--sme2-json=res.json", "--sme2-markdown=res.md", "--sme2-bmf=res.bmf"]
     pytester.runpytest_subprocess(*args, *reports, timeout=300).assert_outcomes(passed=n)
     res_json, res_md, log = pytester.path / "res.json", pytester.path / "res.md", pytester.path / "writes.log"
+    bmf = pytester.path / "res.bmf"
     before = _snapshot(res_json, res_md)
+    dashboard = bmf.read_bytes()
     # pytest as a terminal starts it: Ctrl-C raises KeyboardInterrupt (a shell's background job would ignore SIGINT,
     # and a child inherits that).
     cmd = [sys.executable, "-c", "import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler);"
@@ -190,9 +192,12 @@ def test_ctrl_c_mid_measurement_never_replaces_the_reports_with_less(pytester: p
         assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
         assert "Traceback" not in output.split("KeyboardInterrupt")[-1]
         outcomes.append(output)
-    first = outcomes[0]
+    first, third = outcomes
     # Interrupted in the first test: nothing measured, nothing replaced.
-    assert "nothing to report, so res.json and res.md were left as they were" in first
+    assert "nothing to report, so res.json and res.md and res.bmf were left as they were" in first
+    # A dashboard format cannot say "interrupted": never replaced by part of the suite.
+    assert bmf.read_bytes() == dashboard
+    assert "res.bmf left as they were (the previous session's): a dashboard cannot mark a partial session" in third
     # Interrupted in the third test: the two measured tests, marked interrupted (the first run had written both).
     assert _snapshot(res_json, res_md) != before
     doc = json.loads(res_json.read_text())
