@@ -434,3 +434,15 @@ def test_plugin_paths_under_a_regular_file_name_the_true_cause(option: str, pyte
     assert f"Not a directory ({pytester.path / 'f'} is a file)" in output or "Not a directory (f is a file)" in output
     assert "File exists" not in output and "Traceback" not in output
     assert (pytester.path / "f").read_text() == "mine\n"
+
+
+def test_the_step_summary_on_a_report_path_is_refused(pytester: pytest.Pytester,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """$GITHUB_STEP_SUMMARY is appended to at the end: on the --sme2-json path it would break the JSON."""
+    pytester.makepyfile(test_x="def test_x(): pass")
+    (pytester.path / "r.json").write_text("the previous results\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "r.json"))
+    result = pytester.runpytest_subprocess("--sme2-json=r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--sme2-json and $GITHUB_STEP_SUMMARY both name" in result.stderr.str()
+    assert (pytester.path / "r.json").read_text() == "the previous results\n"
