@@ -387,6 +387,8 @@ def _profile(args: argparse.Namespace, progress: StreamProgress) -> int:
             print(f"INVALID: {profile.invalid_reason}")
         if profile.note:
             print(f"note: {profile.note}")
+        if profile.disturbance:  # blocks re-measured, or runs and blocks a time budget shrank
+            print(f"note: {profile.disturbance}")
         if rules is not None and not analysis.per_operator:
             print(f"note: --rules {args.rules} changes nothing here: {runner.name} records no per-operator trace "
                   "(pass --runner, a tracer-enabled executor_runner)")

@@ -8,6 +8,7 @@ apply; a number out of an option's range is refused at start-up with the range.
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -225,3 +226,25 @@ def test_analyze_refuses_an_xnnlog_that_is_not_one(tmp_path: Path, capsys: pytes
     for real in ("toy_cnn_fp32_xnnpack_simd-on_t1.xnnlog", "toy_cnn_fp32_portable_simd-on_t1.xnnlog"):
         assert main(["analyze", str(DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"), "--xnnlog", str(DATA / real),
                      "--json", str(summary), "--quiet"]) == 0
+
+
+@pytest.mark.slow
+def test_profile_has_a_time_budget_and_says_when_it_shrank_the_blocks(example_export: Any, sme2_shared_cache: Path,
+                                                                       tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """``pytest-sme2 profile`` had no time budget: 1000 blocks of a model were 1000 blocks, however long."""
+    from pytest_sme2.cli import main
+
+    example_export("fp32", "xnnpack")  # the cache holds toy_cnn: this measures, it does not export
+    out = tmp_path / "out"
+    code = main(["profile", "--model", "toy_cnn", "--models", str(EXAMPLE_MODELS), "--blocks", "1000",
+                 "--time-budget", "0.1", "--busy-limit", "100", "--cache-dir", str(sme2_shared_cache),
+                 "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr()
+    note = next(line for line in printed.out.splitlines() if line.startswith("note: time budget 0.1 s: "))
+    blocks = int(note.removeprefix("note: time budget 0.1 s: ").split()[0])
+    assert 6 <= blocks < 1000  # never below the floor of 6 blocks
+    assert f"block {blocks}/{blocks}" in printed.err  # progress per block, to the end
+    summary = json.loads((out / "toy_cnn_fp32_xnnpack" / "analysis_summary.json").read_text())
+    assert summary["profile"]["measurement"]["time_budget_s"] == 0.1
