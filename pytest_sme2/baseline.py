@@ -5,7 +5,8 @@ device identity — CPU vendor/family/model/stepping or Arm clusters, ISA featur
 test's threads, dtype, backend and runner variant). It records what it measured — the *artifact*
 (:class:`~pytest_sme2.artifacts.Artifact`: the ``.pte``, its inputs, the runtime or runner build) — and
 the raw measured samples in blocks (so the gate can re-run its statistics), the per-run category times
-of the traced runs, and a schema version. Files are indented and key-sorted: human-readable,
+of the traced runs, what rebuilding its program needs (the commit, the model's registry entry and export
+options: :mod:`pytest_sme2.rebuild`), and a schema version. Files are indented and key-sorted: human-readable,
 diff-friendly, meant to be committed.
 
 File names: ``<safe test id>--<hash of the exact test id>@<identity id>.json``. The safe part keeps only
@@ -32,6 +33,7 @@ from .errors import BaselineError
 from .gate import Samples
 from .identity import short_differences, short_name
 from .memory import Memory
+from .rebuild import Recipe
 from .stats import times_problem
 
 SCHEMA_VERSION = 2
@@ -85,6 +87,9 @@ class Baseline:
     #: planned memory, program size, load time and peak per block (absent in baselines written before pytest-sme2
     #: measured memory: then memory is not gated against this baseline, and the verdict says so)
     memory: Memory | None = None
+    #: what rebuilding its program needs (model, dtype, backend, models file, commit; see ``rebuild``): absent in
+    #: baselines written before it was recorded, and for models only the test's own process can build
+    rebuild: Recipe | None = None
 
     @property
     def identity_id(self) -> str:
@@ -116,6 +121,7 @@ class Baseline:
             "top_operators": [dict(o) for o in self.top_operators],
             **({"category_operators": dict(self.category_operators)} if self.category_operators else {}),
             **({"memory": self.memory.to_dict()} if self.memory else {}),
+            **({"rebuild": self.rebuild.to_dict()} if self.rebuild else {}),
         }
 
     @classmethod
@@ -158,6 +164,7 @@ class Baseline:
                 tool_version=str(data.get("tool_version", "")),
                 category_operators={str(k): float(v) for k, v in data.get("category_operators", {}).items()},
                 memory=Memory.maybe(data.get("memory")),
+                rebuild=Recipe.maybe(data.get("rebuild")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(

@@ -17,7 +17,8 @@ cache key the session computed and skips a job whose model it builds differently
 
 Protocol (JSON lines): the session writes ``{"model", "dtype", "backend", "key", "source"}`` per job to a
 worker's stdin; the worker answers ``{"progress": text}`` while it works and ``{"done": true, "error": text or
-null}`` per job, and exits when its stdin closes.
+null, "pte": path, "inputs": [path, ...]}`` per job, and exits when its stdin closes. A job with an empty key is
+exported whatever key its build gives (a baseline's program rebuilt at another commit, checked by its hash).
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ class ExportJob:
     model: str
     dtype: str
     backend: str
-    #: the cache key the session computed (the worker skips the job when its build gives another)
+    #: the cache key the session computed (the worker skips the job when its build gives another); "" when the
+    #: session cannot know it (a rebuild of a baseline's program from another commit: its hash is the check)
     key: str
     #: the file that registered the model (the worker imports it), or "" when registered by an entry point
     source: str = ""
@@ -103,6 +105,8 @@ class PoolReport:
     warnings: Mapping[str, tuple[CaughtWarning, ...]] = dataclasses.field(default_factory=dict)
     #: cache key -> why the damaged cache entry the pool replaced was damaged (said under that model's first test)
     repaired: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: job -> the exported ``.pte`` and its input files (in the cache)
+    outputs: Mapping[ExportJob, tuple[Path, tuple[Path, ...]]] = dataclasses.field(default_factory=dict)
 
     @property
     def keys(self) -> frozenset[str]:
@@ -131,11 +135,14 @@ def export_all(
     processes: int,
     model_sources: Iterable[str] = (),
     progress: Callable[[str], None] | None = None,
+    cwd: Path | None = None,
 ) -> PoolReport:
     """Export ``jobs`` into ``cache_dir`` in up to ``processes`` worker processes; returns when all are done.
 
     ``model_sources`` are the ``--sme2-models`` files/modules the workers import (absolute paths). Never raises
-    for a job: what failed is in the report. ``progress`` gets a line whenever a worker reports a stage.
+    for a job: what failed is in the report. ``progress`` gets a line whenever a worker reports a stage. ``cwd``
+    runs the workers there (a worktree of another commit, :mod:`pytest_sme2.rebuild`) with that directory kept off
+    their ``sys.path``, so pytest-sme2 is the session's own.
     """
     started = time.perf_counter()
     todo = deque(dict.fromkeys(jobs))  # in order, each once
@@ -145,12 +152,13 @@ def export_all(
     failed: list[tuple[ExportJob, str]] = []
     caught: dict[str, tuple[CaughtWarning, ...]] = {}
     repaired: dict[str, str] = {}
+    outputs: dict[ExportJob, tuple[Path, tuple[Path, ...]]] = {}
     workers: list[_Worker] = []
     selector = selectors.DefaultSelector()
     finished = False
     try:
         for _ in range(count):
-            worker = _Worker.start(Path(cache_dir), tuple(model_sources))
+            worker = _Worker.start(Path(cache_dir), tuple(model_sources), cwd)
             workers.append(worker)
             selector.register(worker.stdout_fd, selectors.EVENT_READ, (worker, "out"))
             selector.register(worker.stderr_fd, selectors.EVENT_READ, (worker, "err"))
@@ -176,6 +184,8 @@ def export_all(
                             caught[job.key] = tuple(CaughtWarning(**w) for w in message.get("warnings", ()))
                             if message.get("repaired"):
                                 repaired[job.key] = str(message["repaired"])
+                            if message.get("pte"):
+                                outputs[job] = (Path(message["pte"]), tuple(Path(p) for p in message["inputs"]))
                         worker.give(todo.popleft() if todo else None)
                     elif "progress" in message and progress is not None:
                         progress(f"exporting {total} models in {count} processes before measuring "
@@ -189,7 +199,7 @@ def export_all(
             worker.stop(kill=not finished)
         selector.close()
     return PoolReport(processes=count, seconds=time.perf_counter() - started, exported=tuple(done),
-                      failed=tuple(failed), warnings=caught, repaired=repaired)
+                      failed=tuple(failed), warnings=caught, repaired=repaired, outputs=outputs)
 
 
 class _Worker:
@@ -207,13 +217,19 @@ class _Worker:
         self.job: ExportJob | None = None
 
     @classmethod
-    def start(cls, cache_dir: Path, model_sources: tuple[str, ...]) -> _Worker:
+    def start(cls, cache_dir: Path, model_sources: tuple[str, ...], cwd: Path | None = None) -> _Worker:
         # The session's environment as it is, thread settings included: a factory that runs its model (BatchNorm
         # calibration) computes other weights with another thread count, and so another cache key.
         command = [sys.executable, "-m", "pytest_sme2.export_pool", "--cache-dir", str(cache_dir)]
         for source in model_sources:
             command += ["--models", source]
-        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        env = None
+        if cwd is not None:
+            from .rebuild import worker_env
+
+            env = worker_env(cwd)
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=cwd, env=env)
         return cls(proc)
 
     def give(self, job: ExportJob | None) -> None:
@@ -288,6 +304,7 @@ def _serve(cache_dir: Path, model_sources: Sequence[str], requests: IO[str], ans
             continue
         error: str | None = None
         repaired = ""
+        made: dict[str, Any] = {}
         caught: list[warnings.WarningMessage] = []
         try:
             job = ExportJob(**json.loads(line))
@@ -299,19 +316,21 @@ def _serve(cache_dir: Path, model_sources: Sequence[str], requests: IO[str], ans
                 load_model_sources([job.source])
                 spec = get_model(job.model)
             key, _ = find_cached(spec, dtype=job.dtype, backend=job.backend, cache_dir=cache_dir)
-            if key != job.key:
+            if job.key and key != job.key:
                 error = (f"the export worker built {job.label} with another cache key ({key[:12]}, the session's "
                          f"{job.key[:12]}): its factory is not deterministic across processes")
             else:
                 # Every warning of the user's code is kept: the session's filters decide when the test re-issues it.
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    repaired = export_model(spec, dtype=job.dtype, backend=job.backend, cache_dir=cache_dir,
-                                            progress=lambda text: answer({"progress": text})).repaired
+                    exported = export_model(spec, dtype=job.dtype, backend=job.backend, cache_dir=cache_dir,
+                                            progress=lambda text: answer({"progress": text}))
+                repaired = exported.repaired
+                made = {"pte": str(exported.pte_path), "inputs": [str(p) for p in exported.input_files]}
         except Exception as exc:  # one job's failure is its test's to report; the worker goes on
             lines = str(exc).strip().splitlines()
             error = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-        answer({"done": True, "error": error, "repaired": repaired, "warnings": [
+        answer({"done": True, "error": error, "repaired": repaired, **made, "warnings": [
             {"message": str(w.message), "category": f"{w.category.__module__}:{w.category.__qualname__}",
              "filename": w.filename, "lineno": w.lineno} for w in caught]})
 

@@ -66,6 +66,7 @@ from .memory import ADDED, Memory, MemoryThresholds, with_memory
 from .numerics import NumericsComparison
 from .onoff import Pair, decide_speedup, remeasure, with_speedup
 from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair
+from .rebuild import Rebuilder, Recipe
 from .runners.base import MODE_TIMING, Runner
 from .sequential import Looks, settled
 
@@ -114,7 +115,7 @@ class Judgement:
         return self.outcome in (RECORDED, WRITTEN)
 
 
-def _baseline_from(test_id: str, profile: Profile, tool_version: str) -> Baseline:
+def _baseline_from(test_id: str, profile: Profile, tool_version: str, rebuild: Recipe | None) -> Baseline:
     a = profile.analysis
     return Baseline(
         test_id=test_id, identity=profile.identity, samples_ms=profile.samples_ms,
@@ -126,6 +127,7 @@ def _baseline_from(test_id: str, profile: Profile, tool_version: str) -> Baselin
         top_operators=tuple(op.to_dict() for op in a.operator_details[:10]), created=now_iso(),
         tool_version=tool_version,
         category_operators=a.delegated_operators if profile.per_operator else {}, memory=profile.memory,
+        rebuild=rebuild,
     )
 
 
@@ -159,6 +161,9 @@ class Reference:
     #: the reason is another runtime (executorch, or the libraries a runner loads), not a missing file: the verdict
     #: is then :attr:`~pytest_sme2.gate.Comparison.RUNTIME`
     runtime_changed: bool = False
+    #: the reason is that the store lacks the baseline's program or inputs (which :mod:`pytest_sme2.rebuild` can
+    #: rebuild from the commit they were recorded at)
+    missing: bool = False
 
 
 def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner, store: ArtifactStore) -> Reference:
@@ -171,7 +176,8 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
     if pte is None or any(p is None for p in inputs):
         return Reference(None, _not_held(store, [baseline.pte_sha256, *baseline.inputs_sha256],
                                          f"the artifact store {store.root} does not hold the baseline's program and "
-                                         "inputs"))
+                                         "inputs"),
+                         missing=True)
     build: Path | None = None
     timing_build: Path | None = None
     current = dict(runner.build_identity(m.variant))
@@ -304,8 +310,13 @@ def judge(
     off: Profile | None = None,
     rules: CategoryRules | None = None,
     progress: Progress | None = None,
+    rebuilder: Rebuilder | None = None,
 ) -> Judgement:
-    """Judge ``profile`` (the SME2-on arm of an on/off pair when ``off`` is given) against its baseline."""
+    """Judge ``profile`` (the SME2-on arm of an on/off pair when ``off`` is given) against its baseline.
+
+    ``rebuilder`` rebuilds a changed test's missing reference program from the commit its baseline was recorded at
+    (:mod:`pytest_sme2.rebuild`), and gives the recipe a baseline recorded now stores; None: neither.
+    """
     path = baselines.path_for(test_id, profile.identity)
     cand = profile.samples()
     off_samples = off.samples() if off is not None else None
@@ -335,7 +346,7 @@ def judge(
             return Judgement(NOT_WRITTEN, own, path, message=(
                 f"baseline not replaced: this measurement failed its own checks ({what}){kept}. Fix the cause (or "
                 "the threshold), then run --sme2-update-baseline again"))
-        baseline = _baseline_from(test_id, profile, policy.tool_version)
+        baseline = _baseline_from(test_id, profile, policy.tool_version, rebuilder.recipe if rebuilder else None)
         keep_artifacts(artifacts, profile, runner)  # first: a kill between the two never leaves a baseline without it
         written = baselines.save(baseline)
         return Judgement(WRITTEN, absolute_only(), written, baseline, f"baseline written: {written}")
@@ -356,7 +367,7 @@ def judge(
         if refused:
             return Judgement(NOT_WRITTEN, absolute_only(), path, message="\n".join(
                 [head, *others, f"not recorded: {refused}"]), others=found)
-        baseline = _baseline_from(test_id, profile, policy.tool_version)
+        baseline = _baseline_from(test_id, profile, policy.tool_version, rebuilder.recipe if rebuilder else None)
         keep_artifacts(artifacts, profile, runner)  # first: a kill between the two never leaves a baseline without it
         written = baselines.save(baseline)
         return Judgement(RECORDED, absolute_only(), written, baseline, "\n".join(
@@ -383,12 +394,22 @@ def judge(
     else:
         ref = (reference_measurement(baseline.artifact, profile, runner, artifacts) if baseline.artifact
                else Reference(None, "the baseline does not record its artifact"))
-        ref_m, why = ref.measurement, ref.why
+        rebuilt = ""
+        if ref.missing and rebuilder is not None and baseline.artifact is not None and not invalid:
+            # A fresh runner (no artifact cache): the baseline's program, rebuilt from its commit and proven by its hash
+            attempt = rebuilder.rebuild(baseline.rebuild, baseline.artifact, lookup.path, artifacts)
+            rebuilt = attempt.message
+            if attempt.ok:
+                ref = reference_measurement(baseline.artifact, profile, runner, artifacts)
+                rebuilt = rebuilt if ref.measurement is not None else f"{rebuilt}, but {ref.why}"
+        ref_m, why = ref.measurement, rebuilt or ref.why
         what = "; ".join(changes) or "the artifact is unknown"
         if ref_m is not None and profile.measurement is not None and not invalid:
             comparison = Comparison.SESSION
             notes.append(f"changed since the baseline: {what}; compared with the baseline's artifact re-measured "
                          "in this session, in interleaved blocks")
+            if rebuilt:
+                notes.append(rebuilt)
             cand_m = profile.measurement
             # Measured until decided (issue 18 defect 12): looks at about half, all, 1.5x and 2x the blocks, each at
             # the Bonferroni share of the error; the gate judges at that same confidence.

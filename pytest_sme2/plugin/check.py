@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ..errors import Sme2Error
 from .markers import min_speedup_without_pair, parse_threshold_marker
 from .measure import Sme2Runner
 from .records import record
@@ -50,6 +51,33 @@ class Sme2Baseline:
         """The device is emulated (QEMU, or an Android emulator whose identity names it): its time is no device's."""
         return bool(getattr(self._runner.runner, "emulated", False))
 
+    def rebuilder(self, profile: Any) -> Any:
+        """How a missing reference program of this test is rebuilt (pytest_sme2.rebuild), and the recipe its baseline
+        records: the registered model of its ``sme2_model`` marker, in the dtype and backend ``profile`` measured."""
+        from pathlib import Path
+
+        from ..models import get_model
+        from ..rebuild import Rebuilder, recipe_for
+        from .measure import MODEL_REQUEST_KEY
+
+        cache = self._session.options.cache_dir
+        request = self._item.stash.get(MODEL_REQUEST_KEY, None)
+        if request is None or not isinstance(request.model, str) or request.inputs is not None:
+            return Rebuilder(None, cache, why_not=(
+                "only models registered with register_model and used without inputs= can be rebuilt in another "
+                "process; this test's model is built in the test itself"), progress=self._session.progress)
+        try:
+            source = Path(get_model(request.model).origin.rpartition(":")[0])
+        except Sme2Error as exc:
+            return Rebuilder(None, cache, why_not=str(exc), progress=self._session.progress)
+        if not source.is_file():
+            return Rebuilder(None, cache, why_not=f"the model {request.model!r} is not registered by a .py file",
+                             progress=self._session.progress)
+        model = getattr(profile, "model", {}) or {}
+        recipe = recipe_for(request.model, str(model.get("dtype", request.dtype)),
+                            str(model.get("backend", request.backend)), source)
+        return Rebuilder(recipe, cache, progress=self._session.progress)
+
     def check(self, result: Any) -> Any:
         """Judge ``result`` (a Profile, or an on/off pair) and fail the test on a regression."""
         from ..judge import GATED, MISSING, NOT_WRITTEN, RECORDED, WRITTEN, judge
@@ -71,7 +99,7 @@ class Sme2Baseline:
             judgement = call(lambda: judge(
                 profile, test_id=self._item.nodeid, runner=self._runner.runner, baselines=session.baselines,
                 artifacts=session.artifacts, config=config, policy=policy, off=off, rules=session.rules,
-                progress=session.progress))
+                progress=session.progress, rebuilder=self.rebuilder(profile)))
         session.status.clear()
         judgement = _with_machine(judgement, session)
         verdict = judgement.verdict

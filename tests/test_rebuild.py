@@ -1,0 +1,276 @@
+"""Issue 28 item 1: a same-session reference on every fresh runner, without an artifact cache.
+
+A small project in git records its baselines and commits them; fresh clones (no ``.sme2_artifacts/``, no export
+cache) then change the model. The baseline's own program is rebuilt from the commit it was recorded at (or, for a
+baseline that records none, the commit that last touched it), proven by its hash, and measured beside the change:
+a model made 20 % heavier gets a ``session`` verdict that fails, one whose weights were only re-seeded (same cost)
+passes. A rebuild that does not hash-match falls back to ``stored`` and says why; outside git the verdict says
+so; with the artifact store restored from a CI cache nothing is rebuilt.
+
+Each scenario is a real pytest session in a subprocess (this checkout on ``PYTHONPATH``), real exports and real
+measurements on the local runtime, as a user's CI runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_sme2.artifacts import Artifact, ArtifactStore
+from pytest_sme2.rebuild import Rebuilder, Recipe, recipe_for
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: Five (or, made 20 % heavier, six) identical dense layers: the cost scales with LAYERS, ~1 ms per run here.
+MODELS = '''
+import torch
+from torch import nn
+
+from pytest_sme2.models import register_model
+
+LAYERS = 5
+WEIGHT_SEED = 0
+
+
+class Net(nn.Module):
+    def __init__(self, layers):
+        super().__init__()
+        self.body = nn.Sequential(*[nn.Sequential(nn.Linear(384, 384), nn.ReLU()) for _ in range(layers)])
+
+    def forward(self, x):
+        return self.body(x)
+
+
+@register_model("net")
+def net():
+    torch.manual_seed(WEIGHT_SEED)
+    model = Net(LAYERS)
+    return model.eval(), (torch.randn(32, 384, generator=torch.Generator().manual_seed(1)),)
+'''
+
+TEST = '''
+import pytest
+
+
+@pytest.mark.sme2_model("net")
+@pytest.mark.sme2_threshold(latency_pct=10)
+def test_net(exported_model, sme2_runner, sme2_baseline):
+    sme2_baseline.check(sme2_runner.profile(exported_model))
+'''
+
+INI = "[pytest]\nsme2_models = my_models.py\n"
+GITIGNORE = ".sme2_cache/\n.sme2_artifacts/\n.sme2_history/\nsme2_out/\n*.json.tmp\nr.json\n__pycache__/\n"
+FAST = ["--sme2-runs", "4", "--sme2-warmup", "1", "--sme2-blocks", "8", "--sme2-busy-limit=100",
+        "-p", "no:cacheprovider", "-p", "no:randomly", "--sme2-history=none"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHONHASHSEED", "CI"))}
+    env.update(PYTHONPATH=str(REPO), GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@example.com", **extra)
+    return env
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, env=_env(), capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def _pytest(project: Path, *args: str, ci: bool = True) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
+    """One session in ``project`` (a CI one unless ``ci`` is False): the process and its test's result."""
+    (project / "r.json").unlink(missing_ok=True)
+    done = subprocess.run([sys.executable, "-m", "pytest", *FAST, "--sme2-json=r.json", *args], cwd=project,
+                          env=_env(**({"CI": "1"} if ci else {})), capture_output=True, text=True, timeout=900,
+                          check=False)
+    assert (project / "r.json").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
+    return done, json.loads((project / "r.json").read_text())["tests"][0]
+
+
+def _edit(project: Path, **values: int) -> None:
+    path = project / "my_models.py"
+    text = path.read_text()
+    for name, value in values.items():
+        text = re.sub(rf"^{name} = \d+$", f"{name} = {value}", text, flags=re.M)
+    path.write_text(text)
+
+
+def _notes(result: dict[str, object]) -> str:
+    verdict = result["verdict"]
+    assert isinstance(verdict, dict)
+    return "\n".join(str(n) for n in verdict["notes"])
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """A project whose baseline was recorded at commit ``c1`` and committed in ``c2``; ``c3`` strips the recipe
+    from it (a baseline of the pytest-sme2 before this change). Returns the repository and the commits."""
+    root = tmp_path_factory.mktemp("rebuild") / "project"
+    root.mkdir()
+    for name, text in {"my_models.py": MODELS, "test_net.py": TEST, "pytest.ini": INI,
+                       ".gitignore": GITIGNORE}.items():
+        (root / name).write_text(textwrap.dedent(text))
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "model")
+    c1 = _git(root, "rev-parse", "HEAD")
+    done, _ = _pytest(root, "--sme2-update-baseline", ci=False)
+    assert done.returncode == 0, done.stdout[-3000:]
+    baselines = list((root / ".sme2_baselines").glob("*.json"))
+    assert len(baselines) == 1
+    data = json.loads(baselines[0].read_text())
+    assert data["rebuild"] == {"model": "net", "dtype": "fp32", "backend": "xnnpack", "models_file": "my_models.py",
+                               "commit": c1, "dirty": False}
+    _git(root, "add", ".sme2_baselines")
+    _git(root, "commit", "-q", "-m", "baselines")
+    c2 = _git(root, "rev-parse", "HEAD")
+    del data["rebuild"]
+    baselines[0].write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    _git(root, "commit", "-q", "-am", "baseline without a recipe, as written before issue 28")
+    return {"root": root, "c1": c1, "c2": c2, "c3": _git(root, "rev-parse", "HEAD"),
+            "pte": data["artifact"]["pte_sha256"]}
+
+
+def _clone(recorded: dict[str, object], tmp_path: Path, commit: str) -> Path:
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", str(recorded["root"]), str(clone))
+    _git(clone, "checkout", "-q", commit)
+    assert not (clone / ".sme2_artifacts").exists() and not (clone / ".sme2_cache").exists()
+    return clone
+
+
+def test_a_fresh_clone_gets_the_rebuilt_reference_and_a_heavier_model_fails(recorded: dict[str, object],
+                                                                             tmp_path: Path) -> None:
+    clone = _clone(recorded, tmp_path, str(recorded["c2"]))
+    _edit(clone, LAYERS=6)
+    done, result = _pytest(clone)
+    verdict = result["verdict"]
+    assert isinstance(verdict, dict)
+    notes = _notes(result)
+    assert verdict["comparison"] == "session", notes
+    assert f"rebuilt net fp32/xnnpack from commit {str(recorded['c1'])[:10]} (the commit the baseline was recorded " \
+           "at)" in notes
+    assert verdict["status"] == "regression", notes
+    assert done.returncode == 1
+    assert ArtifactStore(clone / ".sme2_artifacts").get(str(recorded["pte"])) is not None
+
+
+def test_an_old_baseline_is_rebuilt_from_the_commit_that_last_touched_it_and_an_a_a_passes(
+        recorded: dict[str, object], tmp_path: Path) -> None:
+    """A baseline without a recipe (written before it was recorded): the last commit of its file is the candidate,
+    proven by the hash. The model's weights re-seeded (another program, the same cost) passes."""
+    clone = _clone(recorded, tmp_path, str(recorded["c3"]))
+    _edit(clone, WEIGHT_SEED=1)
+    done, result = _pytest(clone)
+    verdict = result["verdict"]
+    assert isinstance(verdict, dict)
+    notes = _notes(result)
+    assert verdict["comparison"] == "session", notes
+    assert f"from commit {str(recorded['c3'])[:10]} (the commit that last touched " in notes
+    assert verdict["status"] == "pass", notes
+    assert done.returncode == 0
+
+
+def test_a_rebuild_that_does_not_hash_match_falls_back_to_stored_and_says_why(recorded: dict[str, object],
+                                                                              tmp_path: Path) -> None:
+    """The baseline recorded from uncommitted code (a re-seeded model), only the baseline committed: the recorded
+    commit is skipped (its models file was dirty), the commit that last touched the baseline holds other weights."""
+    work = tmp_path / "work"
+    _git(tmp_path, "clone", "-q", str(recorded["root"]), str(work))
+    _edit(work, WEIGHT_SEED=2)
+    done, _ = _pytest(work, "--sme2-update-baseline", ci=False)
+    assert done.returncode == 0, done.stdout[-3000:]
+    _git(work, "commit", "-q", "-m", "re-recorded from uncommitted code", "--", ".sme2_baselines")
+    (baseline,) = (work / ".sme2_baselines").glob("*.json")
+    assert json.loads(baseline.read_text())["rebuild"]["dirty"] is True
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", str(work), str(clone))
+    _edit(clone, LAYERS=6)
+    done, result = _pytest(clone)
+    verdict = result["verdict"]
+    assert isinstance(verdict, dict)
+    notes = _notes(result)
+    assert verdict["comparison"] == "stored", notes
+    touched = _git(clone, "rev-parse", "HEAD")[:10]
+    assert f"did not reproduce it: at {touched} (the commit that last touched {baseline.name}) the .pte hashes to " \
+           in notes
+    assert "compared with the stored samples instead" in notes
+
+
+def test_outside_git_the_verdict_says_so(recorded: dict[str, object], tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(Path(str(recorded["root"])), copy,
+                    ignore=shutil.ignore_patterns(".git", ".sme2_artifacts", ".sme2_cache"))
+    _edit(copy, LAYERS=6)
+    _, result = _pytest(copy)
+    verdict = result["verdict"]
+    assert isinstance(verdict, dict)
+    notes = _notes(result)
+    assert verdict["comparison"] == "stored", notes
+    assert "is not in a git checkout" in notes
+
+
+def test_the_fast_path_a_restored_artifact_cache_needs_no_rebuild(recorded: dict[str, object],
+                                                                  tmp_path: Path) -> None:
+    """CI restores ``.sme2_artifacts/`` from a cache keyed on the baselines' content (README, "Gating CI"): the
+    reference is there, nothing is rebuilt."""
+    clone = _clone(recorded, tmp_path, str(recorded["c2"]))
+    shutil.copytree(Path(str(recorded["root"])) / ".sme2_artifacts", clone / ".sme2_artifacts")
+    _edit(clone, LAYERS=6)
+    done, result = _pytest(clone)
+    verdict = result["verdict"]
+    assert isinstance(verdict, dict)
+    notes = _notes(result)
+    assert verdict["comparison"] == "session", notes
+    assert "rebuilt" not in notes
+    assert not (clone / ".sme2_cache" / "rebuild").exists()
+    assert verdict["status"] == "regression", notes
+    assert done.returncode == 1
+
+
+def test_a_recipe_names_the_commit_and_whether_the_models_file_was_dirty(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("x = 1\n")
+    assert recipe_for("m", "fp32", "xnnpack", tmp_path / "m.py") == \
+        Recipe("m", "fp32", "xnnpack", str((tmp_path / "m.py").resolve()))
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "m.py")
+    _git(tmp_path, "commit", "-q", "-m", "m")
+    head = _git(tmp_path, "rev-parse", "HEAD")
+    assert recipe_for("m", "int8", "portable", tmp_path / "m.py") == Recipe("m", "int8", "portable", "m.py", head)
+    (tmp_path / "m.py").write_text("x = 2\n")
+    assert recipe_for("m", "fp32", "xnnpack", tmp_path / "m.py").dirty
+    assert Recipe.maybe(Recipe("m", "fp32", "xnnpack", "m.py", head).to_dict()) == \
+        Recipe("m", "fp32", "xnnpack", "m.py", head)
+    assert Recipe.maybe(None) is None
+
+
+def test_an_uncommitted_baseline_or_a_missing_commit_says_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("x = 1\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "m.py")
+    _git(tmp_path, "commit", "-q", "-m", "m")
+    baseline = tmp_path / ".sme2_baselines" / "t@x.json"
+    baseline.parent.mkdir()
+    baseline.write_text("{}")
+    rebuilder = Rebuilder(Recipe("m", "fp32", "xnnpack", "m.py"), tmp_path / ".sme2_cache")
+    artifact = Artifact("0" * 64)
+    store = ArtifactStore(tmp_path / ".sme2_artifacts")
+    got = rebuilder.rebuild(None, artifact, baseline, store)
+    assert not got.ok and "t@x.json is not committed" in got.message
+    gone = Recipe("m", "fp32", "xnnpack", "m.py", "f" * 40)  # recorded at a commit a shallow clone does not have
+    got = rebuilder.rebuild(gone, artifact, baseline, store)
+    assert not got.ok
+    assert "at ffffffffff (the commit the baseline was recorded at) the commit is not in this clone" in got.message
+    assert "fetch-depth: 0" in got.message and "compared with the stored samples instead" in got.message
+    outside = Rebuilder(Recipe("m", "fp32", "xnnpack", str(tmp_path.parent / "m.py")), tmp_path / ".sme2_cache")
+    got = outside.rebuild(None, artifact, baseline, store)
+    assert not got.ok and "lies outside the git checkout" in got.message
