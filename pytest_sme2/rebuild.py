@@ -28,7 +28,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +126,9 @@ class Rebuilder:
     def rebuild(self, baseline_recipe: Recipe | None, artifact: Artifact, baseline_file: Path,
                 store: ArtifactStore) -> Rebuilt:
         """Rebuild the program and inputs of ``artifact`` (the baseline's) into ``store``, or say why not."""
-        recipe = baseline_recipe or self.recipe
+        # A baseline without a recipe (written before they were recorded): the current test's model, dtype and backend,
+        # and no recorded commit (HEAD now is not the recording's)
+        recipe = baseline_recipe or (replace(self.recipe, commit="", dirty=False) if self.recipe else None)
         fallback = "compared with the stored samples instead"
         if recipe is None:
             return Rebuilt(False, f"the baseline's program cannot be rebuilt ({self.why_not or 'no recipe'}); "

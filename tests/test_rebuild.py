@@ -261,7 +261,9 @@ def test_an_uncommitted_baseline_or_a_missing_commit_says_what_to_do(tmp_path: P
     baseline = tmp_path / ".sme2_baselines" / "t@x.json"
     baseline.parent.mkdir()
     baseline.write_text("{}")
-    rebuilder = Rebuilder(Recipe("m", "fp32", "xnnpack", "m.py"), tmp_path / ".sme2_cache")
+    # The session's recipe names HEAD now; a baseline without a recipe was not recorded there: HEAD is no candidate.
+    rebuilder = Rebuilder(recipe_for("m", "fp32", "xnnpack", tmp_path / "m.py"), tmp_path / ".sme2_cache")
+    assert rebuilder.recipe is not None and rebuilder.recipe.commit and not rebuilder.recipe.dirty
     artifact = Artifact("0" * 64)
     store = ArtifactStore(tmp_path / ".sme2_artifacts")
     got = rebuilder.rebuild(None, artifact, baseline, store)
