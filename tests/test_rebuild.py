@@ -104,10 +104,13 @@ def _edit(project: Path, **values: int) -> None:
     path.write_text(text)
 
 
-def _notes(result: dict[str, object]) -> str:
+def _changed(project: Path, **values: int) -> tuple[int, dict[str, object], str]:
+    """The model edited as ``values`` say, then a CI session: its exit status, the verdict and the verdict's notes."""
+    _edit(project, **values)
+    done, result = _pytest(project)
     verdict = result["verdict"]
     assert isinstance(verdict, dict)
-    return "\n".join(str(n) for n in verdict["notes"])
+    return done.returncode, verdict, "\n".join(str(n) for n in verdict["notes"])
 
 
 @pytest.fixture(scope="module")
@@ -151,16 +154,12 @@ def _clone(recorded: dict[str, object], tmp_path: Path, commit: str) -> Path:
 def test_a_fresh_clone_gets_the_rebuilt_reference_and_a_heavier_model_fails(recorded: dict[str, object],
                                                                              tmp_path: Path) -> None:
     clone = _clone(recorded, tmp_path, str(recorded["c2"]))
-    _edit(clone, LAYERS=6)
-    done, result = _pytest(clone)
-    verdict = result["verdict"]
-    assert isinstance(verdict, dict)
-    notes = _notes(result)
+    code, verdict, notes = _changed(clone, LAYERS=6)
     assert verdict["comparison"] == "session", notes
     assert f"rebuilt net fp32/xnnpack from commit {str(recorded['c1'])[:10]} (the commit the baseline was recorded " \
            "at)" in notes
     assert verdict["status"] == "regression", notes
-    assert done.returncode == 1
+    assert code == 1
     assert ArtifactStore(clone / ".sme2_artifacts").get(str(recorded["pte"])) is not None
 
 
@@ -169,15 +168,11 @@ def test_an_old_baseline_is_rebuilt_from_the_commit_that_last_touched_it_and_an_
     """A baseline without a recipe (written before it was recorded): the last commit of its file is the candidate,
     proven by the hash. The model's weights re-seeded (another program, the same cost) passes."""
     clone = _clone(recorded, tmp_path, str(recorded["c3"]))
-    _edit(clone, WEIGHT_SEED=1)
-    done, result = _pytest(clone)
-    verdict = result["verdict"]
-    assert isinstance(verdict, dict)
-    notes = _notes(result)
+    code, verdict, notes = _changed(clone, WEIGHT_SEED=1)
     assert verdict["comparison"] == "session", notes
     assert f"from commit {str(recorded['c3'])[:10]} (the commit that last touched " in notes
     assert verdict["status"] == "pass", notes
-    assert done.returncode == 0
+    assert code == 0
 
 
 def test_a_rebuild_that_does_not_hash_match_falls_back_to_stored_and_says_why(recorded: dict[str, object],
@@ -194,11 +189,7 @@ def test_a_rebuild_that_does_not_hash_match_falls_back_to_stored_and_says_why(re
     assert json.loads(baseline.read_text())["rebuild"]["dirty"] is True
     clone = tmp_path / "clone"
     _git(tmp_path, "clone", "-q", str(work), str(clone))
-    _edit(clone, LAYERS=6)
-    done, result = _pytest(clone)
-    verdict = result["verdict"]
-    assert isinstance(verdict, dict)
-    notes = _notes(result)
+    _, verdict, notes = _changed(clone, LAYERS=6)
     assert verdict["comparison"] == "stored", notes
     touched = _git(clone, "rev-parse", "HEAD")[:10]
     assert f"did not reproduce it: at {touched} (the commit that last touched {baseline.name}) the .pte hashes to " \
@@ -210,11 +201,7 @@ def test_outside_git_the_verdict_says_so(recorded: dict[str, object], tmp_path: 
     copy = tmp_path / "copy"
     shutil.copytree(Path(str(recorded["root"])), copy,
                     ignore=shutil.ignore_patterns(".git", ".sme2_artifacts", ".sme2_cache"))
-    _edit(copy, LAYERS=6)
-    _, result = _pytest(copy)
-    verdict = result["verdict"]
-    assert isinstance(verdict, dict)
-    notes = _notes(result)
+    _, verdict, notes = _changed(copy, LAYERS=6)
     assert verdict["comparison"] == "stored", notes
     assert "is not in a git checkout" in notes
 
@@ -225,16 +212,12 @@ def test_the_fast_path_a_restored_artifact_cache_needs_no_rebuild(recorded: dict
     reference is there, nothing is rebuilt."""
     clone = _clone(recorded, tmp_path, str(recorded["c2"]))
     shutil.copytree(Path(str(recorded["root"])) / ".sme2_artifacts", clone / ".sme2_artifacts")
-    _edit(clone, LAYERS=6)
-    done, result = _pytest(clone)
-    verdict = result["verdict"]
-    assert isinstance(verdict, dict)
-    notes = _notes(result)
+    code, verdict, notes = _changed(clone, LAYERS=6)
     assert verdict["comparison"] == "session", notes
     assert "rebuilt" not in notes
     assert not (clone / ".sme2_cache" / "rebuild").exists()
     assert verdict["status"] == "regression", notes
-    assert done.returncode == 1
+    assert code == 1
 
 
 def test_a_recipe_names_the_commit_and_whether_the_models_file_was_dirty(tmp_path: Path) -> None:
