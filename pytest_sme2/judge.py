@@ -164,10 +164,20 @@ class Reference:
     #: the reason is that the store lacks the baseline's program or inputs (which :mod:`pytest_sme2.rebuild` can
     #: rebuild from the commit they were recorded at)
     missing: bool = False
+    #: the reason is that the store lacks the baseline's runner build with this sha256 (pytest-sme2's own runner can be
+    #: rebuilt from its source at the baseline's commit)
+    missing_build: str = ""
 
 
-def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner, store: ArtifactStore) -> Reference:
-    """How to measure the baseline's artifact now, or why it cannot be (the store lacks it, another runtime)."""
+def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner, store: ArtifactStore,
+                          builds: Mapping[str, Path] | None = None) -> Reference:
+    """How to measure the baseline's artifact now, or why it cannot be (the store lacks it, another runtime).
+
+    ``builds`` are runner binaries by sha256 besides the store's (rebuilt ones, which must stay beside the libraries
+    they load)."""
+    def build_of(sha: str) -> Path | None:
+        return store.get(sha) or (builds or {}).get(sha)
+
     m = candidate.measurement
     if m is None:
         return Reference(None, "the candidate does not say how it was measured")
@@ -196,18 +206,19 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
                                     "build cannot run here"), runtime_changed=True)
         sha = str(baseline.build.get("runner_sha256", ""))
         if sha and sha != current.get("runner_sha256"):
-            build = store.get(sha)
+            build = build_of(sha)
             if build is None:
                 return Reference(None, _not_held(store, [sha], f"the artifact store {store.root} does not hold the "
-                                                 f"baseline's runner build ({sha[:12]})"))
+                                                 f"baseline's runner build ({sha[:12]})"), missing_build=sha)
         timing_sha = str(baseline.build.get("timing_runner_sha256", ""))
         if timing_sha and timing_sha != current.get("timing_runner_sha256"):
             # The baseline's latency came from another timing build: re-measure that one, or the comparison
             # would time the current timing build twice and hide its change.
-            timing_build = store.get(timing_sha)
+            timing_build = build_of(timing_sha)
             if timing_build is None:
                 return Reference(None, _not_held(store, [timing_sha], f"the artifact store {store.root} does not "
-                                                 f"hold the baseline's timing build ({timing_sha[:12]})"))
+                                                 f"hold the baseline's timing build ({timing_sha[:12]})"),
+                                 missing_build=timing_sha)
     ran_with = baseline.code_path_differences(candidate.artifact) if candidate.artifact is not None else []
     moved = [c for c in ran_with if not c.startswith("effective")]  # sizing is the session's: both arms share it
     if moved:
@@ -401,7 +412,18 @@ def judge(
             rebuilt = attempt.message
             if attempt.ok:
                 ref = reference_measurement(baseline.artifact, profile, runner, artifacts)
-                rebuilt = rebuilt if ref.measurement is not None else f"{rebuilt}, but {ref.why}"
+        builds: dict[str, Path] = {}
+        while ref.missing_build and ref.missing_build not in builds and rebuilder is not None and not invalid \
+                and baseline.artifact is not None:
+            # pytest-sme2's own runner as the baseline ran it, built from its source at the baseline's commit
+            binary, said = rebuilder.rebuild_runner(ref.missing_build, baseline.rebuild, lookup.path)
+            rebuilt = f"{rebuilt}; {said}" if rebuilt else said
+            if binary is None:
+                break
+            builds[ref.missing_build] = binary
+            ref = reference_measurement(baseline.artifact, profile, runner, artifacts, builds)
+        if rebuilt and ref.measurement is None and not (ref.missing or ref.missing_build):  # another reason
+            rebuilt = f"{rebuilt}; {ref.why}"
         ref_m, why = ref.measurement, rebuilt or ref.why
         what = "; ".join(changes) or "the artifact is unknown"
         if ref_m is not None and profile.measurement is not None and not invalid:

@@ -37,6 +37,8 @@ from .atomic import file_lock
 
 #: where the worktrees go, under the export cache dir
 REBUILD_DIR = "rebuild"
+#: pytest-sme2's own runner source, in a checkout of pytest-sme2 (the only project whose git holds it)
+RUNNER_SOURCE = "pytest_sme2/runner_src/sme2_runner.cpp"
 _GIT_SECONDS = 60.0
 _FETCH_DEPTH = ("the clone may be shallow (actions/checkout fetches one commit unless told fetch-depth: 0): fetch "
                 "the history, e.g. fetch-depth: 0")
@@ -122,6 +124,11 @@ class Rebuilder:
     cache_dir: Path
     why_not: str = ""
     progress: Callable[[str], None] | None = None
+    #: the target of pytest-sme2's own runner when the device runs it (``runner_build.TARGETS``), else None
+    runner_target: str | None = None
+    #: where runner builds are cached, and the aarch64 wheel (offline) for the linux-aarch64 target
+    runner_cache: Path | None = None
+    aarch64_wheel: Path | None = None
 
     def rebuild(self, baseline_recipe: Recipe | None, artifact: Artifact, baseline_file: Path,
                 store: ArtifactStore) -> Rebuilt:
@@ -172,15 +179,59 @@ class Rebuilder:
                                f"{_label(recipe)} did not reproduce it: {'; '.join(refused)}{cause}; {fallback}"))
 
 
+    def rebuild_runner(self, sha256: str, baseline_recipe: Recipe | None,
+                       baseline_file: Path) -> tuple[Path | None, str]:
+        """pytest-sme2's own runner as the baseline ran it (its sha256 ``sha256``), built from the runner source at the
+        baseline's commit: ``(binary, how)``, or ``(None, why not)``. Only a project that holds the runner's source
+        (pytest-sme2's own repository) can: elsewhere the source came with the installed pytest-sme2, not from git."""
+        from .errors import Sme2Error
+        from .runner_build import build_runner
+
+        fallback = "compared with the stored samples instead"
+        if self.runner_target is None:
+            return None, (f"the artifact store does not hold the baseline's runner build ({sha256[:12]}), and only "
+                          f"pytest-sme2's own runner can be rebuilt; {fallback}")
+        root = git_root(baseline_file)
+        if root is None:
+            return None, (f"the baseline's runner build ({sha256[:12]}) cannot be rebuilt: {baseline_file.parent} is "
+                          f"not in a git checkout; {fallback}")
+        refused = []
+        for commit, which in _candidates(root, baseline_recipe, baseline_file):
+            tree, why = worktree(root, commit, self.cache_dir.resolve() / REBUILD_DIR)
+            source = tree / RUNNER_SOURCE if tree is not None else None
+            if source is None or not source.is_file():
+                refused.append(f"at {commit[:10]} ({which}) " + (why or f"there is no {RUNNER_SOURCE} (the runner's "
+                               "source comes with the installed pytest-sme2, not from this project's git)"))
+                continue
+            if self.progress is not None:
+                self.progress(f"rebuilding the baseline's runner from commit {commit[:10]}")
+            try:
+                built = build_runner(self.runner_target, cache_dir=self.runner_cache, wheel=self.aarch64_wheel,
+                                     source=source.read_bytes(), progress=self.progress)
+            except Sme2Error as exc:
+                refused.append(f"at {commit[:10]} ({which}) the build failed: {str(exc).splitlines()[0]}")
+                continue
+            got = file_sha256(built.path)
+            if got == sha256:
+                return built.path, (f"the baseline's runner build was not in the artifact store: rebuilt it from "
+                                    f"{RUNNER_SOURCE} at commit {commit[:10]} ({which}); its binary hashes to the "
+                                    f"baseline's ({sha256[:10]})")
+            refused.append(f"at {commit[:10]} ({which}) the runner hashes to {got[:10]}, not the baseline's "
+                           f"{sha256[:10]} (another compiler or executorch SDK than the recording's?)")
+        if not refused:
+            refused.append(f"{baseline_file.name} is not committed, so no commit is known to hold the runner it ran")
+        return None, f"the baseline's runner build could not be rebuilt: {'; '.join(refused)}; {fallback}"
+
+
 def _label(recipe: Recipe) -> str:
     return f"{recipe.model} {recipe.dtype}/{recipe.backend}"
 
 
-def _candidates(root: Path, recipe: Recipe, baseline_file: Path) -> list[tuple[str, str]]:
+def _candidates(root: Path, recipe: Recipe | None, baseline_file: Path) -> list[tuple[str, str]]:
     """The commits to try, in order, each with why it is a candidate: the recorded one (when the models file was
     clean then), then the one that last touched the baseline file."""
     out: list[tuple[str, str]] = []
-    if recipe.commit and not recipe.dirty:
+    if recipe is not None and recipe.commit and not recipe.dirty:
         out.append((recipe.commit, "the commit the baseline was recorded at"))
     touched = _git(root, "log", "-1", "--format=%H", "--", str(baseline_file.resolve()))
     if touched and touched not in (c for c, _ in out):

@@ -335,8 +335,12 @@ def build_runner(
     wheel: Path | None = None,
     force: bool = False,
     progress: Progress | None = None,
+    source: bytes | None = None,
 ) -> RunnerBuild:
-    """Build (or take from the cache) pytest-sme2's runner for ``target``; see the module docstring."""
+    """Build (or take from the cache) pytest-sme2's runner for ``target``; see the module docstring.
+
+    ``source`` replaces the package's runner source (the runner as it was at another commit, to rebuild a baseline's
+    build: :mod:`pytest_sme2.rebuild`)."""
     if target not in TARGETS:
         raise BuildError(f"unknown runner target {target!r}; allowed: {', '.join(TARGETS)}")
     cache = (cache_dir or default_cache_dir()).expanduser().absolute()
@@ -350,7 +354,7 @@ def build_runner(
         compiler = cross_compiler()
         sdk = unpacked_sdk(aarch64_wheel(host.version, cache, wheel=wheel, progress=progress), host.version, cache)
         sysroot = cross_sysroot(compiler)
-    source = runner_source()
+    source = runner_source() if source is None else source
     identity = compiler_identity(compiler)
     key = hashlib.sha256(json.dumps({
         "source": hashlib.sha256(source).hexdigest(), "sdk": sdk.digest, "version": sdk.version, "target": target,

@@ -259,3 +259,80 @@ def test_an_uncommitted_baseline_or_a_missing_commit_says_what_to_do(tmp_path: P
     outside = Rebuilder(Recipe("m", "fp32", "xnnpack", str(tmp_path.parent / "m.py")), tmp_path / ".sme2_cache")
     got = outside.rebuild(None, artifact, baseline, store)
     assert not got.ok and "lies outside the git checkout" in got.message
+
+
+def test_our_own_runner_is_rebuilt_from_its_source_at_the_baselines_commit(tmp_path: Path) -> None:
+    """A checkout of pytest-sme2 whose runner source changed since the baseline: the baseline's runner build is built
+    again from the source at the commit that last touched the baseline, and proven by its sha256 (real g++ builds).
+    A project whose git does not hold the runner's source says so."""
+    from toolchain import require_host_compiler
+
+    from pytest_sme2.artifacts import file_sha256
+    from pytest_sme2.rebuild import RUNNER_SOURCE
+    from pytest_sme2.runner_build import TARGET_HOST, build_runner, runner_source
+
+    require_host_compiler()
+    project = tmp_path / "project"
+    source = project / RUNNER_SOURCE
+    source.parent.mkdir(parents=True)
+    source.write_bytes(runner_source())
+    baseline = project / ".sme2_baselines" / "t@x.json"
+    baseline.parent.mkdir()
+    baseline.write_text("{}")
+    _git(project, "init", "-q")
+    _git(project, "add", ".")
+    _git(project, "commit", "-q", "-m", "runner and baseline")
+    recorded = build_runner(TARGET_HOST, cache_dir=tmp_path / "recording", source=source.read_bytes())
+    sha = file_sha256(recorded.path)
+    # The runner changes afterwards (its banner: another binary), as an edit of runner_src would.
+    source.write_bytes(runner_source().replace(b"sme2_runner probe:", b"sme2_runner probe :"))
+    _git(project, "commit", "-q", "-am", "runner changed")
+    assert file_sha256(build_runner(TARGET_HOST, cache_dir=tmp_path / "now", source=source.read_bytes()).path) != sha
+
+    rebuilder = Rebuilder(None, project / ".sme2_cache", runner_target=TARGET_HOST,
+                          runner_cache=project / ".sme2_cache" / "runners")
+    binary, how = rebuilder.rebuild_runner(sha, None, baseline)
+    assert binary is not None and file_sha256(binary) == sha, how
+    commit = _git(project, "log", "-1", "--format=%H", "--", str(baseline))[:10]
+    assert f"rebuilt it from {RUNNER_SOURCE} at commit {commit} (the commit that last touched t@x.json)" in how
+    assert (binary.parent / "lib").is_dir(), "a rebuilt runner stays beside the libraries it loads"
+
+    binary, why = rebuilder.rebuild_runner("0" * 64, None, baseline)
+    assert binary is None and f"the runner hashes to {sha[:10]}, not the baseline's 0000000000" in why
+    (tmp_path / "user").mkdir()
+    user_baseline = tmp_path / "user" / "t@x.json"
+    user_baseline.write_text("{}")
+    _git(tmp_path / "user", "init", "-q")
+    _git(tmp_path / "user", "add", ".")
+    _git(tmp_path / "user", "commit", "-q", "-m", "b")
+    binary, why = rebuilder.rebuild_runner(sha, None, user_baseline)
+    assert binary is None and "comes with the installed pytest-sme2, not from this project's git" in why
+    binary, why = Rebuilder(None, tmp_path).rebuild_runner(sha, None, baseline)  # the device runs another runner
+    assert binary is None and "only pytest-sme2's own runner can be rebuilt" in why
+
+
+def test_a_rebuilt_runner_is_measured_where_it_was_built(tmp_path: Path) -> None:
+    """The reference measurement takes a rebuilt runner binary by its sha256 when the store lacks it (a stored copy
+    alone, without the ``lib/`` beside it, could not load executorch's libraries); without one it names the build it
+    lacks, which is what the judge asks the rebuilder for."""
+    from pytest_sme2.judge import reference_measurement
+    from pytest_sme2.profile import Measurement, Profile
+
+    class Runner:
+        def build_identity(self, variant: str | None) -> dict[str, str]:
+            return {"runner_sha256": "b" * 64}
+
+    store = ArtifactStore(tmp_path / "store")
+    for name in ("model.pte", "input_0.bin"):
+        (tmp_path / name).write_bytes(name.encode())
+    pte, inputs = store.put(tmp_path / "model.pte"), (store.put(tmp_path / "input_0.bin"),)
+    measurement = Measurement(pte=tmp_path / "model.pte", inputs=(tmp_path / "input_0.bin",), label="m")
+    candidate = Profile(model={}, variant=None, runner="host", build="", threads=1, identity={},
+                        analysis=None, measurement=measurement)  # type: ignore[arg-type]  # not read here
+    baseline = Artifact(pte, inputs, {"runner_sha256": "a" * 64})
+    lacking = reference_measurement(baseline, candidate, Runner(), store)  # type: ignore[arg-type]
+    assert lacking.measurement is None and lacking.missing_build == "a" * 64 and not lacking.missing
+    rebuilt = tmp_path / "runners" / "sme2_runner"
+    ref = reference_measurement(baseline, candidate, Runner(), store, {"a" * 64: rebuilt})  # type: ignore[arg-type]
+    assert ref.measurement is not None and ref.measurement.build == rebuilt
+    assert ref.measurement.pte == store.get(pte)

@@ -54,29 +54,33 @@ class Sme2Baseline:
     def rebuilder(self, profile: Any) -> Any:
         """How a missing reference program of this test is rebuilt (pytest_sme2.rebuild), and the recipe its baseline
         records: the registered model of its ``sme2_model`` marker, in the dtype and backend ``profile`` measured."""
+        from functools import partial
         from pathlib import Path
 
         from ..models import get_model
         from ..rebuild import Rebuilder, recipe_for
+        from ..runner_build import TARGET_HOST, TARGET_LINUX_AARCH64
         from .measure import MODEL_REQUEST_KEY
 
-        cache = self._session.options.cache_dir
+        o = self._session.options
+        # pytest-sme2's own runner, where the device runs it: a baseline's build of it can be rebuilt too
+        target = {"host": TARGET_HOST, "qemu": TARGET_LINUX_AARCH64}.get(o.device) if o.own_runner else None
+        make = partial(Rebuilder, cache_dir=o.cache_dir, progress=self._session.progress, runner_target=target,
+                       runner_cache=o.cache_dir / "runners", aarch64_wheel=o.aarch64_wheel)
         request = self._item.stash.get(MODEL_REQUEST_KEY, None)
         if request is None or not isinstance(request.model, str) or request.inputs is not None:
-            return Rebuilder(None, cache, why_not=(
+            return make(None, why_not=(
                 "only models registered with register_model and used without inputs= can be rebuilt in another "
-                "process; this test's model is built in the test itself"), progress=self._session.progress)
+                "process; this test's model is built in the test itself"))
         try:
             source = Path(get_model(request.model).origin.rpartition(":")[0])
         except Sme2Error as exc:
-            return Rebuilder(None, cache, why_not=str(exc), progress=self._session.progress)
+            return make(None, why_not=str(exc))
         if not source.is_file():
-            return Rebuilder(None, cache, why_not=f"the model {request.model!r} is not registered by a .py file",
-                             progress=self._session.progress)
+            return make(None, why_not=f"the model {request.model!r} is not registered by a .py file")
         model = getattr(profile, "model", {}) or {}
-        recipe = recipe_for(request.model, str(model.get("dtype", request.dtype)),
-                            str(model.get("backend", request.backend)), source)
-        return Rebuilder(recipe, cache, progress=self._session.progress)
+        return make(recipe_for(request.model, str(model.get("dtype", request.dtype)),
+                               str(model.get("backend", request.backend)), source))
 
     def check(self, result: Any) -> Any:
         """Judge ``result`` (a Profile, or an on/off pair) and fail the test on a regression."""
