@@ -34,6 +34,7 @@ from typing import Any
 
 from .artifacts import Artifact, ArtifactStore, file_sha256
 from .atomic import file_lock
+from .hostlock import heavy_work
 
 #: where the worktrees go, under the export cache dir
 REBUILD_DIR = "rebuild"
@@ -129,6 +130,8 @@ class Rebuilder:
     #: where runner builds are cached, and the aarch64 wheel (offline) for the linux-aarch64 target
     runner_cache: Path | None = None
     aarch64_wheel: Path | None = None
+    #: the host's measuring lock (:mod:`pytest_sme2.hostlock`): a rebuild is heavy work, which waits for measurements
+    lock_file: Path | None = None
 
     def rebuild(self, baseline_recipe: Recipe | None, artifact: Artifact, baseline_file: Path,
                 store: ArtifactStore) -> Rebuilt:
@@ -156,7 +159,8 @@ class Rebuilder:
         refused = []
         mismatched = False
         for commit, which in candidates:
-            made, why = _export_at(root, commit, recipe, self.cache_dir, self.progress)
+            with heavy_work(self.lock_file, what=f"rebuilding {_label(recipe)}", progress=self.progress):
+                made, why = _export_at(root, commit, recipe, self.cache_dir, self.progress)
             if made is None:
                 refused.append(f"at {commit[:10]} ({which}) {why}")
                 continue
@@ -206,8 +210,9 @@ class Rebuilder:
             if self.progress is not None:
                 self.progress(f"rebuilding the baseline's runner from commit {commit[:10]}")
             try:
-                built = build_runner(self.runner_target, cache_dir=self.runner_cache, wheel=self.aarch64_wheel,
-                                     source=source.read_bytes(), progress=self.progress)
+                with heavy_work(self.lock_file, what="rebuilding the baseline's runner", progress=self.progress):
+                    built = build_runner(self.runner_target, cache_dir=self.runner_cache, wheel=self.aarch64_wheel,
+                                         source=source.read_bytes(), progress=self.progress)
             except Sme2Error as exc:
                 refused.append(f"at {commit[:10]} ({which}) the build failed: {str(exc).splitlines()[0]}")
                 continue

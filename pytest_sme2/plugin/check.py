@@ -66,7 +66,8 @@ class Sme2Baseline:
         # pytest-sme2's own runner, where the device runs it: a baseline's build of it can be rebuilt too
         target = {"host": TARGET_HOST, "qemu": TARGET_LINUX_AARCH64}.get(o.device) if o.own_runner else None
         make = partial(Rebuilder, cache_dir=o.cache_dir, progress=self._session.progress, runner_target=target,
-                       runner_cache=o.cache_dir / "runners", aarch64_wheel=o.aarch64_wheel)
+                       runner_cache=o.cache_dir / "runners", aarch64_wheel=o.aarch64_wheel,
+                       lock_file=self._session.host_lock)
         request = self._item.stash.get(MODEL_REQUEST_KEY, None)
         if request is None or not isinstance(request.model, str) or request.inputs is not None:
             return make(None, why_not=(
