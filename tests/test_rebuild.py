@@ -110,7 +110,10 @@ def _changed(project: Path, **values: int) -> tuple[int, dict[str, object], str]
     done, result = _pytest(project)
     verdict = result["verdict"]
     assert isinstance(verdict, dict)
-    return done.returncode, verdict, "\n".join(str(n) for n in verdict["notes"])
+    notes = "\n".join(str(n) for n in verdict["notes"])
+    print(f"{project.name} {values}: {verdict['comparison']} {verdict['status']}, exit {done.returncode}\n"
+          f"{verdict['checks'][0]['message']}\n{notes}")  # the scenario's verdict, shown with -rP
+    return done.returncode, verdict, notes
 
 
 @pytest.fixture(scope="module")
