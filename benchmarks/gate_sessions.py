@@ -602,15 +602,18 @@ def report(results: Mapping[str, Any]) -> list[str]:
 # ------------------------------------------------------------------------------------- main
 
 
-def project_drift_allowance() -> float:
-    """The drift allowance (percent) this project's pytest ini gives the example suite, else the option's default."""
-    import tomllib
+#: The hand-set allowance this project's ini gave the example suite before issue 28 (percent): judged beside the
+#: calibrated one, to show what a hand-set global percentage catches.
+FORMER_DRIFT_ALLOWANCE = 50.0
 
-    from pytest_sme2.options import Sme2Options
+
+def project_drift_allowance() -> float:
+    """The hand-set drift allowance (percent) this project's pytest ini gives the example suite, else the former 50."""
+    import tomllib
 
     ini = tomllib.loads((ROOT / "pyproject.toml").read_text()).get("tool", {}).get("pytest", {}).get("ini_options", {})
     value = ini.get("sme2_drift_allowance")
-    return float(value) if value is not None else float(Sme2Options().drift_allowance)
+    return float(value) if value is not None else FORMER_DRIFT_ALLOWANCE
 
 
 def uptime() -> str:

@@ -147,9 +147,13 @@ def _add_compare(sub: Any) -> None:
     p.add_argument("new", type=existing_file, help="candidate, same kinds")
     p.add_argument("--margin", type=percent, default=5.0, help="relative margin, e.g. 5%% (default 5%%)")
     p.add_argument("--strict", action="store_true", help="an inconclusive comparison also fails (exit 1)")
-    p.add_argument("--drift-allowance", type=nonnegative_percent, default=0.0, metavar="PCT",
-                   help="how far this machine drifts between sessions, added to the margin of a changed artifact "
-                   "(two files are two sessions), as the plugin's --sme2-drift-allowance (default 0)")
+    p.add_argument("--drift-allowance", type=nonnegative_percent, default=None, metavar="PCT",
+                   help="how far this machine drifts between sessions, set by hand (uncalibrated): added to the margin "
+                   "of a changed artifact (two files are two sessions), as the plugin's --sme2-drift-allowance. "
+                   "Default: calibrated from --history; without either a changed artifact is not decided")
+    p.add_argument("--history", type=Path, default=None, metavar="DIR",
+                   help="a history store (.sme2_history) whose unchanged sessions of each test on its device calibrate "
+                   "the drift allowance (pytest-sme2 history)")
     p.add_argument("--json", type=Path, dest="json_out", help="write the verdicts as JSON")
     p.set_defaults(files_read=(("OLD", "old"), ("NEW", "new")), files_written=(("--json", "json_out"),))
 
@@ -505,7 +509,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     old, new = _recorded_by_test(args.old), _recorded_by_test(args.new)
     strict = ", strict" if args.strict else ""
-    allowance = f", drift allowance +{args.drift_allowance:g}%" if args.drift_allowance else ""
+    allowance = (f", drift allowance +{args.drift_allowance:g}% (hand-set)" if args.drift_allowance is not None else
+                 f", drift allowance calibrated from {args.history}" if args.history is not None else "")
     print(f"pytest-sme2 compare: baseline {args.old} -> candidate {args.new} (margin +{args.margin:g}%{allowance}"
           f"{strict})")
     missing: list[str] = []
@@ -519,13 +524,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
         pairs = [(k, old[k], new[k]) for k in common]
         missing = [k for k in old if k not in new]
         not_in_old = [k for k in new if k not in old]
-    config = GateConfig(margin=args.margin / 100, strict=args.strict, drift_allowance=args.drift_allowance / 100)
+    config = GateConfig(margin=args.margin / 100, strict=args.strict,
+                        drift_allowance=args.drift_allowance / 100 if args.drift_allowance is not None else None)
+    calibrate = None
+    if args.history is not None:
+        from .history.calibration import HistoryCalibration
+
+        calibrate = HistoryCalibration(args.history)
     worst = EXIT_OK
     verdicts = {}
     refused: dict[str, list[str]] = {}
     counts: dict[str, int] = {}
     for test_id, a, b in pairs:
-        outcome = compare_recorded(a, b, config)
+        outcome = compare_recorded(a, b, config, test_id=test_id, calibrate=calibrate)
         verdict = outcome.verdict
         if verdict is None:
             refused[test_id or "comparison"] = list(outcome.refused)

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import rule as _rule
+from .calibration import WHAT_TO_DO, DriftCalibration
 from .categories import CATEGORIES, OTHER
 from .kernels import KernelLog, isa_suffix
 from .numerics import NumericsComparison
@@ -101,8 +102,12 @@ class GateConfig:
     p90_ms: float | None = None
     #: minimum SME2 speedup median(off)/median(on), judged on the interval's lower end
     min_speedup: float | None = None
-    #: how much the machine may drift between sessions: added to the margin of ``stored`` comparisons
-    drift_allowance: float = 0.0
+    #: how much the machine may drift between sessions, set by hand (``--sme2-drift-allowance``): added to the margin
+    #: of ``stored`` and ``runtime`` comparisons, said to be uncalibrated. None = calibrated from the history of the
+    #: test on the device (:attr:`drift_calibration`), and without one such a comparison is not decided
+    drift_allowance: float | None = None
+    #: the measured between-session variation of this test on this device (:mod:`pytest_sme2.calibration`)
+    drift_calibration: DriftCalibration | None = None
     #: the measured arm must run SME2 kernels (its XNNPACK log must name one); unverifiable = inconclusive
     require_sme2_kernels: bool = False
     #: the device is emulated (QEMU): its time is not device time, so a speedup measured there is reported,
@@ -122,7 +127,22 @@ class GateConfig:
             "require_sme2_kernels": self.require_sme2_kernels, "emulated": self.emulated,
             "time_gated": self.time_gated,
             **({"memory": self.memory.to_dict()} if self.memory is not None else {}),
+            **({"drift_calibration": self.drift_calibration.to_dict()} if self.drift_calibration is not None else {}),
         }
+
+    def rule(self, comparison: Comparison) -> ComparisonRule:
+        """The rule ``comparison`` is judged by: a cross-session one (stored, runtime) takes the hand-set allowance
+        when there is one (said to be uncalibrated), else the calibrated one, else none: then it cannot be decided."""
+        if not comparison.widened:
+            return ComparisonRule.of(comparison)
+        cal = self.drift_calibration
+        if self.drift_allowance is not None:
+            return ComparisonRule.of(comparison, self.drift_allowance, source="hand-set, not calibrated")
+        if cal is not None and cal.allowance is not None:
+            return ComparisonRule.of(comparison, cal.allowance,
+                                     source=f"calibrated from {cal.sessions} sessions of this test on this device")
+        return ComparisonRule.of(comparison, undecided=cal.why if cal is not None else (
+            f"no history of this test on this device calibrates the drift between sessions: {WHAT_TO_DO}"))
 
 
 #: What an emulated measurement made for its evidence says of its time (``GateConfig.time_gated`` False).
@@ -400,7 +420,7 @@ def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comp
     if ref_med <= 0:
         return Check("e2e", Status.INVALID, "the reference median is 0 ms: below the timer's resolution")
     effect = _effect(reference, candidate, confidence=config.confidence, scale="ratio")
-    rule = ComparisonRule.of(comparison, config.drift_allowance)
+    rule = config.rule(comparison)
     margin = rule.margin(config.margin)
     head = f"median {ref_med:.4f} -> {cand_med:.4f} ms"
     if effect.interval is None:
@@ -423,6 +443,9 @@ def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comp
         msg = f"faster: {where}, upper bound below -{margin * 100:.1f}%; consider refreshing the baseline"
     elif status is Status.PASS:
         msg = f"not slower by the {m} (upper bound below it): {where}"
+    elif rule.undecided:
+        msg = (f"not decided: {where}, against samples of another session with no calibrated drift allowance, so "
+               f"the machine's move between the sessions is unknown; {rule.undecided}")
     else:
         msg = (f"the interval reaches past the {m}: {where}; a pass needs its upper bound below the margin, so "
                "the measurement is not precise enough for it (more blocks, a larger margin, or a quieter device)")
@@ -444,9 +467,7 @@ def _category_check(cat: str, reference: Samples, candidate: Samples, *, asked: 
     name = f"category:{cat}"
     effect = _effect(reference, candidate, confidence=confidence, scale="difference", category=cat)
     head = f"median {a_med:.4f} -> {b_med:.4f} ms"
-    share = (f"{margin * 100:.0f}%" if not rule.drift_allowance else
-             f"{margin * 100:.0f}% ({asked * 100:.0f}% + {rule.drift_allowance * 100:.0f}% allowed drift between "
-             "sessions)")
+    share = rule.share_text(asked)
     basis = (f"{share} of {a_med:.4f} ms" if a_med >= floor else
              f"{share} of {floor:.4f} ms: the baseline is below {MIN_CATEGORY_SHARE:.0%} of E2E, so the "
              "change is judged in ms")
@@ -461,7 +482,9 @@ def _category_check(cat: str, reference: Samples, candidate: Samples, *, asked: 
              f"allowed +{allowance:.4f} ms ({basis})")
     status = rule.status(iv.low, iv.high, allowance)
     msg = {Status.REGRESSION: f"slower: {where}", Status.IMPROVEMENT: f"faster: {where}",
-           Status.PASS: f"within: {where}", Status.INCONCLUSIVE: f"the interval reaches past the allowance: {where}",
+           Status.PASS: f"within: {where}", Status.INCONCLUSIVE: (
+               f"not decided: {where}; no calibrated drift allowance between sessions" if rule.undecided else
+               f"the interval reaches past the allowance: {where}"),
            Status.DRIFT: f"unchanged artifact: {where}"}[status]
     if rule.comparison is Comparison.UNCHANGED:
         msg = f"unchanged artifact: {where}"
@@ -484,7 +507,7 @@ def category_checks(reference: Samples, candidate: Samples, config: GateConfig, 
                       margin=config.category_margins[c])
                 for c in gated]
     checks = []
-    rule = ComparisonRule.of(comparison, config.drift_allowance)
+    rule = config.rule(comparison)
     # Bonferroni across the categories that gate: a few hard gates, each must hold.
     gated_conf = 1 - (1 - config.confidence) / max(1, len(gated))
     for cat in CATEGORIES:
@@ -808,8 +831,14 @@ def decide(
     """
     ref, cand, off = first
     verdict = gate(ref, cand, config, comparison=comparison, off=off, notes=notes, evidence=evidence)
-    first_status = measured_status(verdict)
-    if measure is None or first_status not in (Status.REGRESSION, Status.INCONCLUSIVE):
+    first_status = asks = measured_status(verdict)
+    rule = config.rule(comparison) if ref is not None else None
+    if rule is not None and rule.undecided:
+        # No allowance decides a relative check against another session, so measuring again cannot either: only an
+        # absolute check (a budget, min_speedup) is worth a second measurement.
+        asks = overall([c for c in verdict.checks if c.name not in EVIDENCE_CHECKS
+                        and c.name != "e2e" and not c.name.startswith("category:")])
+    if measure is None or asks not in (Status.REGRESSION, Status.INCONCLUSIVE):
         return verdict
     ref2, cand2, fresh_off = measure()
     pooled_ref = ref.pooled(ref2) if (ref is not None and ref2 is not None and ref2 is not ref) else ref
@@ -822,7 +851,6 @@ def decide(
     said = (f"measured twice: the first measurement said {first_status.value}, the second alone "
             f"{measured_status(again).value}; the verdict is that of both pooled ({measured_status(pooled).value})")
     extra = [said]
-    rule = ComparisonRule.of(comparison, config.drift_allowance) if ref is not None else None
     if rule is not None and rule.comparison.widened and measured_status(pooled) is Status.REGRESSION:
         extra.append("re-measuring cannot separate the model from this session: both measurements ran in this "
                      "session against samples stored by another, so a machine that drifted since then looks the same; "

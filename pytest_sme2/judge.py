@@ -43,6 +43,7 @@ from .baseline import (
     now_iso,
     other_baselines,
 )
+from .calibration import DriftCalibration
 from .categories import CategoryRules
 from .gate import (
     EVIDENCE_CHECKS,
@@ -76,6 +77,8 @@ RECORDED = "recorded"
 WRITTEN = "written"
 MISSING = "missing"
 NOT_WRITTEN = "not-written"
+#: ``calibrate(test_id, identity_id)``: the drift calibration of one test on one device identity
+Calibrate = Callable[[str, str], DriftCalibration]
 
 
 @dataclass(frozen=True)
@@ -322,11 +325,16 @@ def judge(
     rules: CategoryRules | None = None,
     progress: Progress | None = None,
     rebuilder: Rebuilder | None = None,
+    calibrate: Calibrate | None = None,
 ) -> Judgement:
     """Judge ``profile`` (the SME2-on arm of an on/off pair when ``off`` is given) against its baseline.
 
     ``rebuilder`` rebuilds a changed test's missing reference program from the commit its baseline was recorded at
     (:mod:`pytest_sme2.rebuild`), and gives the recipe a baseline recorded now stores; None: neither.
+    ``calibrate(test_id, identity_id)``: the measured between-session variation of the test on the device (the
+    history store's, :mod:`pytest_sme2.history.calibration`), asked only when the comparison is with another
+    session's samples (``stored``, ``runtime``); None = no history, so such a comparison is not decided unless
+    ``config.drift_allowance`` is set by hand.
     """
     path = baselines.path_for(test_id, profile.identity)
     cand = profile.samples()
@@ -469,6 +477,9 @@ def judge(
             notes.append(f"changed since the baseline: {what}; compared with the stored samples of "
                          f"{baseline.created or 'an earlier session'} ({why or 'the measurement is invalid'})")
             measure_again = _remeasure_stored(runner, profile, again_pair, base, rules=rules, progress=progress)
+    if comparison.widened:
+        judged, allowance_note = _calibrated(judged, calibrate, test_id, baseline.identity_id)
+        notes.append(allowance_note)
     if comparison is Comparison.UNCHANGED and baseline.artifact is not None and not baseline.artifact.recipe:
         notes.append("the baseline records no measurement recipe (written by an earlier pytest-sme2): its runs, "
                      "warm-up, measuring code and SME2-off arm are not compared; --sme2-update-baseline records them")
@@ -509,6 +520,21 @@ def _evidence_only(profile: Profile, off: Profile | None, path: Path, *, config:
             f"baseline not written: a baseline of emulated time is measured in full; run with --sme2-update-baseline "
             f"--sme2-emulated-timing{'; the previous baseline ' + str(path) + ' is kept' if path.is_file() else ''}"))
     return Judgement(GATED, verdict, path, message=verdict.summary())
+
+
+def _calibrated(config: GateConfig, calibrate: Calibrate | None, test_id: str,
+                identity: str) -> tuple[GateConfig, str]:
+    """``config`` with the test's drift calibration, and a note saying which allowance judges the comparison."""
+    cal = calibrate(test_id, identity) if calibrate is not None else None
+    config = replace(config, drift_calibration=cal)
+    if config.drift_allowance is not None:
+        measured = (f"; measured for this test: {cal.describe()}" if cal is not None and cal.calibrated else
+                    "; no history of this test on this device calibrates it")
+        return config, (f"drift allowance {config.drift_allowance * 100:g}%, set by hand (--sme2-drift-allowance), "
+                        f"not calibrated{measured}")
+    if cal is not None and cal.calibrated:
+        return config, cal.describe()
+    return config, config.rule(Comparison.STORED).undecided
 
 
 def _with_memory(verdict: Verdict, reference: Memory | None, profile: Profile, off: Profile | None,
@@ -575,12 +601,14 @@ class RecordedComparison:
     rule: str = ""
 
 
-def compare_recorded(old: Recorded, new: Recorded, config: GateConfig) -> RecordedComparison:
+def compare_recorded(old: Recorded, new: Recorded, config: GateConfig, *, test_id: str = "",
+                     calibrate: Calibrate | None = None) -> RecordedComparison:
     """Judge ``new`` against ``old`` by the rule a baseline of another session gets (see the module docstring).
 
     Other identities are refused (never compared: another CPU runs other kernels). The same artifact is
     :attr:`~pytest_sme2.gate.Comparison.UNCHANGED` — drift, reported, never failed; a changed or unknown artifact
-    is :attr:`~pytest_sme2.gate.Comparison.STORED`: the margin widened by ``config.drift_allowance``.
+    is :attr:`~pytest_sme2.gate.Comparison.STORED`: the margin widened by ``config.drift_allowance`` (set by hand)
+    or by ``config.drift_calibration``; with neither it is not decided (inconclusive).
     """
     if old.identity and new.identity and identity_id(old.identity) != identity_id(new.identity):
         return RecordedComparison(None, tuple(identity_diff(old.identity, new.identity)) or ("identity id",))
@@ -596,8 +624,14 @@ def compare_recorded(old: Recorded, new: Recorded, config: GateConfig) -> Record
     else:
         comparison = Comparison.STORED
         what = "; ".join(changes) or "the artifact is unknown (a file does not record it)"
-        allowance = (f" + {config.drift_allowance * 100:g}% drift allowance" if config.drift_allowance else
-                     " (no drift allowance: --drift-allowance PCT widens it)")
+        if new.identity and calibrate is not None:
+            config, said = _calibrated(config, calibrate, test_id, identity_id(new.identity))
+            allowance = f" + the drift allowance: {said}"
+        elif config.drift_allowance is not None:
+            allowance = f" + {config.drift_allowance * 100:g}% drift allowance (hand-set, not calibrated)"
+        else:
+            allowance = (" and no calibrated drift allowance, so it is not decided (--history DIR calibrates one, "
+                         "--drift-allowance PCT sets one by hand)")
         rule = (f"changed since OLD ({what}); two files are two sessions: the stored-samples rule, margin "
                 f"{config.margin * 100:g}%{allowance}")
     notes.append(f"rule: {rule}")

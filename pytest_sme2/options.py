@@ -366,8 +366,11 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("artifact-dir", "where the programs, inputs and runner builds of recorded baselines are kept, so a "
                "changed artifact is compared with the baseline's in the same session; relative to the rootdir "
                "(default .sme2_artifacts; cache it in CI, do not commit it)", ".sme2_artifacts"),
-    OptionSpec("drift-allowance", "percent the machine may drift between sessions: added to the margin when a "
-               "changed artifact can only be compared with stored samples (default 0)", 0.0, nonnegative_percent),
+    OptionSpec("drift-allowance", "percent the machine may drift between sessions, set by hand: added to the margin "
+               "when a changed artifact can only be compared with another session's samples (stored, runtime), and the "
+               "verdict says it is uncalibrated. Default: calibrated per test and device from the history store "
+               "(--sme2-history); with too little history such a comparison is inconclusive, never a pass",
+               None, nonnegative_percent),
     OptionSpec("margin", "default relative regression margin in percent, for tests without "
                "sme2_threshold(latency_pct=...) (default 5)", 5.0, percent),
     OptionSpec("strict", "invalid and inconclusive verdicts, and tests without a baseline, fail the test "
@@ -452,7 +455,8 @@ class Sme2Options:
     update_baseline: bool = False
     require_baseline: bool = False
     artifact_dir: Path = Path(".sme2_artifacts")
-    drift_allowance: float = 0.0
+    #: percent, set by hand; None = calibrated from the history (:mod:`pytest_sme2.calibration`)
+    drift_allowance: float | None = None
     margin: float = 5.0
     strict: bool = False
     #: statuses that fail besides a regression (``missing`` = no baseline); resolved: CI default applied

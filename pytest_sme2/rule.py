@@ -10,7 +10,10 @@ failed Convolution at 15 % (issue 18, defect 2). A check computes its interval o
   arms, so the margin is the margin; re-measuring separates the model from the session.
 - ``stored``: a changed artifact against samples stored by an earlier session: the machine may have moved
   between the sessions, so every relative margin is widened by the drift allowance; re-measuring repeats
-  this session's state, so it cannot separate the model from the session.
+  this session's state, so it cannot separate the model from the session. The allowance is calibrated from the
+  history of the test on the device (:mod:`pytest_sme2.calibration`) or set by hand (``--sme2-drift-allowance``,
+  said to be uncalibrated); with neither, the comparison cannot be decided: every status is ``inconclusive``,
+  never ``pass`` (:attr:`ComparisonRule.undecided` says why and what to do).
 - ``runtime``: as ``stored`` (the runtime changed, so the baseline's artifact cannot be re-measured here).
 - ``unchanged``: the same artifact as the baseline's: nothing under test changed, so a change beyond the
   margin is ``drift`` (reported, never failed) and relative checks never gate.
@@ -85,10 +88,18 @@ class ComparisonRule:
     comparison: Comparison
     #: how far the machine may drift between sessions (relative): widens every margin of a stored comparison
     drift_allowance: float = 0.0
+    #: where the allowance came from, in a few words ("calibrated from 12 sessions ...", "hand-set, not calibrated")
+    allowance_source: str = ""
+    #: a widened comparison without any allowance (no calibration, none set): why, and what to do. Such a comparison
+    #: cannot be decided: :meth:`status` is inconclusive whatever the interval
+    undecided: str = ""
 
     @classmethod
-    def of(cls, comparison: Comparison, drift_allowance: float = 0.0) -> ComparisonRule:
-        return cls(comparison, drift_allowance if comparison.widened else 0.0)
+    def of(cls, comparison: Comparison, drift_allowance: float = 0.0, *, source: str = "",
+           undecided: str = "") -> ComparisonRule:
+        if not comparison.widened:
+            return cls(comparison)
+        return cls(comparison, drift_allowance, source, undecided)
 
     @property
     def gates(self) -> bool:
@@ -106,11 +117,21 @@ class ComparisonRule:
         return asked + self.drift_allowance
 
     def margin_text(self, asked: float) -> str:
-        """``+15.0% margin`` or ``+55.0% margin (5% + 50% allowed drift between sessions)``."""
-        text = f"+{self.margin(asked) * 100:.1f}% margin"
-        if self.drift_allowance:
-            text += f" ({asked * 100:.0f}% + {self.drift_allowance * 100:.0f}% allowed drift between sessions)"
-        return text
+        """``+15.0% margin``, ``+55.0% margin (5% + 50% drift allowance, hand-set, not calibrated)``."""
+        return f"+{self.margin(asked) * 100:.1f}% margin{self._detail(asked)}"
+
+    def share_text(self, asked: float) -> str:
+        """The margin as a share without the sign: ``15%`` or ``11% (5% + 6.1% drift allowance, calibrated ...)``."""
+        return f"{self.margin(asked) * 100:.0f}%{self._detail(asked)}"
+
+    def _detail(self, asked: float) -> str:
+        if self.undecided:
+            return " (no calibrated drift allowance between sessions)"
+        if not self.drift_allowance and not self.allowance_source:
+            return ""
+        if not self.allowance_source:
+            return f" ({asked * 100:.0f}% + {self.drift_allowance * 100:.0f}% allowed drift between sessions)"
+        return f" ({asked * 100:.0f}% + {self.drift_allowance * 100:.3g}% drift allowance, {self.allowance_source})"
 
     def status(self, low: float, high: float, allowed: float) -> Status:
         """The status of a change with interval ``[low, high]`` against ``allowed`` (same unit, > 0 is worse).
@@ -118,10 +139,13 @@ class ComparisonRule:
         One-sided against the margin (non-inferiority): regression when the whole interval lies above
         ``+allowed``, improvement when it lies below ``-allowed``, pass when its upper end is at or below
         ``+allowed``, else inconclusive. For an unchanged artifact a change beyond the margin either way is
-        ``drift`` and anything else passes.
+        ``drift`` and anything else passes. A comparison with another session and no allowance (:attr:`undecided`)
+        is inconclusive: the machine's move between the sessions is unknown, so no interval decides it.
         """
         if self.comparison is Comparison.UNCHANGED:
             return Status.DRIFT if (low > allowed or high < -allowed) else Status.PASS
+        if self.undecided:
+            return Status.INCONCLUSIVE
         if low > allowed:
             return Status.REGRESSION
         if high < -allowed:

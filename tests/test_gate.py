@@ -783,7 +783,7 @@ def test_a_session_drift_in_a_stored_comparison_does_not_fail_a_category_and_is_
     conv = next(c for c in verdict.checks if c.name == "category:Convolution")
     assert conv.status is Status.PASS and not conv.advisory, conv.message
     assert conv.margin == pytest.approx(0.65)
-    assert "65% (15% + 50% allowed drift between sessions) of 0.0670 ms" in conv.message
+    assert "65% (15% + 50% drift allowance, hand-set, not calibrated) of 0.0670 ms" in conv.message
     assert verdict.e2e is not None and verdict.e2e.status is Status.PASS
     assert verdict.status is Status.PASS and verdict.attempts == 1  # nothing to confirm
     # The same drift in a same-session comparison is a real slowdown of the model: the category fails there.

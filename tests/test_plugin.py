@@ -341,8 +341,14 @@ def test_changed_model_without_its_reference_uses_stored_samples(run, pytester: 
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "compared with the stored samples" in out and "does not hold the baseline's program" in out
-    assert "25% + 20% allowed drift between sessions" in out
+    assert "25% + 20% drift allowance, hand-set, not calibrated" in out
     assert json.loads((pytester.path / "results.json").read_text())["tests"][0]["verdict"]["comparison"] == "stored"
+    # Issue 28 item 2: with no allowance set and no history of this test to calibrate one, nothing is decided.
+    run("--sme2-json", "results.json", "--sme2-history=none")
+    verdict = json.loads((pytester.path / "results.json").read_text())["tests"][0]["verdict"]
+    assert verdict["comparison"] == "stored" and verdict["status"] == "inconclusive", verdict
+    e2e = next(c for c in verdict["checks"] if c["name"] == "e2e")
+    assert e2e["message"].startswith("not decided: ") and "cache .sme2_artifacts/" in e2e["message"]
 
 
 def test_checking_one_profile_never_remeasures_another(run, pytester: pytest.Pytester,

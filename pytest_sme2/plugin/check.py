@@ -38,7 +38,8 @@ class Sme2Baseline:
             strict=o.strict, fail_on=tuple(s for s in o.fail_on if s != "missing"),
             category_margins={k: v / 100 for k, v in t.categories.items()},
             p50_ms=t.p50_ms, p90_ms=t.p90_ms, min_speedup=t.min_speedup,
-            drift_allowance=o.drift_allowance / 100, require_sme2_kernels=t.require_sme2_kernels,
+            drift_allowance=o.drift_allowance / 100 if o.drift_allowance is not None else None,
+            require_sme2_kernels=t.require_sme2_kernels,
             emulated=self.emulated(), time_gated=self._runner.time_gated(),
             memory=MemoryThresholds(
                 planned_growth=(t.planned_pct or 0.0) / 100,
@@ -104,7 +105,7 @@ class Sme2Baseline:
             judgement = call(lambda: judge(
                 profile, test_id=self._item.nodeid, runner=self._runner.runner, baselines=session.baselines,
                 artifacts=session.artifacts, config=config, policy=policy, off=off, rules=session.rules,
-                progress=session.progress, rebuilder=self.rebuilder(profile)))
+                progress=session.progress, rebuilder=self.rebuilder(profile), calibrate=session.calibrate))
         session.status.clear()
         judgement = _with_machine(judgement, session)
         verdict = judgement.verdict

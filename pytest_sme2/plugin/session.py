@@ -45,6 +45,19 @@ class Sme2Session:
         #: how far each unchanged test judged so far moved against its baseline (median ratio): the machine's move,
         #: which a stored comparison's is judged against (pytest_sme2.suite)
         self.controls: list[float] = []
+        self._calibration: Any = None
+
+    @property
+    def calibrate(self) -> Any:
+        """Each test's drift calibration on each device, from the history store (None: ``--sme2-history=none``),
+        read once, when the first test is compared with another session's samples."""
+        if self.options.history is None:
+            return None
+        if self._calibration is None:
+            from ..history.calibration import HistoryCalibration
+
+            self._calibration = HistoryCalibration(self.options.history)
+        return self._calibration
 
     def third_party(self, label: str) -> Any:
         """Around the plugin's runtime calls: executorch's C++ log, cpuinfo lines and torch/executorch warnings
