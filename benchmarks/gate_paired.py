@@ -93,14 +93,29 @@ def samples(arm: np.ndarray, draw: Draw, runs: int, factor: float, ids: tuple[st
     return Samples(tuple(values.ravel().tolist()), (runs,) * len(draw.rounds), rounds=ids)
 
 
+def consecutive_picks(rng: np.random.Generator, n: int, blocks: int) -> np.ndarray:
+    """Rounds as a real measurement takes them: the first measurement and its confirmation are ``2 * blocks``
+    consecutive recorded rounds from a random start; the stored reference (an earlier session) is another window of
+    ``blocks`` consecutive rounds, disjoint from them and from the ``blocks`` rounds before them."""
+    span = 2 * blocks
+    start = int(rng.integers(0, n - span + 1))
+    free = [s for s in range(0, n - blocks + 1) if s + blocks <= start - blocks or s >= start + span]
+    other = int(free[int(rng.integers(len(free)))])
+    return np.concatenate([np.arange(start, start + span), np.arange(other, other + blocks)])
+
+
 def one(kind: str, a: np.ndarray, b: np.ndarray, rng: np.random.Generator, *, blocks: int, runs: int,
-        slowdown: float, drift_sd: float, margin: float) -> tuple[str, int, float, int]:
-    """(status, attempts, first interval width, rounds measured) of one repetition of ``kind``."""
+        slowdown: float, drift_sd: float, margin: float, consecutive: bool = False) -> tuple[str, int, float, int]:
+    """(status, attempts, first interval width, rounds measured) of one repetition of ``kind``.
+
+    ``consecutive``: the rounds of each measurement are consecutive in the recording (:func:`consecutive_picks`), so
+    the machine's own drift between neighbouring rounds is kept; else drawn at random from the whole recording."""
     from pytest_sme2.gate import Comparison, GateConfig, decide
 
     looks = SEQUENTIAL.get(kind)
     blocks = looks[-1] if looks else blocks
-    picks = rng.choice(a.shape[0], size=3 * blocks, replace=False)
+    picks = consecutive_picks(rng, a.shape[0], blocks) if consecutive else rng.choice(a.shape[0], size=3 * blocks,
+                                                                                      replace=False)
     draws = [Draw(picks[i * blocks:(i + 1) * blocks], np.exp(rng.normal(0.0, drift_sd, blocks))) for i in range(3)]
     tag = f"{rng.integers(1 << 30)}"
     ids = [tuple(f"{tag}.{i}.{k}" for k in range(blocks)) for i in range(3)]
@@ -199,7 +214,7 @@ def precision_stopped(kind: str, a: np.ndarray, b: np.ndarray, draws: list[Draw]
     def again() -> tuple[Any, Any, Any]:
         return ref, measure(b, draws[1], slowdown), None
 
-    config = GateConfig(margin=margin)
+    config = GateConfig(margin=margin, drift_allowance=0.0)  # "+0%": a hand-set 0 % (issue 28: none is undecided)
     first = decide((ref, cand, None), None, config, comparison=comparison).e2e
     verdict = decide((ref, cand, None), again, config, comparison=comparison)
     iv = first.interval if first is not None else None
@@ -207,7 +222,8 @@ def precision_stopped(kind: str, a: np.ndarray, b: np.ndarray, draws: list[Draw]
 
 
 def study(*, quick: bool = False, blocks: int = 15, runs: int = 10, margin: float = 0.05,
-          seed: int = 18, data: Path = AA_DATA, warmup: int | None = None) -> dict[str, Any]:
+          seed: int = 18, data: Path = AA_DATA, warmup: int | None = None, consecutive: bool = False
+          ) -> dict[str, Any]:
     a, b = load_rounds(data, warmup)
     if a.shape[1] < runs:
         left_out = "the recording's warm-ups" if warmup is None else f"{warmup} warm-up(s)"
@@ -219,12 +235,14 @@ def study(*, quick: bool = False, blocks: int = 15, runs: int = 10, margin: floa
                          f"measurements of up to {needed // 3} rounds): record more (record_aa.py --blocks {needed})")
     rng = np.random.default_rng(seed)
     rows = []
-    for drift_sd in DRIFTS if not quick else (0.03,):
+    # Consecutive windows keep the machine's own drift: nothing is injected on top.
+    drifts = (0.0,) if consecutive else DRIFTS if not quick else (0.03,)
+    for drift_sd in drifts:
         for kind in (*KINDS, *SEQUENTIAL, *PRECISION):
             for slowdown, reps in EFFECTS:
                 n = 20 if quick else reps
                 got = [one(kind, a, b, rng, blocks=blocks, runs=runs, slowdown=slowdown, drift_sd=drift_sd,
-                           margin=margin) for _ in range(n)]
+                           margin=margin, consecutive=consecutive) for _ in range(n)]
                 statuses = [g[0] for g in got]
                 rows.append({
                     "kind": kind, "drift_sd": drift_sd, "slowdown": slowdown, "repetitions": n,
@@ -236,7 +254,8 @@ def study(*, quick: bool = False, blocks: int = 15, runs: int = 10, margin: floa
                 })
     coverage = [c for n in ((15,) if quick else (8, 15, 30)) for c in consecutive_coverage(a, b, rounds=n, runs=runs)]
     return {"blocks": blocks, "runs": runs, "warmup": warmup, "margin": margin, "source": shown_path(data),
-            "rounds_recorded": int(a.shape[0]), "rows": rows, "coverage": coverage}
+            "rounds_recorded": int(a.shape[0]), "rows": rows, "coverage": coverage,
+            "rounds_taken": "consecutive windows" if consecutive else "drawn at random from the whole recording"}
 
 
 def consecutive_coverage(a: np.ndarray, b: np.ndarray, *, rounds: int, runs: int) -> list[dict[str, Any]]:
@@ -279,7 +298,7 @@ def upper95(k: int, n: int) -> float:
 def render(result: dict[str, Any]) -> str:
     lines = [f"Gate by comparison kind on real recorded A/A rounds ({result['source']}, {result['rounds_recorded']} "
              f"rounds), design {result['blocks']} blocks x {result['runs']} runs, margin {result['margin']:.0%}; "
-             "confirmation included",
+             f"confirmation included; rounds of a measurement: {result.get('rounds_taken', 'drawn at random')}",
              f"{'kind':36s} {'drift':>5s} {'effect':>6s} {'n':>4s} {'regr.':>6s} {'pass':>6s} {'incon.':>6s} "
              f"{'drift':>6s} {'re-meas.':>8s} {'width':>6s} {'rounds':>6s}"]
     for r in result["rows"]:
@@ -307,18 +326,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--margin", type=float, default=5.0, help="the gate's margin in percent (default 5)")
     parser.add_argument("--warmup", type=int, default=None,
                         help="warm-ups left out of each recorded block (default: the recording's)")
+    parser.add_argument("--consecutive", action="store_true",
+                        help="each measurement takes consecutive recorded rounds (as a real one does), not rounds "
+                        "drawn from the whole recording; no drift injected (the machine's own is in the windows)")
     parser.add_argument("--data", type=Path, default=AA_DATA,
                         help=f"recorded A/A rounds (record_aa.py; default {AA_DATA.relative_to(ROOT)})")
     args = parser.parse_args(argv)
     result = study(quick=args.quick, blocks=args.blocks, runs=args.runs, margin=args.margin / 100, data=args.data,
-                   warmup=args.warmup)
+                   warmup=args.warmup, consecutive=args.consecutive)
     text = render(result)
     print(text)
     if not args.quick:
         RESULTS.mkdir(exist_ok=True)
         stem = (f"gate_paired_b{args.blocks}_r{args.runs}" + (f"_w{args.warmup}" if args.warmup is not None else "")
                 + (f"_m{args.margin:g}" if args.margin != 5.0 else "")
-                + ("" if args.data == AA_DATA else f"_{args.data.stem.removeprefix('aa_')}"))
+                + ("" if args.data == AA_DATA else f"_{args.data.stem.removeprefix('aa_')}")
+                + ("_consecutive" if args.consecutive else ""))
         (RESULTS / f"{stem}.txt").write_text(text + "\n")
         (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     return 0

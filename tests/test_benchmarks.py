@@ -328,3 +328,26 @@ def test_ci_green_rates_read_consecutive_windows_and_count_inconclusive_as_red()
         assert row["green_before"] == pytest.approx(row["green_now"] + row["inconclusive"])
     slow = next(r for r in rows if r["kind"] == "session" and r["slowdown"] > 1)
     assert slow["red_now"] == 1.0  # a real +10 % at a 5 % margin, measured beside its reference: never green here
+
+
+def test_the_calibrated_fallback_study_runs_and_never_passes_without_history() -> None:
+    """Issue 28 items 2 and 9: benchmarks/gate_calibrated.py judges the cross-session fallback on the real separate
+    sessions (results/gate_sessions.json, data/history_toy_cnn_sessions.jsonl), calibrated beside hand-set.
+
+    What must hold whatever the numbers: a comparison whose history was too short is inconclusive, never a pass; on
+    the quiet separate sessions the calibrated allowance is a few percent, not the hand-set 50 % that caught nothing.
+    """
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import gate_calibrated
+
+    rows = gate_calibrated.sessions_run() + gate_calibrated.light_run()
+    short = [r for r in rows if r["allowance"] is None]
+    assert short and all(r["calibrated"] == "inconclusive" for r in short)
+    quiet = [r for r in rows if r["source"] == "gate_sessions" and r["allowance"] is not None]
+    assert quiet and all(0.005 < r["allowance"] < 0.10 for r in quiet)
+    slow20 = [r for r in quiet if r["experiment"] == "stored-slow20"]
+    assert all(r["hand-set 50%"] == "pass" for r in slow20), "a hand-set 50 % passes a real 20 % slowdown"
+    assert all(r["calibrated"] == "regression" for r in slow20), "the calibrated allowance catches it"
+    proc = _bench(str(ROOT / "benchmarks" / "gate_calibrated.py"), "--quick", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "calibrated, history >= 5" in proc.stdout
