@@ -98,8 +98,16 @@ def consecutive_picks(rng: np.random.Generator, n: int, blocks: int) -> np.ndarr
     consecutive recorded rounds from a random start; the stored reference (an earlier session) is another window of
     ``blocks`` consecutive rounds, disjoint from them and from the ``blocks`` rounds before them."""
     span = 2 * blocks
-    start = int(rng.integers(0, n - span + 1))
-    free = [s for s in range(0, n - blocks + 1) if s + blocks <= start - blocks or s >= start + span]
+
+    def others(start: int) -> list[int]:
+        return [s for s in range(0, n - blocks + 1) if s + blocks <= start - blocks or s >= start + span]
+
+    # A start is possible when some reference window fits beside it (a short recording leaves only some starts).
+    starts = [s for s in range(0, n - span + 1) if others(s)]
+    if not starts:
+        raise SystemExit(f"{n} recorded rounds cannot hold {span} consecutive rounds and {blocks} more a gap apart")
+    start = int(starts[int(rng.integers(len(starts)))])
+    free = others(start)
     other = int(free[int(rng.integers(len(free)))])
     return np.concatenate([np.arange(start, start + span), np.arange(other, other + blocks)])
 
