@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..baseline import Baseline
+from ..calibration import DriftCalibration
 from ..errors import ConfigError, Sme2Error
 from ..gate import GateConfig, Verdict
 from .acknowledge import Acknowledgement
@@ -62,7 +63,11 @@ class Rebaselined:
             return f"{line}; acknowledged: {self.acknowledged}"
         if self.failed:
             where = ", ".join(c[:10] for c in self.commits) or "the work tree"
-            line += (f"; the baseline re-recorded in {where} is slower than the merge-base's. Accept it with an entry "
+            what = ("is slower than the merge-base's" if self.verdict.status.value == "regression" else
+                    "cannot be told from the machines' drift between the two recordings: no drift allowance is "
+                    "calibrated for it (run main a few times on this device to build its history) or set by hand "
+                    "(--sme2-drift-allowance)")
+            line += (f"; the baseline re-recorded in {where} {what}. Accept it with an entry "
                      f'in sme2_acknowledged.json: {{"test": "{self.test_id}", "device": "{self.identity_id[:12]}", '
                      f'"commits": "{self.commits[-1][:10] if self.commits else "<merge-base>.."}", "reason": "..."}}'
                      ", or fix the slowdown")
@@ -93,10 +98,12 @@ class RebaselineReport:
 
 
 def rebaselined(baseline_dir: Path, *, base_ref: str, config: GateConfig,
-                acknowledgements: Sequence[Acknowledgement] = ()) -> RebaselineReport:
+                acknowledgements: Sequence[Acknowledgement] = (),
+                calibrate: Callable[[str, str], DriftCalibration] | None = None) -> RebaselineReport:
     """Compare every baseline file in ``baseline_dir`` that differs from its version at the merge-base of HEAD and
     ``base_ref`` with that version. Raises :class:`~pytest_sme2.errors.ConfigError` outside a git work tree or when
-    the merge-base cannot be found (a ref not fetched)."""
+    the merge-base cannot be found (a ref not fetched). ``calibrate``: the drift allowance of each test on its device
+    from the history (:mod:`pytest_sme2.calibration`), when ``config`` sets none by hand."""
     from ..judge import Recorded, compare_recorded
 
     where = baseline_dir if baseline_dir.is_dir() else baseline_dir.parent
@@ -131,7 +138,8 @@ def rebaselined(baseline_dir: Path, *, base_ref: str, config: GateConfig,
             continue  # not a baseline (another JSON file in the directory), or one the session itself reports
         commits = tuple((git(["log", "--format=%H", f"{merge_base}..HEAD", "--", path], root) or "").split())
         outcome = compare_recorded(Recorded(old.samples(), old.identity, old.artifact, old.memory),
-                                   Recorded(new.samples(), new.identity, new.artifact, new.memory), config)
+                                   Recorded(new.samples(), new.identity, new.artifact, new.memory), config,
+                                   test_id=new.test_id, calibrate=calibrate)
         refused = f"recorded on another device identity ({'; '.join(outcome.refused)})" if outcome.refused else ""
         entry = Rebaselined(path, new.test_id, new.identity_id, outcome.verdict, refused, commits)
         if outcome.verdict is not None and outcome.verdict.failed:

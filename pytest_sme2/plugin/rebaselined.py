@@ -30,10 +30,19 @@ def session_finish(session: pytest.Session) -> None:
     from ..history import acknowledge
     from ..history.rebaselined import rebaselined
 
+    # Two sessions' samples: the drift allowance is the hand-set one, else calibrated from the history (issue 28 item
+    # 2); a change it cannot decide is not green either (inconclusive fails, unless acknowledged).
+    allowance = opts.drift_allowance / 100 if opts.drift_allowance is not None else None
+    calibrate = None
+    if opts.history is not None:
+        from ..history.calibration import HistoryCalibration
+
+        calibrate = HistoryCalibration(opts.history)
     try:
         report = rebaselined(opts.baseline_dir, base_ref=opts.base_ref,
-                             config=GateConfig(margin=opts.margin / 100, drift_allowance=opts.drift_allowance / 100),
-                             acknowledgements=acknowledge.load(config.rootpath / ACK_FILE))
+                             config=GateConfig(margin=opts.margin / 100, drift_allowance=allowance,
+                                               fail_on=("inconclusive",)),
+                             acknowledgements=acknowledge.load(config.rootpath / ACK_FILE), calibrate=calibrate)
     except Sme2Error as exc:
         whence = "" if opts.base_ref_given else " (the pull request's target branch, from the CI's variables)"
         config.stash[LINES_KEY] = ([f"sme2 baselines vs {opts.base_ref}{whence}: not compared: {exc} "
