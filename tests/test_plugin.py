@@ -340,7 +340,8 @@ def test_changed_model_without_its_reference_uses_stored_samples(run, pytester: 
     result = run("--sme2-json", "results.json", "--sme2-drift-allowance", "20")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
-    assert "compared with the stored samples" in out and "does not hold the baseline's program" in out
+    # Issue 28 item 1: a model built in the test cannot be rebuilt in another process, so the stored samples decide.
+    assert "compared with the stored samples" in out and "the baseline's program cannot be rebuilt" in out
     assert "25% + 20% drift allowance, hand-set, not calibrated" in out
     assert json.loads((pytester.path / "results.json").read_text())["tests"][0]["verdict"]["comparison"] == "stored"
     # Issue 28 item 2: with no allowance set and no history of this test to calibrate one, nothing is decided.
