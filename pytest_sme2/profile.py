@@ -609,6 +609,7 @@ def _size_blocks(arms: Sequence[Measurement], first: Sequence[Block]) -> tuple[l
 def _measure_blocks(
     runner: Runner, arms: Sequence[Measurement], *, blocks: int, progress: Progress | None, what: str,
     looks: Looks | None = None, stop: Callable[[list[list[Block]]], str] | None = None,
+    reading_s: Callable[[int, Block], float] | None = None,
 ) -> tuple[list[list[Block]], str, str, tuple[str, ...]]:
     """Run ``blocks`` clean blocks of every arm, interleaved (ABBA...) when there are two.
 
@@ -622,7 +623,9 @@ def _measure_blocks(
     ``looks`` (a plan of :mod:`pytest_sme2.sequential`) replaces ``blocks``: rounds are measured up to its last look,
     and at every earlier look ``stop(blocks per arm)`` may end the measurement by saying why (the verdict is
     settled, or the median is known precisely enough; "" = go on). A time budget that shrank the blocks cuts the
-    plan there (:meth:`~pytest_sme2.sequential.Looks.within`).
+    plan there (:meth:`~pytest_sme2.sequential.Looks.within`). ``reading_s(arm, block)`` reads a block's traces as
+    the profile will and returns the seconds it took: the budget counts it, since reading every block's traces comes
+    after the blocks (toy_cnn's 80 µs XNNPACK blocks: reading took ~10x measuring, and a 5 s budget took 63 s).
     """
     if looks is not None:
         blocks = looks.last
@@ -636,7 +639,18 @@ def _measure_blocks(
     b = 0
     window = HostWindow()
     window.prime()  # ~0.1 s on 2 CPUs: the first blocks get the host just before them as their window
+    budget = arms[0].time_budget_s
+    spent = reading = 0.0  # seconds measuring so far; seconds reading one round's traces (known from the second)
     while len(per_arm[0]) < blocks:
+        if 0 < budget <= spent + reading * len(rounds):
+            # What _fit_budget predicted from one round can miss (a block's fixed cost of loading and tracing, blocks
+            # measured again on a busy machine): the budget is the time spent, not only the time predicted. Once it
+            # is spent nothing is measured again (a disturbed block then makes the measurement invalid), and the
+            # measurement ends as soon as it has the blocks the gate needs.
+            retries = 0
+            if len(rounds) >= MIN_BLOCKS:
+                notes.append(f"time budget {budget:g} s spent after {len(rounds)} of {blocks} blocks")
+                break
         order = list(range(len(arms))) if b % 2 == 0 else list(reversed(range(len(arms))))
         started = time.perf_counter()
         got = {}
@@ -646,6 +660,7 @@ def _measure_blocks(
                 progress(f"{what}: block {len(per_arm[0]) + 1}/{blocks}{arm}")
             got[i] = _run_block(runner, arms[i])
         round_s = time.perf_counter() - started
+        spent += round_s
         window.mark()
         got = {i: _with_window(got[i], window.others_share()) for i in order}
         b += 1
@@ -658,13 +673,18 @@ def _measure_blocks(
             # MobileNetV3 took 4.2 s for 13 executions of 2 ms: the runtime's import), which would cut the warm-up
             # of a model that fits the budget many times over.
             base = arms[0].blocks if looks is not None else blocks
-            arms, fitted_blocks, fitted = _fit_budget(arms, round_s, base)
+            if reading_s is not None and budget > 0:
+                reading = sum(reading_s(i, got[i]) for i in order)
+            arms, fitted_blocks, fitted = _fit_budget(arms, round_s + reading, base)
             notes += [fitted] if fitted else []
             if looks is not None:
                 looks = looks.within(fitted_blocks) if fitted else looks
                 blocks = looks.last
             else:
                 blocks = fitted_blocks
+            # Blocks measured again count against the budget too: as many as the blocks that fit, not as asked (a
+            # busy machine measured 1001 blocks again under a 5 s budget of 231).
+            retries = min(retries, blocks)
         if evidence and retries > 0:
             retries -= 1
             disturbed_seen.append(evidence[0])
@@ -844,6 +864,21 @@ def _executions(blocks: list[Block], latency_runs: list[RunResult]) -> dict[str,
     return {"warmup": warmup, "runs": runs}
 
 
+def _reading_time(logs: Sequence[KernelLog | None], rules: CategoryRules | None,
+                  executed: Sequence[ExecutedKernels | None]) -> Callable[[int, Block], float]:
+    """``reading_s(arm, block)`` for :func:`_measure_blocks`' time budget: reads the block's traces as
+    :func:`_profile` will and returns the seconds. Nothing is kept: a block measured again is dropped, and an
+    analysis cached by ``id`` could then be handed to a later run that took its id."""
+    def reading_s(arm: int, block: Block) -> float:
+        started = time.perf_counter()
+        for r in block:
+            if r.metadata.get("mode", "trace") != "timing":
+                analyze_run(r, warmup=r.warmup, kernel_log=logs[arm], rules=rules, executed=executed[arm])
+        return time.perf_counter() - started
+
+    return reading_s
+
+
 def measure(runner: Runner, measurement: Measurement, *, kernel_log: KernelLog | None = None,
             rules: CategoryRules | None = None, progress: Progress | None = None,
             executed: ExecutedKernels | None = None) -> Profile:
@@ -851,9 +886,9 @@ def measure(runner: Runner, measurement: Measurement, *, kernel_log: KernelLog |
     run, :func:`record_executed_kernels`)."""
     looks, stop = _precision_plan([measurement])
     with measuring(measurement.lock_file, what=measurement.label, progress=progress):
-        (blocks,), note, invalid, rounds = _measure_blocks(runner, [measurement], blocks=measurement.blocks,
-                                                           progress=progress, what=measurement.label, looks=looks,
-                                                           stop=stop)
+        (blocks,), note, invalid, rounds = _measure_blocks(
+            runner, [measurement], blocks=measurement.blocks, progress=progress, what=measurement.label, looks=looks,
+            stop=stop, reading_s=_reading_time([kernel_log], rules, [executed]))
     # Reading the traces is seconds of CPU for a big model: not beside another worker's measurement.
     with heavy_work(measurement.lock_file, what=f"{measurement.label}: analysis", progress=progress):
         return _profile(runner, measurement, blocks, kernel_log=kernel_log, rules=rules, disturbance=note,
@@ -892,9 +927,9 @@ def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs:
     if stop is None:
         looks, rule = _precision_plan([a, b])
     with measuring(a.lock_file or b.lock_file, what=label, progress=progress):
-        (blocks_a, blocks_b), note, invalid, rounds = _measure_blocks(runner, [a, b], blocks=a.blocks,
-                                                                      progress=progress, what=label,
-                                                                      looks=looks, stop=rule)
+        (blocks_a, blocks_b), note, invalid, rounds = _measure_blocks(
+            runner, [a, b], blocks=a.blocks, progress=progress, what=label, looks=looks, stop=rule,
+            reading_s=_reading_time(logs, rules, ran))
     with heavy_work(a.lock_file or b.lock_file, what=f"{label}: analysis", progress=progress):
         return (_profile(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid,
                          executed=ran[0], rounds=rounds, analyzed=analyzed[0]),

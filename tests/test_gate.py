@@ -1162,3 +1162,21 @@ def test_a_sequential_pair_analyzes_each_run_once_across_its_looks(tmp_path: Pat
     assert rounds == plan.last and len(analyzed) == len(set(analyzed)) == 2 * rounds
     fresh = _profile(runner, m, [[r] for r in ref.runs], kernel_log=None, rules=None, disturbance="", invalid="")
     assert fresh.analysis == ref.analysis and len(analyzed) == 3 * rounds
+
+
+def test_a_time_budget_is_the_time_spent_not_only_the_time_predicted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: ``pytest-sme2 profile --blocks 1000 --time-budget 5`` took 63 s. The budget's prediction assumes a
+    block costs its executions, but a tiny model's block is mostly fixed cost (loading, tracing), so fewer runs per
+    block do not make it cheaper. Scripted: every block takes 1 s whatever its runs; a budget of 8 s predicts 10
+    blocks of 1 + 3 runs (10 s). The measurement ends once 8 s are spent, with the blocks the gate needs, and says so."""
+    import pytest_sme2.profile as profile_module
+
+    clock = _ScriptedClock()
+    monkeypatch.setattr(profile_module, "time", clock)
+    runner = _SlowStart(make_standin(tmp_path / "bin", trace=TOY_TRACE), clock)
+    runner.slow_start_s = runner.block_s = 1.0
+    profile = measure(runner, _standin_measurement(tmp_path, runs=4, warmup=0, blocks=1000, time_budget_s=8.0))
+    assert runner.calls == 8, runner.calls
+    assert "time budget 8 s spent after 8 of 10 blocks" in profile.disturbance, profile.disturbance
+    assert len(profile.samples().blocks) == 8
