@@ -323,6 +323,7 @@ def _profile(args: argparse.Namespace, progress: StreamProgress) -> int:
     from .profile import ProgramFile, profile_exported
     from .report.text import category_table, latency_line, operator_table
     from .runners import make_runner
+    from .runners.local import check_input_files
     from .thirdparty import third_party_output
 
     load_model_sources(_model_sources(args))
@@ -363,6 +364,8 @@ def _profile(args: argparse.Namespace, progress: StreamProgress) -> int:
     check_writable_dir(args.out, what="--out directory")  # before minutes of export and measurement
     targets: list[Any] = []
     if args.pte is not None:
+        if args.inputs and device != "local":  # the local runner reads them itself, as bad input
+            check_input_files(args.pte, args.inputs)
         targets.append(ProgramFile(args.pte, tuple(args.inputs), args.dtype or "unknown", args.backend or "unknown"))
     for spec in specs:
         with heavy_work(lock, what=f"exporting {spec.name}", progress=progress):

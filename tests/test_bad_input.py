@@ -401,15 +401,22 @@ def test_the_margin_message_says_what_is_allowed(pytester: pytest.Pytester) -> N
 
 def test_profile_input_files_that_do_not_fit_the_program_are_bad_input(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """The local runtime reads the inputs: a wrong size is the user's file (2), not a failed run (3)."""
+    """A wrong size is the user's file (2), not a failed run (3): the local runtime reads the inputs; for a user's
+    executor_runner (here the stand-in replaying the real toy_cnn trace, which would run with any input) they are
+    checked against the program's metadata before the runner starts."""
+    from standin import make_standin
+
     short = tmp_path / "short.bin"
     short.write_bytes(bytes(100))
-    for inputs in ([short], [TOY_INPUT, TOY_INPUT]):
-        code, err = _cli(capsys, "profile", "--pte", str(TOY_PTE), "--inputs", *map(str, inputs), "--runs", "2",
-                         "--blocks", "1", "--out", str(tmp_path / "out"))
-        assert code == 2, err
-        assert ("input file " + str(short) + " has 100 bytes" in err) if inputs == [short] else \
-            "takes 1 input(s) but 2 input file(s) were given" in err
+    runner = make_standin(tmp_path / "bin", trace=TOY_TRACE)
+    for device in ([], ["--device", "host", "--runner", str(runner)]):
+        for inputs in ([short], [TOY_INPUT, TOY_INPUT]):
+            code, err = _cli(capsys, "profile", "--pte", str(TOY_PTE), "--inputs", *map(str, inputs), "--runs", "2",
+                             "--blocks", "1", "--out", str(tmp_path / "out"), *device)
+            assert code == 2, err
+            assert ("input file " + str(short) + " has 100 bytes" in err) if inputs == [short] else \
+                "takes 1 input(s) but 2 input file(s) were given" in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.etdump")), "no runner ran"
 
 
 def test_help_states_the_exit_code_rule(capsys: pytest.CaptureFixture[str]) -> None:

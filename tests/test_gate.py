@@ -1169,7 +1169,8 @@ def test_a_time_budget_is_the_time_spent_not_only_the_time_predicted(
     """Issue 29: ``pytest-sme2 profile --blocks 1000 --time-budget 5`` took 63 s. The budget's prediction assumes a
     block costs its executions, but a tiny model's block is mostly fixed cost (loading, tracing), so fewer runs per
     block do not make it cheaper. Scripted: every block takes 1 s whatever its runs; a budget of 8 s predicts 10
-    blocks of 1 + 3 runs (10 s). The measurement ends once 8 s are spent, with the blocks the gate needs, and says so."""
+    blocks of 1 + 3 runs (10 s). The measurement ends once 8 s are spent, with the blocks the gate needs, and says
+    so."""
     import pytest_sme2.profile as profile_module
 
     clock = _ScriptedClock()

@@ -398,33 +398,59 @@ def read_input_files(method: Any, pte: Path, files: Sequence[Path]) -> tuple[Any
     """Tensors from raw input files, shaped and typed by the method's own input metadata."""
     import torch
 
-    meta = method.metadata
+    raws = _read_all(files)
+    tensors = []
+    for (sizes, dtype), raw in zip(_fitting_inputs(method.metadata, pte, files, raws), raws, strict=True):
+        # bytearray: torch.frombuffer wants a writable buffer; an empty one it refuses outright.
+        t = torch.frombuffer(bytearray(raw), dtype=dtype) if raw else torch.empty(0, dtype=dtype)
+        tensors.append(t.reshape(sizes))
+    return tuple(tensors)
+
+
+def check_input_files(pte: Path, files: Sequence[Path], method: str = "forward") -> None:
+    """Input files that do not fit ``pte``'s method are bad input, said before any runner starts (an executor_runner
+    says so only after its launch, as a failed run). The local runtime reads the program's metadata without loading
+    a delegate; a program it cannot read is left to the runner to judge."""
+    try:
+        from executorch.runtime import Runtime, Verification
+
+        meta = Runtime.get().load_program(str(pte), verification=Verification.Minimal).metadata(method)
+    except Exception:  # not ours to judge: the runner reads the program and says what is wrong
+        return
+    _fitting_inputs(meta, pte, files, _read_all(files))
+
+
+def _read_all(files: Sequence[Path]) -> list[bytes]:
+    try:
+        return [Path(path).read_bytes() for path in files]
+    except OSError as exc:
+        raise ConfigError(f"cannot read input file {exc.filename}: {exc.strerror}") from None
+
+
+def _fitting_inputs(meta: Any, pte: Path, files: Sequence[Path],
+                    raws: Sequence[bytes]) -> list[tuple[tuple[int, ...], Any]]:
+    """The (sizes, torch dtype) of each input of ``meta`` (a method's metadata), after checking that ``files`` (read:
+    ``raws``) are one per input, each exactly its bytes: input files that do not fit the program are bad input
+    (exit 2), not a failed run."""
     expected = meta.num_inputs()
-    # Input files that do not fit the program are bad input (exit 2), not a failed run.
     if len(files) != expected:
         raise ConfigError(
             f"{pte} takes {expected} input(s) but {len(files)} input file(s) were given: "
             f"{', '.join(str(f) for f in files)}"
         )
-    tensors = []
-    for i, path in enumerate(files):
+    shapes = []
+    for i, (path, raw) in enumerate(zip(files, raws, strict=True)):
         info = meta.input_tensor_meta(i)
         sizes = tuple(info.sizes())
         dtype = _torch_dtype(info.dtype(), pte, i)
-        try:
-            raw = Path(path).read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"cannot read input file {path}: {exc.strerror}") from None
         if len(raw) != info.nbytes():
             raise ConfigError(
                 f"input file {path} has {len(raw)} bytes, but input {i} of {pte} is "
                 f"{'x'.join(map(str, sizes))} {str(dtype).removeprefix('torch.')} = {info.nbytes()} bytes; "
                 "pass the input files written by the export of this .pte"
             )
-        # bytearray: torch.frombuffer wants a writable buffer; an empty one it refuses outright.
-        t = torch.frombuffer(bytearray(raw), dtype=dtype) if raw else torch.empty(0, dtype=dtype)
-        tensors.append(t.reshape(sizes))
-    return tuple(tensors)
+        shapes.append((sizes, dtype))
+    return shapes
 
 
 def _ones_inputs(method: Any) -> tuple[Any, ...]:
