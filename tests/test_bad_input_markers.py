@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -245,6 +246,11 @@ def test_profile_has_a_time_budget_and_says_when_it_shrank_the_blocks(example_ex
     note = next(line for line in printed.out.splitlines() if line.startswith("note: time budget 0.1 s: "))
     blocks = int(note.removeprefix("note: time budget 0.1 s: ").split()[0])
     assert 6 <= blocks < 1000  # never below the floor of 6 blocks
-    assert f"block {blocks}/{blocks}" in printed.err  # progress per block, to the end
+    # A budget spent before the predicted blocks ran ends the measurement there (still at least 6 blocks) and says so.
+    spent = re.search(rf"time budget 0\.1 s spent after (\d+) of {blocks} blocks", note)
+    measured = int(spent.group(1)) if spent else blocks
+    assert 6 <= measured <= blocks
+    assert f"block {measured}/{blocks}" in printed.err  # progress per block, to the end
+    assert f"block {measured + 1}/{blocks}" not in printed.err
     summary = json.loads((out / "toy_cnn_fp32_xnnpack" / "analysis_summary.json").read_text())
     assert summary["profile"]["measurement"]["time_budget_s"] == 0.1
