@@ -201,8 +201,12 @@ def recommend(
 
     ``analysis`` is the measurement (the SME2-on arm of an on/off test), ``off`` the SME2-off arm,
     ``comparison`` their on/off comparison and ``verdict`` the judgement against a baseline; any of
-    them may be missing (a verdict-only result has no analysis). There is always at least one.
+    them may be missing (a verdict-only result has no analysis). There is at least one when anything was measured or
+    judged; none for a test that measured nothing (skipped), whose "nothing to act on, the measurement is stable"
+    would speak of a measurement that never ran.
     """
+    if analysis is None and off is None and comparison is None and verdict is None:
+        return ()
     a, cmp = analysis, comparison
     off_label = cmp.off_label if cmp else "SME2 off"
     recs: list[Recommendation] = []

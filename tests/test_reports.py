@@ -802,3 +802,12 @@ def test_recommendations_are_data_naming_what_they_are_about(tt: TestResult, reg
 def test_regression_verdict_is_real(regression: TestResult) -> None:
     # Guard for the fixtures above: the simd-off candidate against the simd-on baseline is a regression.
     assert regression.verdict is not None and regression.verdict.status is Status.REGRESSION
+
+
+def test_a_test_that_measured_nothing_gets_no_recommendation() -> None:
+    """A skipped SME2 on/off test (the local runtime has none) was shown "Nothing to act on: no bottleneck above 5 %
+    of E2E stands out and the measurement is stable" in the HTML report: of a measurement that never ran."""
+    skipped = TestResult("example_models/test_toy_cnn.py::test_sme2_speedup", outcome="skipped",
+                         model={"name": "toy_cnn"})
+    assert recommend(None) == () and recommendations(skipped) == ()
+    assert "Recommendations" not in html_section(skipped)
