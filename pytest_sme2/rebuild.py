@@ -34,6 +34,7 @@ from typing import Any
 
 from .artifacts import Artifact, ArtifactStore, file_sha256
 from .atomic import file_lock
+from .history.gitinfo import git
 from .hostlock import heavy_work
 
 #: where the worktrees go, under the export cache dir
@@ -84,12 +85,7 @@ class Rebuilt:
 
 def _git(cwd: Path, *args: str) -> str | None:
     """``git args`` in ``cwd``: its stdout stripped, or None when git is missing or the command failed."""
-    try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=_GIT_SECONDS,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    return git(list(args), cwd, timeout=_GIT_SECONDS)
 
 
 def git_root(path: Path) -> Path | None:
