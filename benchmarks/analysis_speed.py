@@ -3,7 +3,7 @@
 What is timed, per side, each in its own fresh ``python`` process (interpreter start-up excluded):
 
 - **ours** (``analysis_s``): everything the analysis path needs in a fresh process — importing
-  ``pytest_sme2.trace``/``analysis`` (which pulls numpy and pandas), reading the file, parsing the
+  ``pytest_sme2.evidence.trace``/``analysis`` (which pulls numpy and pandas), reading the file, parsing the
   flatbuffer, categorizing, statistics (``analyze``) and the JSON text of the result.
 - **Inspector** (``inspector_s``): ``Inspector(etdump_path=...)`` + ``to_dataframe()`` only. Its
   import (``executorch.devtools``, which pulls torch and ``executorch.exir``, several seconds) is
@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _child_ours(trace: str, dump: str | None) -> dict[str, float]:
     started = time.perf_counter()
-    from pytest_sme2.analysis import analyze
-    from pytest_sme2.trace import read_etdump
+    from pytest_sme2.analysis.run import analyze
+    from pytest_sme2.evidence.trace import read_etdump
 
     imported = time.perf_counter()
     timeline = read_etdump(trace)

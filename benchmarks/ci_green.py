@@ -16,14 +16,14 @@ Every number comes from the library's own ``gate.decide`` on REAL recorded block
 round, never rounds drawn across the recording.
 
 - ``session`` (the baseline's artifact re-measured beside the change, paired, measured until decided with the
-  plugin's looks 8/15/22/30 for 15 blocks at 1 - 5 %/4 each, :mod:`pytest_sme2.sequential`): reference = arm A,
+  plugin's looks 8/15/22/30 for 15 blocks at 1 - 5 %/4 each, :mod:`pytest_sme2.measure.sequential`): reference = arm A,
   candidate = arm B (x 1.10 for the slowdown) of the same consecutive rounds; a confirming measurement, when the first
   is not settled, takes the rounds right after the first's. Every start round that leaves room for two full
   measurements (60 rounds) is one repetition, in both orientations (A as reference, then B): the windows overlap, so
   the effective sample size is nearer the disjoint windows, which each row also gives.
 - ``stored`` (a fresh runner without the artifact cache: the baseline's stored samples): reference = arm A of the
   recording's first half measured as the plugin records a baseline (stopped once its median is known to ± half the
-  margin, :class:`~pytest_sme2.sequential.Precision`), candidate = arm B of consecutive rounds in its second half
+  margin, :class:`measure.sequential.Precision`), candidate = arm B of consecutive rounds in its second half
   (and confirmation after it), at the margin alone and at the example suite's margin + drift allowance (50 %).
 
 Each recording stands for the example-suite tests whose programs it is (or is nearest to, said in the table): blocks
@@ -52,7 +52,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.console import shown_path  # noqa: E402
 from benchmarks.gate_paired import upper95  # noqa: E402
-from pytest_sme2.sequential import Looks  # noqa: E402
+from pytest_sme2.measure.sequential import Looks  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -104,9 +104,9 @@ RECORDINGS = (
 
 def sizing(per_execution_ms: float, runs: int = 10, warmup: int = 3) -> tuple[int, int]:
     """(warm-up, runs) per block after the first that the plugin gives a program this fast, with the default options
-    (``pytest_sme2.profile._size_blocks``: ``--sme2-min-block-ms`` 2.4, ``--sme2-max-block-ms`` 1000)."""
+    (``pytest_sme2.measure.profile._size_blocks``: ``--sme2-min-block-ms`` 2.4, ``--sme2-max-block-ms`` 1000)."""
+    from pytest_sme2.measure.profile import MIN_RUNS, SHORT_BLOCK_RUNS_FACTOR, SLOW_BLOCK_WARMUP
     from pytest_sme2.options import MAX_BLOCK_MS, MIN_BLOCK_MS
-    from pytest_sme2.profile import MIN_RUNS, SHORT_BLOCK_RUNS_FACTOR, SLOW_BLOCK_WARMUP
 
     if per_execution_ms * runs < MIN_BLOCK_MS:
         most = SHORT_BLOCK_RUNS_FACTOR * runs - warmup
@@ -132,15 +132,15 @@ def load(recording: Recording) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]
 
 
 def _samples(values: np.ndarray, factor: float, rounds: tuple[str, ...] = ()) -> Any:
-    from pytest_sme2.gate import Samples
+    from pytest_sme2.gate.decide import Samples
 
     return Samples(tuple((values * factor).ravel().tolist()), (values.shape[1],) * values.shape[0], rounds=rounds)
 
 
 def session(ref: np.ndarray, cand: np.ndarray, start: int, *, margin: float, slowdown: float) -> str:
     """The verdict of a same-session comparison measured from round ``start`` on, as the plugin measures it."""
-    from pytest_sme2.gate import Comparison, GateConfig, decide, gate, measured_status
-    from pytest_sme2.sequential import settled
+    from pytest_sme2.gate.decide import Comparison, GateConfig, decide, gate, measured_status
+    from pytest_sme2.measure.sequential import settled
 
     looks = Looks.for_blocks(BLOCKS)
     config = looks.gate_config(GateConfig(margin=margin))
@@ -163,8 +163,8 @@ def stored(ref: np.ndarray, cand: np.ndarray, base_start: int, start: int, *, ma
            slowdown: float) -> str:
     """The verdict against a baseline recorded from round ``base_start`` on, the candidate measured from ``start``
     (both stopped by the plugin's precision rule, ± half the margin), confirmation on the rounds after it."""
-    from pytest_sme2.gate import Comparison, GateConfig, decide
-    from pytest_sme2.sequential import Precision
+    from pytest_sme2.gate.decide import Comparison, GateConfig, decide
+    from pytest_sme2.measure.sequential import Precision
 
     rule = Precision(margin / 2)
     plan = rule.looks(BLOCKS)

@@ -7,9 +7,9 @@ Reads a file written by ``benchmarks/record_aa.py``: blocks of one ``.pte`` reco
 interleaved arms (A B B A ...), so the true ratio is exactly 1. The blocks are cut into consecutive
 windows of k A/B block pairs — what one session measures — and each window is judged:
 
-- ``block``: :func:`pytest_sme2.stats.block_ratio_ci`, the gate's interval (Hodges-Lehmann on block
+- ``block``: :func:`pytest_sme2.gate.stats.block_ratio_ci`, the gate's interval (Hodges-Lehmann on block
   medians, exact Mann-Whitney);
-- ``bootstrap``: the former :func:`pytest_sme2.stats.ratio_of_medians_ci` (blocks, then runs);
+- ``bootstrap``: the former :func:`pytest_sme2.gate.stats.ratio_of_medians_ci` (blocks, then runs);
 - ``paired``: the exact Wilcoxon signed-rank Hodges-Lehmann interval of the per-pair log ratios
   (Walsh averages) — usable only when both arms are measured interleaved in one session, and only
   from 6 pairs (5 pairs reach 93.75 % at most);
@@ -71,7 +71,7 @@ def signed_rank_interval(diffs: np.ndarray, confidence: float = 0.95) -> tuple[f
 
 def judge(arms: dict[str, list[np.ndarray]], blocks: int, runs: int, *, old: bool) -> dict[str, Any]:
     from benchmarks.former_stats import ratio_of_medians_ci
-    from pytest_sme2.stats import block_medians, block_ratio_ci, mann_whitney_p
+    from pytest_sme2.gate.stats import block_medians, block_ratio_ci, mann_whitney_p
 
     a_all, b_all = arms["A"], arms["B"]
     windows = min(len(a_all), len(b_all)) // blocks

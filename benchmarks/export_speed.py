@@ -27,7 +27,7 @@ def _child(model: str) -> dict[str, object]:
     import torch  # noqa: F401 - imported before the clock starts, as in any session
 
     import example_models  # noqa: F401 - registers the example models
-    from pytest_sme2.export import export_model
+    from pytest_sme2.program.export import export_model
 
     with tempfile.TemporaryDirectory(prefix="sme2_export_bench_") as cache:
         t0 = time.perf_counter()

@@ -2,7 +2,7 @@
 
 The gate's former ratio interval (a two-stage block bootstrap, :func:`ratio_of_medians_ci`), kept so that
 tests/test_intervals.py and benchmarks/coverage.py can show on the same data why the block intervals of
-:mod:`pytest_sme2.stats` replaced it (it under-covers with 5 blocks); a bootstrap interval of one sample's
+:mod:`pytest_sme2.gate.stats` replaced it (it under-covers with 5 blocks); a bootstrap interval of one sample's
 quantile (:func:`median_ci`, the benchmarks' summaries); the smallest Mann-Whitney p; the rank test on
 block medians (:func:`block_rank_p`); and Benjamini-Hochberg. Moved out of the package (issue 18: the
 package carries only what it runs).
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pytest_sme2.stats import Interval, _array, block_medians, check_blocks, rank_test_p
+from pytest_sme2.gate.stats import Interval, _array, block_medians, check_blocks, rank_test_p
 
 #: Bootstrap resamples. 2,000 keeps the Monte Carlo error of the 2.5 %/97.5 % bounds a few percent
 #: of the interval's width — far below the run-to-run noise of any device — at a fifth of the cost

@@ -4,8 +4,8 @@
     python benchmarks/gate_calibrated.py --quick    # the same, printed only (tests/test_benchmarks.py)
 
 A ``stored`` (or ``runtime``) comparison judges a changed artifact against samples of another session. Its allowance
-is now calibrated from the history of the test on the device (``pytest_sme2.calibration``), or the comparison is
-``inconclusive``. This judges that rule, with the library's own :class:`~pytest_sme2.rule.ComparisonRule`, on two real
+is now calibrated from the history of the test on the device (``pytest_sme2.gate.calibration``), or the comparison is
+``inconclusive``. This judges that rule, with the library's own :class:`gate.rule.ComparisonRule`, on two real
 recordings of separate sessions, every candidate in a later session than its baseline, and every calibration from
 the sessions *before* the candidate's (what a history store would hold then), beside the hand-set allowances:
 
@@ -49,7 +49,7 @@ MARGINS = (0.05, 0.10)
 
 
 def _rule(allowance: float | None, calibration: Any) -> Any:
-    from pytest_sme2.gate import Comparison, GateConfig
+    from pytest_sme2.gate.decide import Comparison, GateConfig
 
     return GateConfig(drift_allowance=allowance, drift_calibration=calibration).rule(Comparison.STORED)
 
@@ -60,7 +60,7 @@ def _status(rule: Any, margin: float, low: float, high: float) -> str:
 
 def sessions_run(path: Path = SESSIONS_RUN) -> list[dict[str, Any]]:
     """Every stored comparison of the gate_sessions run, judged by each allowance rule."""
-    from pytest_sme2.calibration import calibrate
+    from pytest_sme2.gate.calibration import calibrate
 
     data = json.loads(path.read_text())
     rows = [dict(zip(data["normal_rows"]["columns"], r, strict=True)) for r in data["normal_rows"]["rows"]]
@@ -85,8 +85,8 @@ def sessions_run(path: Path = SESSIONS_RUN) -> list[dict[str, Any]]:
 
 def light_run(path: Path = LIGHT) -> list[dict[str, Any]]:
     """Baseline round i (32x32), candidate round i + 1 (each size), history up to round i; one measurement."""
-    from pytest_sme2.calibration import calibrate
-    from pytest_sme2.gate import Comparison, GateConfig, Samples, gate
+    from pytest_sme2.gate.calibration import calibrate
+    from pytest_sme2.gate.decide import Comparison, GateConfig, Samples, gate
 
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     light = [r for r in rows if r["bench"]["plan"] == "light"]

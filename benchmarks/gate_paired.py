@@ -19,7 +19,7 @@ repetition draws rounds at random (without replacement) and builds what the gate
 
 The "precision stop" kinds measure every measurement *outside* a same-session pair (the stored baseline, the
 candidate measured alone, its confirming re-measurement) with the plugin's precision rule in place
-(``pytest_sme2.sequential.Precision``, a look after every block from the 6th; the "looks 6/10/15" rows: the plan
+(``pytest_sme2.measure.sequential.Precision``, a look after every block from the 6th; the "looks 6/10/15" rows: the plan
 tried first): it stops at the first look where the 95 %
 interval of the median of the block medians is within ±target (a quarter, or half, of the margin). Their
 ``rounds`` column is the blocks the candidate's measurements took (15 without the rule).
@@ -54,10 +54,10 @@ EFFECTS = ((1.0, 400), (1.10, 200), (1.20, 200))
 DRIFTS = (0.0, 0.03, 0.06)
 KINDS = ("session (paired)", "session (unpaired, before)", "stored (+50% allowance)", "stored (+0% allowance)",
          "unchanged")
-#: group-sequential plans (pytest_sme2.sequential.Looks) judged like "session (paired)", with the stopping rule in
+#: group-sequential plans (measure.sequential.Looks) judged like "session (paired)", with the stopping rule in
 #: place: kind name -> the rounds looked at
 SEQUENTIAL = {"session (paired, looks 7/11/15)": (7, 11, 15), "session (paired, looks 8/15/22/30)": (8, 15, 22, 30)}
-#: measurements outside a pair stopped for precision (pytest_sme2.sequential.Precision): kind -> target / margin
+#: measurements outside a pair stopped for precision (pytest_sme2.measure.sequential.Precision): kind -> target / margin
 PRECISION = {"stored (+0%), precision stop ±m/4": 0.25, "stored (+0%), precision stop ±m/2": 0.5,
              "stored (+0%), precision ±m/2, looks 6/10/15": 0.5,
              "unchanged, precision stop ±m/4": 0.25, "unchanged, precision stop ±m/2": 0.5,
@@ -87,7 +87,7 @@ class Draw:
 
 
 def samples(arm: np.ndarray, draw: Draw, runs: int, factor: float, ids: tuple[str, ...]) -> Any:
-    from pytest_sme2.gate import Samples
+    from pytest_sme2.gate.decide import Samples
 
     values = arm[draw.rounds, :runs] * draw.drift[:, None] * factor
     return Samples(tuple(values.ravel().tolist()), (runs,) * len(draw.rounds), rounds=ids)
@@ -118,7 +118,7 @@ def one(kind: str, a: np.ndarray, b: np.ndarray, rng: np.random.Generator, *, bl
 
     ``consecutive``: the rounds of each measurement are consecutive in the recording (:func:`consecutive_picks`), so
     the machine's own drift between neighbouring rounds is kept; else drawn at random from the whole recording."""
-    from pytest_sme2.gate import Comparison, GateConfig, decide
+    from pytest_sme2.gate.decide import Comparison, GateConfig, decide
 
     looks = SEQUENTIAL.get(kind)
     blocks = looks[-1] if looks else blocks
@@ -165,8 +165,8 @@ def sequential(a: np.ndarray, b: np.ndarray, draws: list[Draw], ids: list[tuple[
                slowdown: float, margin: float, looks: tuple[int, ...]) -> tuple[str, int, float, int]:
     """A same-session paired comparison measured with the stopping rule in place: each measurement (the first and
     the confirming one) stops at the first look whose verdict, at the per-look confidence, is settled."""
-    from pytest_sme2.gate import Comparison, GateConfig, decide, gate, measured_status
-    from pytest_sme2.sequential import Looks, settled
+    from pytest_sme2.gate.decide import Comparison, GateConfig, decide, gate, measured_status
+    from pytest_sme2.measure.sequential import Looks, settled
 
     plan = Looks(looks)
     config = plan.gate_config(GateConfig(margin=margin))
@@ -197,8 +197,8 @@ def precision_stopped(kind: str, a: np.ndarray, b: np.ndarray, draws: list[Draw]
                       slowdown: float, margin: float) -> tuple[str, int, float, int]:
     """A stored or unchanged comparison whose measurements (baseline, candidate, confirmation) each stop by the
     precision rule: at the first look where the median of the block medians is known to ±target."""
-    from pytest_sme2.gate import Comparison, GateConfig, decide
-    from pytest_sme2.sequential import Precision
+    from pytest_sme2.gate.decide import Comparison, GateConfig, decide
+    from pytest_sme2.measure.sequential import Precision
 
     rule = Precision(PRECISION[kind] * margin)
     plan = rule.looks(blocks)
@@ -270,7 +270,7 @@ def consecutive_coverage(a: np.ndarray, b: np.ndarray, *, rounds: int, runs: int
     """Coverage of the true ratio 1 on disjoint windows of *consecutive* recorded rounds (the machine's own drift and
     any dependence between neighbouring rounds kept, nothing injected): paired and unpaired, at 95 % and at the
     per-look level of the plugin's sequential plan (98.75 %)."""
-    from pytest_sme2.stats import block_ratio_ci, paired_ratio_ci
+    from pytest_sme2.gate.stats import block_ratio_ci, paired_ratio_ci
 
     sizes = (runs,) * rounds
     out = []

@@ -90,8 +90,8 @@ def export_variants(cache_dir: Path) -> dict[str, Any]:
 
     import example_models  # noqa: F401 - registers toy_cnn
     from example_models.models import INPUT_SEED
-    from pytest_sme2.export import export_model
     from pytest_sme2.models import get_model
+    from pytest_sme2.program.export import export_model
 
     spec = get_model("toy_cnn")
     out = {}
@@ -123,7 +123,7 @@ def interleaved(runner: Any, arms: Sequence[tuple[str, Any]], blocks: int, *, ex
 
 
 def samples(blocks: Sequence[Block], design: Design) -> Any:
-    from pytest_sme2.gate import Samples
+    from pytest_sme2.gate.decide import Samples
 
     used = [b.used(design) for b in blocks[: design.blocks]]
     pooled = np.concatenate(used)
@@ -177,7 +177,7 @@ def judge(arm_a: Sequence[Block], arm_b: Sequence[Block], arm_c: Sequence[Block]
     The reference (arm A) is the same blocks in the confirmation: this study measures the gate's rule, the
     plugin's same-session comparison re-measures both arms.
     """
-    from pytest_sme2.gate import Comparison, GateConfig, decide
+    from pytest_sme2.gate.decide import Comparison, GateConfig, decide
 
     config = GateConfig(margin=margin)
     confirm_used = False
@@ -303,7 +303,7 @@ class FirstLook:
 def old_first_verdict(a: Any, b: Any, margin: float, alpha: float = 0.01) -> tuple[str, Any]:
     """The gate before issue 12: two-stage block bootstrap interval, Mann-Whitney p on all runs."""
     from benchmarks.former_stats import min_mann_whitney_p, ratio_of_medians_ci
-    from pytest_sme2.stats import mann_whitney_p
+    from pytest_sme2.gate.stats import mann_whitney_p
 
     iv = ratio_of_medians_ci(a.e2e_ms, b.e2e_ms, baseline_blocks=a.block_sizes, candidate_blocks=b.block_sizes)
     p = mann_whitney_p(a.e2e_ms, b.e2e_ms)
@@ -317,7 +317,7 @@ def old_first_verdict(a: Any, b: Any, margin: float, alpha: float = 0.01) -> tup
 
 def first_look(arm_a: Sequence[Block], arm_b: Sequence[Block], design: Design, margin: float,
                truth: float) -> FirstLook:
-    from pytest_sme2.stats import block_ratio_ci
+    from pytest_sme2.gate.stats import block_ratio_ci
 
     a, b = samples(arm_a, design), samples(arm_b, design)
     effect = block_ratio_ci(a.e2e_ms, b.e2e_ms, baseline_blocks=a.block_sizes, candidate_blocks=b.block_sizes)

@@ -186,7 +186,7 @@ def burners(count: int) -> Iterator[list[int]]:
 
 
 def _measurement(exported: Any, settings: Mapping[str, Any], out_dir: Path) -> Any:
-    from pytest_sme2.profile import Measurement
+    from pytest_sme2.measure.profile import Measurement
 
     budget = settings.get("time_budget_s") or 0.0
     return Measurement.of(exported, runs=settings["runs"], warmup=settings["warmup"], blocks=settings["blocks"],
@@ -199,10 +199,10 @@ class Session:
 
     def __init__(self, plan: Mapping[str, Any], index: int) -> None:
         from pytest_sme2 import __version__
-        from pytest_sme2.artifacts import ArtifactStore
-        from pytest_sme2.baseline import BaselineStore
-        from pytest_sme2.export import ExportedModel
+        from pytest_sme2.program.export import ExportedModel
         from pytest_sme2.runners.local import LocalRunner
+        from pytest_sme2.store.artifacts import ArtifactStore
+        from pytest_sme2.store.baseline import BaselineStore
 
         self.plan = plan
         self.index = index
@@ -225,9 +225,9 @@ class Session:
         A measurement the machine disturbed is not recorded (``not-written``, the library's rule); the slot
         is measured again, up to ``RECORD_ATTEMPTS`` times, and the attempts are counted.
         """
-        from pytest_sme2.gate import GateConfig
+        from pytest_sme2.gate.decide import GateConfig
         from pytest_sme2.judge import RECORDED, Policy, judge
-        from pytest_sme2.profile import measure
+        from pytest_sme2.measure.profile import measure
 
         test_id = f"{TEST_ID}#s{self.index:02d}-{slot}"
         counter = Remeasured()
@@ -248,9 +248,9 @@ class Session:
 
     def compare(self, record: Mapping[str, Any], experiment: str, burners_running: int) -> list[dict[str, Any]]:
         """Judge one recorded baseline in one experiment, at every (margin, allowance) on the same measurements."""
-        from pytest_sme2.gate import GateConfig
+        from pytest_sme2.gate.decide import GateConfig
         from pytest_sme2.judge import Policy, judge
-        from pytest_sme2.profile import measure
+        from pytest_sme2.measure.profile import measure
 
         mode, variant = EXPERIMENTS[experiment]
         store = self.no_artifacts if mode == "stored" else self.artifacts
@@ -289,7 +289,7 @@ def gate_settings(mode: str, allowance: float) -> list[tuple[float, float]]:
     The first judgement measures; the others replay its runs. In a stored comparison a wider effective margin
     never asks for a run the narrower one did not make: pass stays pass, and whatever it confirms the narrower
     one confirmed (a regression or inconclusive verdict at a wider margin is one at the narrower margin too). A
-    same-session comparison is measured until decided (``pytest_sme2.sequential``): a regression settled at an
+    same-session comparison is measured until decided (``pytest_sme2.measure.sequential``): a regression settled at an
     early look at 5 % may be unsettled at 10 % and need later rounds, which the replay measures live (counted in
     ``live_runs_in_replay``). Only a stored comparison knows the allowance; the others would repeat their rows.
     """
@@ -363,8 +363,8 @@ def export_all(cache_dir: Path, widths: Sequence[int]) -> dict[str, Any]:
     import torch
 
     from example_models.models import INPUT_SEED
-    from pytest_sme2.export import export_model
     from pytest_sme2.models import get_model, load_model_sources
+    from pytest_sme2.program.export import export_model
 
     load_model_sources([str(ROOT / MODELS_FILE)])
     spec = get_model(MODEL)
@@ -380,7 +380,7 @@ def export_all(cache_dir: Path, widths: Sequence[int]) -> dict[str, Any]:
 
 def check_equivalent(base: Any, equiv: Any) -> dict[str, Any]:
     """The A/A candidate must be the same program on other input files: else it is no A/A."""
-    from pytest_sme2.artifacts import file_sha256
+    from pytest_sme2.store.artifacts import file_sha256
 
     facts = {"pte_sha256": file_sha256(base.pte_path), "equiv_pte_sha256": file_sha256(equiv.pte_path),
              "inputs_sha256": [file_sha256(p) for p in base.input_files],
@@ -404,7 +404,7 @@ def calibrate(runner: Any, exported: Mapping[str, Any], rounds: int, settings: M
     rounds with a bootstrap 95 % CI: drift between rounds cancels because each round is paired.
     """
     from benchmarks.former_stats import median_ci
-    from pytest_sme2.profile import measure
+    from pytest_sme2.measure.profile import measure
 
     design = dict(settings) | {"runs": runs, "warmup": warmup, "blocks": 1, "busy_limit": 1.0}
     names = list(exported)
@@ -662,7 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def orchestrate(args: argparse.Namespace, work: Path) -> int:
     from benchmarks.console import Console
     from benchmarks.run import machine
-    from pytest_sme2.device import host_identity
+    from pytest_sme2.device.facts import host_identity
     from pytest_sme2.options import Sme2Options
     from pytest_sme2.runners.local import LocalRunner
 

@@ -269,7 +269,7 @@ def section_runner(quick: bool) -> dict[str, Any]:
 def section_memory(quick: bool) -> dict[str, Any]:
     """memory_noise.py: peak memory across blocks and sessions, with pytest-sme2's runner for this host when it builds
     (toy_cnn only, 2 sessions x 3 blocks when quick)."""
-    from pytest_sme2.runner_build import TARGET_HOST, BuildError, build_runner
+    from pytest_sme2.runners.build import TARGET_HOST, BuildError, build_runner
 
     try:
         runner: str | None = str(build_runner(TARGET_HOST, cache_dir=ROOT / ".sme2_cache" / "runners").path)

@@ -148,7 +148,7 @@ def host_runner() -> Any:
 
 def export(model: str, dtype: str, backend: str) -> Any:
     import example_models  # noqa: F401 - registers the example models
-    from pytest_sme2.export import export_model
+    from pytest_sme2.program.export import export_model
 
     return export_model(model, dtype=dtype, backend=backend, cache_dir=CACHE,
                         progress=lambda line: print(f"  .. {line}", file=sys.stderr, flush=True))
@@ -161,9 +161,9 @@ def _measured(values: Any, warmup: int) -> list[float]:
 def compare(config: Config, exported: Any, ours_runner: Any, rounds: int, out_dir: Path, *,
             block_target_s: float = BLOCK_TARGET_S) -> None:
     """``rounds`` rounds of the four arms (A B C D, then D C B A) into ``config``."""
+    from pytest_sme2.evidence.trace import read_etdump
     from pytest_sme2.runners.base import MODE_TIMING, MODE_TRACE, RunRequest
     from pytest_sme2.runners.local import LocalRunner
-    from pytest_sme2.trace import read_etdump
 
     python_runner = LocalRunner()
     inputs = tuple(exported.input_files) or None
@@ -205,7 +205,7 @@ def compare(config: Config, exported: Any, ours_runner: Any, rounds: int, out_di
 
 def _ratio(baseline: list[list[float]], candidate: list[list[float]]) -> dict[str, Any]:
     """candidate / baseline: median ratio and the exact block interval (``stats.block_ratio_ci``)."""
-    from pytest_sme2.stats import block_ratio_ci
+    from pytest_sme2.gate.stats import block_ratio_ci
 
     effect = block_ratio_ci([x for b in baseline for x in b], [x for b in candidate for x in b],
                             baseline_blocks=[len(b) for b in baseline], candidate_blocks=[len(b) for b in candidate])
@@ -370,9 +370,9 @@ def startup_table(rows: list[dict[str, Any]]) -> list[str]:
 
 def emulated(model: str, work: Path, say: Say) -> dict[str, Any]:
     """Time the README's emulated on/off command for ``model``'s suite; read each arm's emulated times."""
-    from pytest_sme2.runner_build import TARGET_LINUX_AARCH64, build_runner
-    from pytest_sme2.stats import block_ratio_ci
-    from pytest_sme2.trace import read_etdump
+    from pytest_sme2.evidence.trace import read_etdump
+    from pytest_sme2.gate.stats import block_ratio_ci
+    from pytest_sme2.runners.build import TARGET_LINUX_AARCH64, build_runner
 
     started = time.perf_counter()
     export(model, *EMULATED_CONFIG)

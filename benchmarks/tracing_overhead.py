@@ -95,10 +95,10 @@ def _measured(values: Any, warmup: int) -> list[float]:
 
 
 def measure(config: Config, exported: Any, pairs: int, out_dir: Path, say: Any) -> None:
-    from pytest_sme2.analysis import analyze
+    from pytest_sme2.analysis.run import analyze
+    from pytest_sme2.evidence.trace import read_etdump
     from pytest_sme2.runners.base import MODE_TIMING, MODE_TRACE, RunRequest
     from pytest_sme2.runners.local import LocalRunner
-    from pytest_sme2.trace import read_etdump
 
     runner = LocalRunner()
     inputs = tuple(exported.input_files) or None
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import example_models  # noqa: F401 - registers the example models
     from benchmarks.console import Console
-    from pytest_sme2.export import export_model
+    from pytest_sme2.program.export import export_model
 
     console = Console()
     say, out_lines = console.say, console.lines

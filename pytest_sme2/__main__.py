@@ -2,6 +2,6 @@
 
 import sys
 
-from .cli import main
+from pytest_sme2.cli import main
 
 sys.exit(main())

@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
-from .errors import ConfigError, ModelError, Sme2Error
-from .options import (
+from pytest_sme2 import __version__
+from pytest_sme2.errors import ConfigError, ModelError, Sme2Error
+from pytest_sme2.options import (
     BLOCKS,
     BUDGET_S,
     COOLDOWN_S,
@@ -47,7 +47,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from .profile import StreamProgress
+    from pytest_sme2.measure.profile import StreamProgress
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_RUN_FAILED = 0, 1, 2, 3
 #: Ctrl-C, as a shell reports SIGINT (128 + 2)
@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_commands(sub)
     _add_build_runner(sub)
     _add_rebaselined(sub)
-    from .history import cli as history_cli
+    from pytest_sme2.history import cli as history_cli
 
     history_cli.add_parser(sub)
     return parser
@@ -215,9 +215,9 @@ def _add_rebaselined(sub: Any) -> None:
 
 
 def cmd_rebaselined(args: argparse.Namespace) -> int:
-    from .gate import GateConfig
-    from .history import acknowledge
-    from .history.rebaselined import rebaselined
+    from pytest_sme2.gate.decide import GateConfig
+    from pytest_sme2.history import acknowledge
+    from pytest_sme2.history.rebaselined import rebaselined
 
     config = GateConfig(margin=args.margin / 100, drift_allowance=args.drift_allowance / 100)
     report = rebaselined(args.baseline_dir, base_ref=args.base, config=config,
@@ -251,15 +251,15 @@ def _add_report_commands(sub: Any) -> None:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .analysis import analyze_trace
-    from .atomic import write_atomic
-    from .categories import DEFAULT, CategoryRules
-    from .kernels import read_xnnpack_log
-    from .report.csv import write_csvs
-    from .report.kernel_view import operator_evidence_table
-    from .report.text import bottleneck_lines, category_table, latency_line, operator_table, render_table
-    from .thirdparty import third_party_output
-    from .trace import etrecord_backend, read_etdump
+    from pytest_sme2.analysis.run import analyze_trace
+    from pytest_sme2.evidence.categories import DEFAULT, CategoryRules
+    from pytest_sme2.evidence.kernels import read_xnnpack_log
+    from pytest_sme2.evidence.trace import etrecord_backend, read_etdump
+    from pytest_sme2.report.csv import write_csvs
+    from pytest_sme2.report.kernel_view import operator_evidence_table
+    from pytest_sme2.report.text import bottleneck_lines, category_table, latency_line, operator_table, render_table
+    from pytest_sme2.store.files import write_atomic
+    from pytest_sme2.thirdparty import third_party_output
 
     rules = CategoryRules.load(args.rules) if args.rules else DEFAULT
     kernel_log = read_xnnpack_log(args.xnnlog) if args.xnnlog else None  # a file that is not one is refused
@@ -303,8 +303,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from .profile import progress_to
-    from .thirdparty import user_stderr
+    from pytest_sme2.measure.profile import progress_to
+    from pytest_sme2.thirdparty import user_stderr
 
     with user_stderr() as terminal:  # progress reaches the user while the runtime's output goes to the log
         progress = progress_to(terminal)
@@ -315,16 +315,16 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace, progress: StreamProgress) -> int:
-    from .atomic import check_writable_dir, write_atomic
-    from .categories import CategoryRules
-    from .export import export_model
-    from .hostlock import LOCK_NAME, heavy_work
-    from .models import get_model, load_model_sources
-    from .profile import ProgramFile, profile_exported
-    from .report.text import category_table, latency_line, operator_table
-    from .runners import make_runner
-    from .runners.local import check_input_files
-    from .thirdparty import third_party_output
+    from pytest_sme2.evidence.categories import CategoryRules
+    from pytest_sme2.measure.hostlock import LOCK_NAME, heavy_work
+    from pytest_sme2.measure.profile import ProgramFile, profile_exported
+    from pytest_sme2.models import get_model, load_model_sources
+    from pytest_sme2.program.export import export_model
+    from pytest_sme2.report.text import category_table, latency_line, operator_table
+    from pytest_sme2.runners import make_runner
+    from pytest_sme2.runners.local import check_input_files
+    from pytest_sme2.store.files import check_writable_dir, write_atomic
+    from pytest_sme2.thirdparty import third_party_output
 
     load_model_sources(_model_sources(args))
     device = args.device or ("host" if args.runner else "local")
@@ -416,7 +416,7 @@ def _model_sources(args: argparse.Namespace) -> tuple[str, ...]:
 
     Sets ``args.models_where``: where they came from, for the unknown-model message.
     """
-    from .inifile import find_inifile
+    from pytest_sme2.inifile import find_inifile
 
     if args.model_sources:
         args.models_where = f"--models {' '.join(args.model_sources)}"
@@ -441,12 +441,12 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
     Each keeps the identity and artifact its file records (a baseline, a ``profile`` summary, a results file;
     an ``analyze`` summary has neither).
     """
-    from .analysis import Analysis
-    from .artifacts import Artifact
-    from .baseline import Baseline
-    from .gate import Samples
-    from .judge import Recorded
-    from .memory import Memory
+    from pytest_sme2.analysis.run import Analysis
+    from pytest_sme2.gate.decide import Samples
+    from pytest_sme2.gate.memory import Memory
+    from pytest_sme2.judge import Recorded
+    from pytest_sme2.store.artifacts import Artifact
+    from pytest_sme2.store.baseline import Baseline
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -490,7 +490,7 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
         return {"": Recorded(samples, dict(identity) if isinstance(identity, Mapping) else {}, artifact,
                              Memory.maybe(profile.get("memory")))}
     if "tests" in data:
-        from .report.results import SessionResults
+        from pytest_sme2.results import SessionResults
 
         results = SessionResults.from_dict(data, source=str(path))
         out = {}
@@ -506,9 +506,9 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .atomic import write_atomic
-    from .gate import GateConfig
-    from .judge import compare_recorded
+    from pytest_sme2.gate.decide import GateConfig
+    from pytest_sme2.judge import compare_recorded
+    from pytest_sme2.store.files import write_atomic
 
     old, new = _recorded_by_test(args.old), _recorded_by_test(args.new)
     strict = ", strict" if args.strict else ""
@@ -531,7 +531,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                         drift_allowance=args.drift_allowance / 100 if args.drift_allowance is not None else None)
     calibrate = None
     if args.history is not None:
-        from .history.calibration import HistoryCalibration
+        from pytest_sme2.history.calibration import HistoryCalibration
 
         calibrate = HistoryCalibration(args.history)
     worst = EXIT_OK
@@ -588,7 +588,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _report_dashboard(args: argparse.Namespace, files: list[Path], loaded: list[Any]) -> int:
     """One results file in a dashboard's JSON format, to --out or stdout."""
-    from .report.dashboards import render, write_dashboard
+    from pytest_sme2.report.dashboards import render, write_dashboard
 
     if len(loaded) != 1:
         raise ConfigError(f"--format {args.format} takes one results file, got {len(loaded)} "
@@ -602,9 +602,9 @@ def _report_dashboard(args: argparse.Namespace, files: list[Path], loaded: list[
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .atomic import write_atomic
-    from .report.markdown import render_combined, render_markdown
-    from .report.results import load_results
+    from pytest_sme2.report.markdown import render_combined, render_markdown
+    from pytest_sme2.results import load_results
+    from pytest_sme2.store.files import write_atomic
 
     files: list[Path] = []
     for src in args.source:
@@ -629,9 +629,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export_trace(args: argparse.Namespace) -> int:
-    from .atomic import write_atomic
-    from .report.chrome_trace import etdump_to_chrome_trace
-    from .trace import read_etdump
+    from pytest_sme2.evidence.trace import read_etdump
+    from pytest_sme2.report.chrome_trace import etdump_to_chrome_trace
+    from pytest_sme2.store.files import write_atomic
 
     doc = etdump_to_chrome_trace(read_etdump(args.trace))
     write_atomic(args.out, json.dumps(doc) + "\n", what="trace JSON")
@@ -640,9 +640,9 @@ def cmd_export_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_build_runner(args: argparse.Namespace) -> int:
-    from .atomic import write_atomic
-    from .profile import stderr_progress
-    from .runner_build import TARGETS, build_runner
+    from pytest_sme2.measure.profile import stderr_progress
+    from pytest_sme2.runners.build import TARGETS, build_runner
+    from pytest_sme2.store.files import write_atomic
 
     targets = TARGETS if args.target == "all" else (args.target,)
     records = []
@@ -660,7 +660,7 @@ def cmd_build_runner(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from .history import cli as history_cli
+    from pytest_sme2.history import cli as history_cli
 
     return history_cli.run(args)
 
@@ -681,7 +681,7 @@ def refuse_overlapping_files(args: argparse.Namespace) -> None:
     """
     import os
 
-    from .atomic import files_matching, refuse_overlaps
+    from pytest_sme2.store.files import files_matching, refuse_overlaps
 
     def named(entries: Sequence[tuple[str, ...]]) -> list[tuple[str, Path]]:
         out: list[tuple[str, Path]] = []

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from pytest_sme2.errors import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -53,7 +53,7 @@ class IniFile:
 
     def model_sources(self) -> tuple[str, ...]:
         """``sme2_models``, relative ``.py`` paths made absolute against this file's directory."""
-        from .models import resolve_model_sources
+        from pytest_sme2.models import resolve_model_sources
 
         return resolve_model_sources(self.linelist("sme2_models"), self.path.parent)
 

@@ -7,15 +7,15 @@ This is the library half of ``sme2_baseline.check()`` (the plugin only applies t
    requires a baseline: then the caller fails the test with the command that creates one). A baseline of
    the first release (no identity) is named and never compared.
 2. The profile's *artifact* (program, inputs, runtime or runner build) is compared with the baseline's:
-   - the same -> :attr:`~pytest_sme2.gate.Comparison.UNCHANGED`: a slower median is machine drift,
+   - the same -> :attr:`~pytest_sme2.gate.decide.Comparison.UNCHANGED`: a slower median is machine drift,
      reported as ``drift``, never failed;
    - changed, and the artifact store holds the baseline's artifact -> the baseline's artifact is measured
      again in this session, in blocks interleaved with the candidate's
-     (:attr:`~pytest_sme2.gate.Comparison.SESSION`), and the gate judges that ratio;
+     (:attr:`~pytest_sme2.gate.decide.Comparison.SESSION`), and the gate judges that ratio;
    - changed, and the baseline's artifact is not available -> the stored samples, with the margin widened by
-     the drift allowance (:attr:`~pytest_sme2.gate.Comparison.STORED`), and the verdict says so.
+     the drift allowance (:attr:`~pytest_sme2.gate.decide.Comparison.STORED`), and the verdict says so.
 3. A regression or an inconclusive verdict is measured once more and decided on both measurements pooled
-   (:func:`pytest_sme2.gate.decide`), whatever the comparison (an unchanged artifact's budgets too).
+   (:func:`pytest_sme2.gate.decide.decide`), whatever the comparison (an unchanged artifact's budgets too).
 
 The SME2 kernel evidence (:func:`sme2_evidence`: the arms' XNNPACK logs, what the device reports, whether
 the test requires SME2 kernels) is judged with every verdict, recorded or gated.
@@ -31,21 +31,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .artifacts import Artifact, ArtifactStore, comparable_builds, is_runtime
-from .baseline import (
-    NO_BASELINE_RECORDED,
-    Baseline,
-    BaselineStore,
-    Lookup,
-    OtherBaseline,
-    identity_diff,
-    identity_id,
-    now_iso,
-    other_baselines,
-)
-from .calibration import DriftCalibration
-from .categories import CategoryRules
-from .gate import (
+from pytest_sme2.device.identity import reports_sme2
+from pytest_sme2.evidence.categories import CategoryRules
+from pytest_sme2.evidence.kernels import KernelLog
+from pytest_sme2.evidence.numerics import NumericsComparison
+from pytest_sme2.gate.calibration import DriftCalibration
+from pytest_sme2.gate.decide import (
     EVIDENCE_CHECKS,
     REQUIRED_BY_MARKER,
     REQUIRED_BY_ON_OFF,
@@ -61,15 +52,24 @@ from .gate import (
     measured_status,
     sme2_kernel_checks,
 )
-from .identity import reports_sme2
-from .kernels import KernelLog
-from .memory import ADDED, Memory, MemoryThresholds, with_memory
-from .numerics import NumericsComparison
-from .onoff import Pair, decide_speedup, remeasure, with_speedup
-from .profile import Measurement, Profile, Progress, has_build, measure, measure_pair
-from .rebuild import Rebuilder, Recipe
-from .runners.base import MODE_TIMING, Runner
-from .sequential import Looks, settled
+from pytest_sme2.gate.memory import ADDED, Memory, MemoryThresholds, with_memory
+from pytest_sme2.measure.pair import Pair, decide_speedup, remeasure, with_speedup
+from pytest_sme2.measure.profile import Measurement, Profile, Progress, has_build, measure, measure_pair
+from pytest_sme2.measure.rebuild import Rebuilder, Recipe
+from pytest_sme2.measure.sequential import Looks, settled
+from pytest_sme2.runners.base import MODE_TIMING, Runner
+from pytest_sme2.store.artifacts import Artifact, ArtifactStore, comparable_builds, is_runtime
+from pytest_sme2.store.baseline import (
+    NO_BASELINE_RECORDED,
+    Baseline,
+    BaselineStore,
+    Lookup,
+    OtherBaseline,
+    identity_diff,
+    identity_id,
+    now_iso,
+    other_baselines,
+)
 
 #: Judgement outcomes.
 GATED = "gated"
@@ -162,9 +162,9 @@ class Reference:
     measurement: Measurement | None
     why: str = ""
     #: the reason is another runtime (executorch, or the libraries a runner loads), not a missing file: the verdict
-    #: is then :attr:`~pytest_sme2.gate.Comparison.RUNTIME`
+    #: is then :attr:`~pytest_sme2.gate.decide.Comparison.RUNTIME`
     runtime_changed: bool = False
-    #: the reason is that the store lacks the baseline's program or inputs (which :mod:`pytest_sme2.rebuild` can
+    #: the reason is that the store lacks the baseline's program or inputs (which :mod:`pytest_sme2.measure.rebuild` can
     #: rebuild from the commit they were recorded at)
     missing: bool = False
     #: the reason is that the store lacks the baseline's runner build with this sha256 (pytest-sme2's own runner can be
@@ -277,7 +277,7 @@ def pair_numerics(off: Profile, on: Profile) -> NumericsComparison | None:
     Only runners that write outputs (pytest-sme2's own: ``--output_file``) give them; a backend pair (two
     programs) is compared too, since both compute the same model.
     """
-    from .numerics import compare_outputs, read_outputs
+    from pytest_sme2.evidence.numerics import compare_outputs, read_outputs
 
     def last(profile: Profile) -> str | None:
         paths = [r.metadata.get("outputs_path") for r in profile.runs if r.metadata.get("outputs_path")]
@@ -330,7 +330,7 @@ def judge(
     """Judge ``profile`` (the SME2-on arm of an on/off pair when ``off`` is given) against its baseline.
 
     ``rebuilder`` rebuilds a changed test's missing reference program from the commit its baseline was recorded at
-    (:mod:`pytest_sme2.rebuild`), and gives the recipe a baseline recorded now stores; None: neither.
+    (:mod:`pytest_sme2.measure.rebuild`), and gives the recipe a baseline recorded now stores; None: neither.
     ``calibrate(test_id, identity_id)``: the measured between-session variation of the test on the device (the
     history store's, :mod:`pytest_sme2.history.calibration`), asked only when the comparison is with another
     session's samples (``stored``, ``runtime``); None = no history, so such a comparison is not decided unless
@@ -492,7 +492,7 @@ def judge(
                          comparison=comparison, notes=notes, evidence=evidence)
     else:
         # The latency is judged against the baseline; the speedup on the pair's own interleaved arms, confirmed on
-        # the pair measured again (pytest_sme2.onoff) — never the pair's off arm over another measurement's on arm.
+        # the pair measured again (measure.pair) — never the pair's off arm over another measurement's on arm.
         verdict = decide((base, cand, None), measure_again if policy.confirm else None,
                          replace(judged, min_speedup=None), comparison=comparison, notes=notes, evidence=evidence)
         pair = Pair(off, profile)
@@ -539,7 +539,7 @@ def _calibrated(config: GateConfig, calibrate: Calibrate | None, test_id: str,
 
 def _with_memory(verdict: Verdict, reference: Memory | None, profile: Profile, off: Profile | None,
                  config: GateConfig) -> Verdict:
-    """The verdict with the memory checks of :mod:`pytest_sme2.memory` (planned, peak, budgets, SME2 on/off)."""
+    """The verdict with the memory checks of :mod:`pytest_sme2.gate.memory` (planned, peak, budgets, SME2 on/off)."""
     return with_memory(verdict, reference, profile.memory, config.memory or MemoryThresholds(),
                        emulated=config.emulated, off=off.memory if off is not None else None)
 
@@ -606,8 +606,8 @@ def compare_recorded(old: Recorded, new: Recorded, config: GateConfig, *, test_i
     """Judge ``new`` against ``old`` by the rule a baseline of another session gets (see the module docstring).
 
     Other identities are refused (never compared: another CPU runs other kernels). The same artifact is
-    :attr:`~pytest_sme2.gate.Comparison.UNCHANGED` — drift, reported, never failed; a changed or unknown artifact
-    is :attr:`~pytest_sme2.gate.Comparison.STORED`: the margin widened by ``config.drift_allowance`` (set by hand)
+    :attr:`~pytest_sme2.gate.decide.Comparison.UNCHANGED` — drift, reported, never failed; a changed or unknown artifact
+    is :attr:`gate.decide.Comparison.STORED`: the margin widened by ``config.drift_allowance`` (set by hand)
     or by ``config.drift_calibration``; with neither it is not decided (inconclusive).
     """
     if old.identity and new.identity and identity_id(old.identity) != identity_id(new.identity):

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .errors import ModelError
+from pytest_sme2.errors import ModelError
 
 #: ``() -> (module, example_inputs)``; typed loosely so this module never imports torch.
 ModelFactory = Callable[[], tuple[Any, tuple[Any, ...]]]

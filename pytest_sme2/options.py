@@ -197,7 +197,7 @@ FAIL_ON_CHOICES = ("missing", "invalid", "inconclusive", "drift")
 #: ``--sme2-fail-on`` when it is not given: fail closed where ``CI`` is set (a missing baseline fails, a verdict that
 #: left its change undecided fails, and a session that decided nothing is not green), friendly on a developer's machine
 #: (the first run records, exit 0). ``invalid`` and ``inconclusive`` fail only what was to be decided
-#: (:attr:`pytest_sme2.gate.Verdict.undecided`): an unchanged artifact's invalid, like its drift, does not fail.
+#: (:attr:`pytest_sme2.gate.decide.Verdict.undecided`): an unchanged artifact's invalid, like its drift, does not fail.
 FAIL_ON_CI = ("missing", "invalid", "inconclusive")
 
 
@@ -221,8 +221,8 @@ def ci_environment(environ: Mapping[str, str] | None = None) -> bool:
 
 def rules_file(text: str) -> Path:
     """A JSON file of category rules that loads (see ``categories.CategoryRules.load``)."""
-    from .categories import CategoryRules
-    from .errors import ConfigError
+    from pytest_sme2.errors import ConfigError
+    from pytest_sme2.evidence.categories import CategoryRules
 
     p = Path(text).expanduser()
     try:
@@ -244,12 +244,12 @@ DEVICES = ("local", "host", "android", "qemu")
 #: median swings with one scheduler tick. On toy_cnn XNNPACK (~80 us; benchmarks/gate_paired.py, looks 8/15/22/30,
 #: margin 5 %) blocks of 10 runs (0.8 ms) caught a real +10 % in 88-96 % of same-session comparisons, blocks of 27
 #: runs (2.2 ms: what the rule gives it, 3 x 10 executions with the 3 warm-ups) in 99.5-100 %, with 0/400 A/A false
-#: alarms either way (pytest_sme2.profile._size_blocks).
+#: alarms either way (pytest_sme2.measure.profile._size_blocks).
 MIN_BLOCK_MS = 2.4
 
 #: How many ms a block's executions, warm-up included, should take at most by default (``--sme2-max-block-ms``): a
 #: slower model (a portable-kernel program: 230-340 ms per execution) gets one warm-up and the runs that fit, at least
-#: 3, after its first block (pytest_sme2.profile._size_blocks). Its executions show no warm-up (real A/A rounds,
+#: 3, after its first block (pytest_sme2.measure.profile._size_blocks). Its executions show no warm-up (real A/A rounds,
 #: benchmarks/data/aa_*_portable.json: the first after a load 0.997-1.002 of the block median) and its block medians
 #: are nearly as precise from 3 runs as from 10. With the plugin's looks 8/15/22/30 at a 5 % margin, blocks of 1 + 3
 #: instead of 3 + 10 (benchmarks/gate_paired.py --runs 3 --warmup 1): tiny_transformer portable (335 ms) +10 %
@@ -455,7 +455,7 @@ class Sme2Options:
     update_baseline: bool = False
     require_baseline: bool = False
     artifact_dir: Path = Path(".sme2_artifacts")
-    #: percent, set by hand; None = calibrated from the history (:mod:`pytest_sme2.calibration`)
+    #: percent, set by hand; None = calibrated from the history (:mod:`pytest_sme2.gate.calibration`)
     drift_allowance: float | None = None
     margin: float = 5.0
     strict: bool = False
@@ -474,7 +474,7 @@ class Sme2Options:
     #: the history store (None = no history, ``--sme2-history=none``); resolved beside baseline_dir by default
     history: Path | None = None
     cache_dir: Path = Path(".sme2_cache")
-    #: None = :func:`pytest_sme2.export_pool.default_processes`
+    #: None = :func:`pytest_sme2.program.pool.default_processes`
     export_processes: int | None = None
     out_dir: Path | None = None
     models: tuple[str, ...] = ()

@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from .atomic import ensure_dir
+from pytest_sme2.store.files import ensure_dir
 
 #: Packages whose warnings and log records are the plugin's doing, not the user's.
 THIRD_PARTY_PACKAGES = ("torch", "torchao", "executorch")

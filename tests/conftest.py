@@ -87,7 +87,7 @@ def host_runner_build(runner_cache: Path) -> Any:
     """pytest-sme2's runner for this host (a RunnerBuild), built once per test run."""
     from toolchain import require_host_compiler
 
-    from pytest_sme2.runner_build import TARGET_HOST, build_runner
+    from pytest_sme2.runners.build import TARGET_HOST, build_runner
 
     require_host_compiler()
     return build_runner(TARGET_HOST, cache_dir=runner_cache)
@@ -98,7 +98,7 @@ def aarch64_runner_build(runner_cache: Path) -> Any:
     """pytest-sme2's runner cross-built for linux-aarch64 (the aarch64 wheel fetched with pip once)."""
     from toolchain import require_cross_compiler, tool_missing
 
-    from pytest_sme2.runner_build import TARGET_LINUX_AARCH64, BuildError, aarch64_wheel, build_runner, installed_sdk
+    from pytest_sme2.runners.build import TARGET_LINUX_AARCH64, BuildError, aarch64_wheel, build_runner, installed_sdk
 
     require_cross_compiler()
     try:
@@ -120,8 +120,8 @@ def sme2_qemu(aarch64_runner_build: Any) -> Path:
 def example_export(sme2_shared_cache: Path) -> Callable[[str, str], Any]:
     """``export(dtype, backend)`` -> the ExportedModel of toy_cnn, exported once into the shared cache."""
     import example_models  # noqa: F401 - registers the example models
-    from pytest_sme2.atomic import file_lock
-    from pytest_sme2.export import export_model
+    from pytest_sme2.program.export import export_model
+    from pytest_sme2.store.files import file_lock
 
     done: dict[tuple[str, str], Any] = {}
 

@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pytest_sme2.analysis import Analysis, analyze, analyze_e2e, merge
+from pytest_sme2.analysis.run import Analysis, analyze, analyze_e2e, merge
 from pytest_sme2.errors import ConfigError
-from pytest_sme2.trace import Timeline, read_etdump
+from pytest_sme2.evidence.trace import Timeline, read_etdump
 
 DATA = Path(__file__).parent / "data"
 TRACES = sorted(DATA.glob("*.etdump"))

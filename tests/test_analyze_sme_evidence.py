@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.analysis import analyze_trace
+from pytest_sme2.analysis.recommendations import NO_KERNEL_LOG, recommend
+from pytest_sme2.analysis.run import analyze_trace
 from pytest_sme2.cli import main
-from pytest_sme2.recommendations import NO_KERNEL_LOG, recommend
-from pytest_sme2.trace import read_etdump
+from pytest_sme2.evidence.trace import read_etdump
 
 QEMU = Path(__file__).parent / "data" / "qemu_aarch64"
 QP8 = "Fully Connected (NC, QP8, F32, QC8W) GEMM"

@@ -36,15 +36,15 @@ import pytest
 from emulated_device.device import EmulatedPhone, InAsmLog, runs_binary
 from emulated_device.fixtures import AdbServer, MakePhone, poll
 
-from pytest_sme2.device import cpuinfo_features
-from pytest_sme2.elf import read_elf
+from pytest_sme2.device.facts import cpuinfo_features
 from pytest_sme2.errors import DeviceError, RunnerError
-from pytest_sme2.profile import profile_exported
-from pytest_sme2.qemu_log import ExecutedKernels, parse_maps, read_executed_kernels
-from pytest_sme2.runner_build import RunnerBuild
+from pytest_sme2.evidence.elf import read_elf
+from pytest_sme2.evidence.qemu_log import ExecutedKernels, parse_maps, read_executed_kernels
+from pytest_sme2.evidence.trace import read_etdump
+from pytest_sme2.measure.profile import profile_exported
 from pytest_sme2.runners.android import REMOTE_ROOT, AndroidRunner
 from pytest_sme2.runners.base import SME2_OFF, SME2_ON, RunRequest
-from pytest_sme2.trace import read_etdump
+from pytest_sme2.runners.build import RunnerBuild
 
 pytestmark = pytest.mark.emulated_device
 
@@ -395,7 +395,7 @@ def test_sme2_on_tests_skip_on_the_phone_without_sme2(make_emulated_phone: MakeP
 def test_a_phone_that_throttles_mid_run_gives_invalid(make_emulated_phone: MakePhone,
                                                       aarch64_runner_build: RunnerBuild, fp32: Any,
                                                       tmp_path: Path) -> None:
-    from pytest_sme2.gate import GateConfig, Status, gate
+    from pytest_sme2.gate.decide import GateConfig, Status, gate
 
     phone = make_emulated_phone(arm64=True)
     runner = _runner(phone, aarch64_runner_build)

@@ -2,7 +2,7 @@
 
 Only the phone is emulated (see tests/emulated_device/README.md for what that does not cover). The
 stand-in replays real recorded traces from tests/data, so every number asserted here is read
-independently from those files with ``pytest_sme2.trace.read_etdump``; device facts are written out
+independently from those files with ``pytest_sme2.evidence.trace.read_etdump``; device facts are written out
 from the emulated profiles' descriptions, not read back from the profile objects.
 
 The stand-in is here because a recorded trace is the point (exact numbers), or for faults only a scripted runner
@@ -34,16 +34,16 @@ from emulated_device.device import CommandOverride, EmulatedPhone
 from emulated_device.fixtures import AdbServer, MakePhone, poll
 from standin import make_standin
 
-from pytest_sme2.device import device_info_from_facts
+from pytest_sme2.device.facts import device_info_from_facts
+from pytest_sme2.device.identity import DeviceIdentity, explain_difference
 from pytest_sme2.errors import ConfigError, DeviceError, ExportError, RunnerError
-from pytest_sme2.gate import GateConfig, Status, gate
-from pytest_sme2.identity import DeviceIdentity, explain_difference
-from pytest_sme2.onoff import profile_on_off
-from pytest_sme2.profile import profile_exported
+from pytest_sme2.evidence.trace import read_etdump
+from pytest_sme2.gate.decide import GateConfig, Status, gate
+from pytest_sme2.measure.pair import profile_on_off
+from pytest_sme2.measure.profile import profile_exported
 from pytest_sme2.runners import SME2_OFF, SME2_ON, make_runner
 from pytest_sme2.runners.android import REMOTE_ROOT, AndroidRunner, choose_serial
 from pytest_sme2.runners.base import RunRequest
-from pytest_sme2.trace import read_etdump
 
 pytestmark = pytest.mark.emulated_device
 

@@ -23,10 +23,10 @@ from test_cli import _results
 from test_history import _store_with_step, record, run
 from test_reliability import TOY_INPUT, TOY_PTE, TOY_TRACE, _replay_project
 
-from pytest_sme2.atomic import ensure_dir, refuse_overlaps, write_atomic
 from pytest_sme2.cli import main
 from pytest_sme2.errors import BaselineError, ConfigError
 from pytest_sme2.history.store import HistoryStore
+from pytest_sme2.store.files import ensure_dir, refuse_overlaps, write_atomic
 
 pytestmark = pytest.mark.bad_input
 

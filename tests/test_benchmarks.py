@@ -246,7 +246,7 @@ def test_gate_sessions_quick_run_judges_each_mode_in_a_later_process(tmp_path: P
             assert r["comparison"] == mode, r
         if r["experiment"] == "unchanged":
             assert r["status"] != "regression", r
-        # A same-session comparison is measured until decided (pytest_sme2/sequential.py): where the strictest margin
+        # A same-session comparison is measured until decided (measure/sequential.py): where the strictest margin
         # settled at an early look, a wider one may need the later rounds, which the replay measures live.
         assert r["live_runs_in_replay"] == 0 or mode == "session", r
         judged.setdefault((r["session"], r["slot"], r["experiment"]), []).append((r["margin"], r["allowance"]))

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from test_reports import TT, on_off_result, regression_result
 
-from pytest_sme2.categories import CATEGORIES
+from pytest_sme2.evidence.categories import CATEGORIES
 from pytest_sme2.report.charts import CATEGORY_COLORS
-from pytest_sme2.report.results import SessionResults, write_results
+from pytest_sme2.results import SessionResults, write_results
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -37,7 +37,7 @@ import pytest
 import pytest_html
 
 from pytest_sme2.report.html import COLUMNS, header_cells, html_section, row_cells, summary_block
-from pytest_sme2.report.results import load_results
+from pytest_sme2.results import load_results
 
 RESULTS = load_results({results!r})
 BY_NAME = {{t.test_id.split("::")[-1]: t for t in RESULTS.tests}}

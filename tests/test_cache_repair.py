@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_sme2.artifacts import ArtifactStore, file_sha256
-from pytest_sme2.export import META_FILE, PTE_FILE, _entry, _set_aside_damaged, export_model, load_pte_check
+from pytest_sme2.program.export import META_FILE, PTE_FILE, _entry, _set_aside_damaged, export_model, load_pte_check
+from pytest_sme2.store.artifacts import ArtifactStore, file_sha256
 
 DATA = Path(__file__).parent / "data"
 
@@ -131,7 +131,7 @@ def test_a_damaged_runner_build_is_said_built_again_and_then_hit(host_runner_bui
     """A cut build.json was a JSONDecodeError traceback; a cut binary was served and failed when run."""
     import shutil
 
-    from pytest_sme2.runner_build import TARGET_HOST, build_runner
+    from pytest_sme2.runners.build import TARGET_HOST, build_runner
 
     cache = tmp_path / "runners"
     entry = cache / TARGET_HOST / host_runner_build.key
@@ -156,7 +156,7 @@ import json, sys
 import torch
 sys.path.insert(0, sys.argv[2])
 from test_cache_repair import INPUTS, TinyLinear
-from pytest_sme2.export import export_model, load_pte_check
+from pytest_sme2.program.export import export_model, load_pte_check
 
 said = []
 exported = export_model(TinyLinear(), inputs=INPUTS, name="tiny_linear", cache_dir=sys.argv[1], progress=said.append)

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_sme2.calibration import MIN_SESSIONS, DriftCalibration, calibrate, t_quantile
-from pytest_sme2.gate import Comparison, GateConfig, Samples, Status, decide, gate
+from pytest_sme2.gate.calibration import MIN_SESSIONS, DriftCalibration, calibrate, t_quantile
+from pytest_sme2.gate.decide import Comparison, GateConfig, Samples, Status, decide, gate
 from pytest_sme2.history.calibration import HistoryCalibration
 from pytest_sme2.history.records import HistoryRecord, RunInfo
 from pytest_sme2.history.store import HistoryStore
@@ -198,11 +198,11 @@ def test_an_unreadable_history_says_so(tmp_path: Path) -> None:
 def test_judge_calibrates_a_runtime_change_from_the_history(tmp_path: Path) -> None:
     """The judge asks the history for the test's calibration only in a cross-session comparison, and says which
     allowance judged it. A real toy_cnn measurement on the local runtime; the baseline as another runtime wrote it."""
-    from pytest_sme2.artifacts import ArtifactStore
-    from pytest_sme2.baseline import BaselineStore
     from pytest_sme2.judge import RECORDED, Policy, judge
-    from pytest_sme2.profile import Measurement, ProgramFile, measure
+    from pytest_sme2.measure.profile import Measurement, ProgramFile, measure
     from pytest_sme2.runners.local import LocalRunner
+    from pytest_sme2.store.artifacts import ArtifactStore
+    from pytest_sme2.store.baseline import BaselineStore
 
     data = Path(__file__).parent / "data"
     runner = LocalRunner()

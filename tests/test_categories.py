@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.categories import (
+from pytest_sme2.errors import ConfigError
+from pytest_sme2.evidence.categories import (
     CATEGORIES,
     DEFAULT,
     CategoryRule,
@@ -16,7 +17,6 @@ from pytest_sme2.categories import (
     normalize,
     op_type_of,
 )
-from pytest_sme2.errors import ConfigError
 
 XNNPACK_CASES = [
     ("Convolution (NHWC, F32) IGEMM #3", "Convolution"),
@@ -171,7 +171,7 @@ def test_object_without_replace_extends(tmp_path: Path) -> None:
 
 
 def test_rules_from_file_reach_the_timeline(tmp_path: Path, data_dir: Path) -> None:
-    from pytest_sme2.trace import read_etdump
+    from pytest_sme2.evidence.trace import read_etdump
 
     path = _write(tmp_path, [{"category": "GEMM", "pattern": "transpose"}])
     trace = data_dir / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"

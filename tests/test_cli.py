@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from standin import make_standin
 
-from pytest_sme2.analysis import analyze, merge
-from pytest_sme2.artifacts import Artifact
+from pytest_sme2.analysis.run import analyze, merge
 from pytest_sme2.cli import main
-from pytest_sme2.memory import Memory, memory_of
-from pytest_sme2.profile import Profile
-from pytest_sme2.report.results import SessionResults, TestResult, write_results
-from pytest_sme2.trace import read_etdump
+from pytest_sme2.evidence.trace import read_etdump
+from pytest_sme2.gate.memory import Memory, memory_of
+from pytest_sme2.measure.profile import Profile
+from pytest_sme2.results import SessionResults, TestResult, write_results
+from pytest_sme2.store.artifacts import Artifact
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from standin import make_standin
 
-from pytest_sme2.artifacts import Artifact, ArtifactStore
-from pytest_sme2.baseline import BaselineStore
-from pytest_sme2.codepaths import SHARED_OBJECTS, mapped_at_exit, mapped_paths, runtime_shared_objects
-from pytest_sme2.gate import Comparison, GateConfig
+from pytest_sme2.device.codepaths import SHARED_OBJECTS, mapped_at_exit, mapped_paths, runtime_shared_objects
+from pytest_sme2.gate.decide import Comparison, GateConfig
 from pytest_sme2.judge import GATED, RECORDED, Judgement, Policy, judge
-from pytest_sme2.profile import Measurement, Profile, measure
+from pytest_sme2.measure.profile import Measurement, Profile, measure
 from pytest_sme2.runners.host import HostRunner
+from pytest_sme2.store.artifacts import Artifact, ArtifactStore
+from pytest_sme2.store.baseline import BaselineStore
 
 DATA = Path(__file__).parent / "data"
 TOY_TRACE = DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"

@@ -19,12 +19,12 @@ import jsonschema
 import numpy as np
 import pytest
 
-from pytest_sme2.analysis import analyze
+from pytest_sme2.analysis.run import analyze
 from pytest_sme2.cli import main
-from pytest_sme2.profile import Profile
+from pytest_sme2.evidence.trace import read_etdump
+from pytest_sme2.measure.profile import Profile
 from pytest_sme2.report.dashboards import BMF, FORMATS, GAB, PYTEST_BENCHMARK, render, schema
-from pytest_sme2.report.results import SessionResults, TestResult, load_results, write_results
-from pytest_sme2.trace import read_etdump
+from pytest_sme2.results import SessionResults, TestResult, load_results, write_results
 
 DATA = Path(__file__).parent / "data"
 TOY = "example_models/test_toy_cnn.py::test_latency[fp32]"

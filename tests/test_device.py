@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from standin import make_standin
 
-from pytest_sme2.device import (
+from pytest_sme2.device.facts import (
     DeviceInfo,
     darwin_identity,
     device_info_from_facts,
@@ -28,8 +28,8 @@ from pytest_sme2.device import (
     linux_identity,
     read_cpufreq,
 )
+from pytest_sme2.device.identity import X86_ISA, CoreGroup, DeviceIdentity, explain_difference, identity_differences
 from pytest_sme2.errors import ConfigError, DeviceError, RunnerError
-from pytest_sme2.identity import X86_ISA, CoreGroup, DeviceIdentity, explain_difference, identity_differences
 from pytest_sme2.runners.host import HostRunner
 from pytest_sme2.runners.local import LocalRunner
 
@@ -303,7 +303,7 @@ def test_across_architectures_the_message_stays_short() -> None:
 
 def test_short_names_and_differences_of_the_committed_baselines_identities() -> None:
     """What the once-per-session line says of another device (issue 30): a few words, not the identity's dict."""
-    from pytest_sme2.identity import short_differences, short_name
+    from pytest_sme2.device.identity import short_differences, short_name
 
     root = Path(__file__).resolve().parent.parent / ".sme2_baselines"
     zen3, zen4 = (json.loads((root / f"example_models_test_toy_cnn.py_test_latency_fp32-portable--8fe1e3d5c8@{i}.json")

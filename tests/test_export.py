@@ -21,7 +21,8 @@ import torch
 import example_models  # noqa: F401 - registers the example models
 from example_models.models import ToyCNN
 from pytest_sme2.errors import ConfigError, ExportError, ModelError
-from pytest_sme2.export import (
+from pytest_sme2.models import get_model
+from pytest_sme2.program.export import (
     META_FILE,
     TMP_PREFIX,
     ExportedModel,
@@ -30,7 +31,6 @@ from pytest_sme2.export import (
     export_model,
     load_pte_check,
 )
-from pytest_sme2.models import get_model
 from pytest_sme2.runners.local import LocalRunner
 
 DATA = Path(__file__).parent / "data"
@@ -108,7 +108,7 @@ def test_recipe_exports_caches_and_computes_the_model(name: str, dtype: str, bac
     def no_export(*args: object, **kwargs: object) -> None:
         raise AssertionError("a cache hit only builds the model and hashes it; it must not export again")
 
-    monkeypatch.setattr("pytest_sme2.export._lower_and_save", no_export)
+    monkeypatch.setattr("pytest_sme2.program.export._lower_and_save", no_export)
     started = time.perf_counter()
     again = export_model(name, dtype=dtype, backend=backend, cache_dir=export_cache, progress=lines.append)
     cached_s = time.perf_counter() - started  # printed, not asserted: timings live in benchmarks/
@@ -234,7 +234,7 @@ def test_unwritable_cache_dir_is_an_export_error_naming_it(tmp_path: Path, monke
     def no_export(*args: object, **kwargs: object) -> None:
         raise AssertionError("must fail before spending seconds on an export")
 
-    monkeypatch.setattr("pytest_sme2.export._lower_and_save", no_export)
+    monkeypatch.setattr("pytest_sme2.program.export._lower_and_save", no_export)
     with pytest.raises(ExportError) as info:
         export_model("toy_cnn", cache_dir=cache_dir, progress=None)
     assert str(cache_dir) in str(info.value) and "--sme2-cache-dir" in str(info.value)
@@ -335,7 +335,7 @@ def test_etrecord_holds_the_programs_of_this_export(export_cache: Path) -> None:
 
 def test_importing_export_and_runners_does_not_import_torch() -> None:
     code = (
-        "import sys, pytest_sme2.export, pytest_sme2.runners.local, pytest_sme2.runners.host; "
+        "import sys, pytest_sme2.program.export, pytest_sme2.runners.local, pytest_sme2.runners.host; "
         "heavy = [m for m in ('torch', 'executorch') if m in sys.modules]; "
         "print(heavy); sys.exit(1 if heavy else 0)"
     )

@@ -1,6 +1,6 @@
 """The export pool: a session's missing exports done in worker processes before anything is measured.
 
-Real workers (``python -m pytest_sme2.export_pool``), real exports of two small registered models. What must
+Real workers (``python -m pytest_sme2.program.pool``), real exports of two small registered models. What must
 hold: the pool fills the cache with the very bytes the test's own export would write, a job a worker cannot
 do is left to its test (never a wrong entry, never a lost job), and an interrupted pool leaves no worker behind.
 """
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from pytest_sme2 import export_pool
-from pytest_sme2.export import export_model, find_cached
-from pytest_sme2.export_pool import ExportJob, PoolReport, default_processes, export_all
 from pytest_sme2.models import get_model, load_model_sources
+from pytest_sme2.program import pool as export_pool
+from pytest_sme2.program.export import export_model, find_cached
+from pytest_sme2.program.pool import ExportJob, PoolReport, default_processes, export_all
 
 POOL_MODELS = '''
 import os

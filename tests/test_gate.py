@@ -51,7 +51,7 @@ baseline's runtime (README "What a test is compared with" says why):
 issue 18 defect 3 (the SME2 speedup mixed measurements that were not interleaved):
     test_a_changed_models_speedup_is_judged_on_its_own_pair_and_reported_as_gated;
     test_a_speedup_is_confirmed_on_the_pair_measured_again
-issue 18 defect 2 (category checks ignored the comparison; one rule per comparison kind, pytest_sme2/rule.py):
+issue 18 defect 2 (category checks ignored the comparison; one rule per comparison kind, pytest_sme2/gate/rule.py):
     test_a_session_drift_in_a_stored_comparison_does_not_fail_a_category_and_is_not_confirmed;
     test_a_runtime_upgrade_judged_on_stored_samples_does_not_fail_every_category_at_once;
     test_one_rule_per_comparison_kind_widens_and_maps_every_relative_check_alike
@@ -65,7 +65,7 @@ issue 18 defect 6 (confirmation decides on pooled blocks both ways; absolute che
     test_a_first_regression_is_decided_on_both_measurements_pooled_like_a_first_inconclusive;
     test_absolute_checks_of_an_unchanged_artifact_are_measured_again_before_they_fail;
     test_a_stored_regression_says_re_measuring_cannot_separate_the_model_from_the_session
-issue 18 defect 12 (measure until decided: pytest_sme2/sequential.py, used by judge's same-session pair, and the
+issue 18 defect 12 (measure until decided: pytest_sme2/measure/sequential.py, used by judge's same-session pair, and the
 precision rule for every other measurement; errors with the stopping rules in place: benchmarks/gate_paired.py,
 "looks" and "precision stop" rows, on the recorded XNNPACK and portable A/A rounds):
     test_the_sequential_plan_looks_at_half_all_and_twice_the_blocks_at_the_bonferroni_share;
@@ -122,23 +122,23 @@ import pytest
 from emulated_device.fixtures import MakePhone
 from standin import make_standin
 
-from pytest_sme2.analysis import analyze
-from pytest_sme2.artifacts import ArtifactStore, file_sha256
-from pytest_sme2.baseline import Baseline, BaselineStore
+from pytest_sme2.analysis.run import analyze
 from pytest_sme2.errors import BaselineError, RunnerError
-from pytest_sme2.gate import GateConfig, Samples, Status, decide, gate
+from pytest_sme2.evidence.trace import KIND_LEAF, Timeline, read_etdump
+from pytest_sme2.gate.decide import GateConfig, Samples, Status, decide, gate
+from pytest_sme2.gate.rule import Comparison, ComparisonRule
+from pytest_sme2.gate.stats import block_medians
 from pytest_sme2.judge import NOT_WRITTEN, RECORDED, Judgement, Policy, judge
-from pytest_sme2.onoff import Pair
+from pytest_sme2.measure.pair import Pair
+from pytest_sme2.measure.profile import Measurement, Profile, measure
 from pytest_sme2.plugin.terminal import _blocks_text
-from pytest_sme2.profile import Measurement, Profile, measure
-from pytest_sme2.report.results import TestResult
 from pytest_sme2.report.tables import blocks_text
-from pytest_sme2.rule import Comparison, ComparisonRule
+from pytest_sme2.results import TestResult
 from pytest_sme2.runners.android import AndroidRunner
 from pytest_sme2.runners.base import SME2_OFF, SME2_ON, RunRequest, RunResult
 from pytest_sme2.runners.host import HostRunner, check_what_ran
-from pytest_sme2.stats import block_medians
-from pytest_sme2.trace import KIND_LEAF, Timeline, read_etdump
+from pytest_sme2.store.artifacts import ArtifactStore, file_sha256
+from pytest_sme2.store.baseline import Baseline, BaselineStore
 
 DATA = Path(__file__).parent / "data"
 NAMED = ("Convolution", "GEMM", "Data Movement", "Elementwise")
@@ -449,7 +449,7 @@ def test_a_readme_style_factory_builds_the_same_weights_and_inputs_every_time() 
 
 
 def _recorded_profile(inputs_sha: str = "in-a", pte_sha: str = "pte-a") -> Profile:
-    from pytest_sme2.artifacts import Artifact
+    from pytest_sme2.store.artifacts import Artifact
 
     return replace(_toy_profile(), artifact=Artifact(pte_sha, (inputs_sha,), {"runtime_module": "r"}))
 
@@ -559,7 +559,7 @@ def test_runs_warmup_and_the_measuring_code_are_part_of_the_artifact(tmp_path: P
     measurement of 6 runs after 0 as ``unchanged`` (drift at worst, never failed), and so did a measurement made by
     other measuring code (``tool_version`` was stored, never compared).
     """
-    from pytest_sme2 import profile as profile_module
+    from pytest_sme2.measure import profile as profile_module
 
     runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
     m = _standin_measurement(tmp_path)
@@ -662,7 +662,7 @@ def test_a_changed_models_speedup_is_judged_on_its_own_pair_and_reported_as_gate
     is the pair's own off/on, the report renders the verdict's check, and the latency is still judged against the
     re-measured reference.
     """
-    from pytest_sme2.onoff import measure_on_off, report_of
+    from pytest_sme2.measure.pair import measure_on_off, report_of
 
     bins = tmp_path / "bin"
     runner = _OnArmChangesLater(variants={
@@ -700,7 +700,7 @@ def test_a_changed_models_speedup_is_judged_on_its_own_pair_and_reported_as_gate
 
 def test_a_speedup_is_confirmed_on_the_pair_measured_again() -> None:
     """Issue 18 defect 3: a failing speedup is re-measured as a pair, both arms, never one arm against an old one."""
-    from pytest_sme2.onoff import decide_speedup
+    from pytest_sme2.measure.pair import decide_speedup
 
     blocks = (4, 4, 3, 3)
     on, off = _toy_samples(1, 15, blocks), _toy_samples(15, 29, blocks)  # A/A: ~1.0x
@@ -732,7 +732,7 @@ def test_the_sme2_off_runner_of_a_pair_is_part_of_the_measured_arms_artifact(tmp
     Before: the SME2-on arm's artifact held its own program and build only, so a rebuilt SME2-off runner (which
     moves the gated speedup) left the test ``unchanged``.
     """
-    from pytest_sme2.onoff import measure_on_off
+    from pytest_sme2.measure.pair import measure_on_off
 
     bins = tmp_path / "bin"
     on = make_standin(bins / "on", trace=DATA / f"{MOBILE}_simd-on_t1.etdump")
@@ -811,7 +811,7 @@ def test_a_runtime_upgrade_judged_on_stored_samples_does_not_fail_every_category
 
 
 def test_one_rule_per_comparison_kind_widens_and_maps_every_relative_check_alike() -> None:
-    """Issue 18 defect 2: the rule (pytest_sme2/rule.py) is the one place a comparison kind means something."""
+    """Issue 18 defect 2: the rule (pytest_sme2/gate/rule.py) is the one place a comparison kind means something."""
     stored, session = ComparisonRule.of(Comparison.STORED, 0.5), ComparisonRule.of(Comparison.SESSION, 0.5)
     unchanged = ComparisonRule.of(Comparison.UNCHANGED, 0.5)
     assert stored.margin(0.1) == pytest.approx(0.6) and session.margin(0.1) == unchanged.margin(0.1) == 0.1
@@ -829,7 +829,7 @@ def test_one_rule_per_comparison_kind_widens_and_maps_every_relative_check_alike
 def test_an_interleaved_pair_carries_its_rounds_and_the_gate_judges_it_paired(tmp_path: Path) -> None:
     """Issue 18 defect 4: measure_pair's two arms share one id per round (block i of each ran in round i), so the
     gate judges them with the paired signed-rank interval; separate measurements never pair."""
-    from pytest_sme2.profile import Measurement, measure, measure_pair
+    from pytest_sme2.measure.profile import Measurement, measure, measure_pair
 
     runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
     m = Measurement(pte=DATA / "toy_cnn_fp32_xnnpack.pte", inputs=(DATA / "toy_cnn_input_fp32.bin",), runs=5,
@@ -906,7 +906,7 @@ def test_a_stored_regression_says_re_measuring_cannot_separate_the_model_from_th
 def test_the_sequential_plan_looks_at_half_all_and_twice_the_blocks_at_the_bonferroni_share() -> None:
     """Issue 18 defect 12: 15 blocks -> looks after 8, 15, 22 and 30 rounds, each at 1 - 0.05/4; cut by a budget, the
     share stays; too few blocks for a look's interval: one fixed look at the asked confidence."""
-    from pytest_sme2.sequential import Looks
+    from pytest_sme2.measure.sequential import Looks
 
     plan = Looks.for_blocks(15)
     assert plan.rounds == (8, 15, 22, 30) and plan.per_look == pytest.approx(0.9875)
@@ -928,7 +928,7 @@ def test_the_precision_plan_looks_after_six_blocks_half_way_and_at_the_last() ->
     after every block from the 6th (6: the fewest whose [min, max] covers 96.9 %; from 9 the interval drops the
     extremes, so one outlying block does not hold a measurement to the end); nothing to look at without a target
     or with 6 blocks or fewer. The rule reads the spread of the block medians, never their level."""
-    from pytest_sme2.sequential import Precision
+    from pytest_sme2.measure.sequential import Precision
 
     rule = Precision(0.05)
     assert rule.looks(15) is not None and rule.looks(15).rounds == tuple(range(6, 16))  # type: ignore[union-attr]
@@ -1028,7 +1028,7 @@ def test_a_model_too_slow_for_its_blocks_gets_one_warm_up_and_fewer_runs_not_ano
 
 
 class _ScriptedClock:
-    """``time`` for :mod:`pytest_sme2.profile` whose ``perf_counter`` moves only when a run says how long it took:
+    """``time`` for :mod:`measure.profile` whose ``perf_counter`` moves only when a run says how long it took:
     the budget's arithmetic, not the machine's speed, decides what a test of it sees."""
 
     def __init__(self) -> None:
@@ -1068,7 +1068,7 @@ def test_a_slow_first_block_does_not_cut_the_warm_up_of_a_model_that_fits_its_ti
     after a 3 s first block fit an 8 s budget (read from the first block they would take 12 s), warm-up and runs as
     asked; a model really over the budget still shrinks. The blocks' durations are scripted (3 s, then 0.1 s):
     under load a real stand-in block took 0.5 s, and a test of the rule must not depend on that."""
-    import pytest_sme2.profile as profile_module
+    import pytest_sme2.measure.profile as profile_module
 
     clock = _ScriptedClock()
     monkeypatch.setattr(profile_module, "time", clock)
@@ -1092,7 +1092,7 @@ def test_a_pair_outside_a_same_session_comparison_stops_when_both_arms_are_preci
     """Issue 18 defect 12: an on/off (or backend) pair whose arms both ask for a precision stops at the first look
     where both medians are known to it: 6 rounds of each arm, still interleaved and paired (6 rounds reach the 95 %
     signed-rank interval of the speedup)."""
-    from pytest_sme2.onoff import measure_on_off
+    from pytest_sme2.measure.pair import measure_on_off
 
     bins = tmp_path / "bin"
     runner = HostRunner(variants={
@@ -1107,9 +1107,9 @@ def test_a_pair_outside_a_same_session_comparison_stops_when_both_arms_are_preci
 def test_an_interleaved_pair_stops_at_the_first_look_whose_verdict_is_settled(tmp_path: Path) -> None:
     """Issue 18 defect 12: the same recorded trace in both arms (a ratio of exactly 1 every round) is a settled pass at
     the first look: 8 rounds measured, not 15 (or 30), and the profile says why; without a stop rule all 15 run."""
-    from pytest_sme2.gate import measured_status
-    from pytest_sme2.profile import Measurement, measure_pair
-    from pytest_sme2.sequential import Looks, settled
+    from pytest_sme2.gate.decide import measured_status
+    from pytest_sme2.measure.profile import Measurement, measure_pair
+    from pytest_sme2.measure.sequential import Looks, settled
 
     runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
     m = Measurement(pte=DATA / "toy_cnn_fp32_xnnpack.pte", inputs=(DATA / "toy_cnn_input_fp32.bin",), runs=3,
@@ -1134,9 +1134,9 @@ def test_a_sequential_pair_analyzes_each_run_once_across_its_looks(tmp_path: Pat
     """A look profiles the rounds so far; the runs of earlier looks are not analyzed again (the looks at 8, 15 and
     22 rounds re-read 45 rounds' traces per arm before: ~15 ms each for MobileNetV3, against ~40 ms of executions in
     its XNNPACK block), and the result is the one analyzed from scratch."""
-    import pytest_sme2.profile as profile_module
-    from pytest_sme2.profile import Measurement, _profile, measure_pair
-    from pytest_sme2.sequential import Looks
+    import pytest_sme2.measure.profile as profile_module
+    from pytest_sme2.measure.profile import Measurement, _profile, measure_pair
+    from pytest_sme2.measure.sequential import Looks
 
     runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
     m = Measurement(pte=DATA / "toy_cnn_fp32_xnnpack.pte", inputs=(DATA / "toy_cnn_input_fp32.bin",), runs=3,
@@ -1171,7 +1171,7 @@ def test_a_time_budget_is_the_time_spent_not_only_the_time_predicted(
     block do not make it cheaper. Scripted: every block takes 1 s whatever its runs; a budget of 8 s predicts 10
     blocks of 1 + 3 runs (10 s). The measurement ends once 8 s are spent, with the blocks the gate needs, and says
     so."""
-    import pytest_sme2.profile as profile_module
+    import pytest_sme2.measure.profile as profile_module
 
     clock = _ScriptedClock()
     monkeypatch.setattr(profile_module, "time", clock)

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sme2.atomic import TMP_PREFIX
 from pytest_sme2.history import acknowledge
 from pytest_sme2.history.changepoints import _welch_p, find_steps
 from pytest_sme2.history.creep import theil_sen_pct
@@ -27,6 +26,7 @@ from pytest_sme2.history.pr import column_of, pr_view, render_markdown
 from pytest_sme2.history.records import HistoryRecord, RunInfo
 from pytest_sme2.history.series import build_series, steps_of
 from pytest_sme2.history.store import HistoryError, HistoryStore, read_run
+from pytest_sme2.store.files import TMP_PREFIX
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDED = REPO / "benchmarks" / "data" / "history_toy_cnn_sessions.jsonl"
@@ -71,7 +71,7 @@ def test_store_appends_one_file_per_run_and_reads_it_back(tmp_path: Path) -> Non
 
 def test_a_failed_write_leaves_no_run_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run is written whole or not at all (a killed session never leaves half a record)."""
-    from pytest_sme2 import atomic
+    from pytest_sme2.store import files as atomic
 
     def fail(*args: object, **kw: object) -> None:
         raise OSError(28, "No space left on device")
@@ -389,7 +389,7 @@ def test_history_option_defaults_beside_the_baselines(pytester: pytest.Pytester)
 
 
 def test_commit_from_git_else_ci_variables_else_none(tmp_path: Path) -> None:
-    from pytest_sme2.history.gitinfo import commit_info
+    from pytest_sme2.store.gitinfo import commit_info
 
     plain = tmp_path / "plain"
     plain.mkdir()

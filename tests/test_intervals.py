@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sme2.gate import Comparison, GateConfig, Samples, Status, compare_e2e
-from pytest_sme2.stats import (
+from pytest_sme2.gate.decide import Comparison, GateConfig, Samples, Status, compare_e2e
+from pytest_sme2.gate.stats import (
     BlockEffect,
     Interval,
     block_difference_ci,

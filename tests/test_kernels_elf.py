@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_sme2.elf import ElfError, read_elf
+from pytest_sme2.evidence.elf import ElfError, read_elf
 
 # executorch is a namespace package (no __file__): its installed directory holds the C++ SDK's libraries
 _ET = importlib.util.find_spec("executorch")

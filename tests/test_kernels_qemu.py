@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.elf import read_elf
 from pytest_sme2.errors import ConfigError, TraceError
-from pytest_sme2.qemu_log import (
+from pytest_sme2.evidence.elf import read_elf
+from pytest_sme2.evidence.qemu_log import (
     UNDECODED,
     ExecutedKernels,
     Instruction,

@@ -10,9 +10,19 @@ from typing import Any
 
 import pytest
 
-from pytest_sme2.analysis import Analysis, analyze, merge
+from pytest_sme2.analysis.run import Analysis, analyze, merge
 from pytest_sme2.errors import ConfigError
-from pytest_sme2.gate import (
+from pytest_sme2.evidence.kernels import parse_xnnpack_log, read_xnnpack_log
+from pytest_sme2.evidence.qemu_log import ExecutedFunction, ExecutedKernels, RegionInstructions
+from pytest_sme2.evidence.sme import (
+    OperatorRules,
+    TraceEvidence,
+    default_rules,
+    merge_evidence,
+    trace_evidence,
+)
+from pytest_sme2.evidence.trace import read_etdump
+from pytest_sme2.gate.decide import (
     REQUIRED_BY_MARKER,
     REQUIRED_BY_ON_OFF,
     SME2_KERNELS,
@@ -23,20 +33,10 @@ from pytest_sme2.gate import (
     sme2_kernel_checks,
 )
 from pytest_sme2.judge import sme2_evidence
-from pytest_sme2.kernels import parse_xnnpack_log, read_xnnpack_log
-from pytest_sme2.profile import Profile
-from pytest_sme2.qemu_log import ExecutedFunction, ExecutedKernels, RegionInstructions
+from pytest_sme2.measure.profile import Profile
 from pytest_sme2.report.html import html_section
 from pytest_sme2.report.markdown import render_markdown
-from pytest_sme2.report.results import SessionResults, TestResult
-from pytest_sme2.sme_evidence import (
-    OperatorRules,
-    TraceEvidence,
-    default_rules,
-    merge_evidence,
-    trace_evidence,
-)
-from pytest_sme2.trace import read_etdump
+from pytest_sme2.results import SessionResults, TestResult
 
 DATA = Path(__file__).parent / "data"
 # The ETDump names of one .pte under qemu-aarch64 11.1.3, -cpu max vs -cpu max,sme=off (executorch 1.5.1).

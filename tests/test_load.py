@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from standin import make_standin
 
-from pytest_sme2.load import (
+from pytest_sme2.device.load import (
     SOURCE_CHILD,
     SOURCE_PROCESS,
     SOURCE_THREAD,
@@ -268,11 +268,11 @@ def test_a_busy_machine_gives_an_invalid_verdict_never_a_regression(tmp_path: Pa
     """Issue 10: a changed program (same toy_cnn, one extra byte after the program: another artifact, the same
     speed) is judged against stored samples recorded before; while two CPU burners compete for the two cores
     it runs slower, and the gate must say it could not measure (INVALID, with the evidence), not REGRESSION."""
-    from pytest_sme2.artifacts import ArtifactStore
-    from pytest_sme2.baseline import BaselineStore
-    from pytest_sme2.gate import GateConfig, Status
+    from pytest_sme2.gate.decide import GateConfig, Status
     from pytest_sme2.judge import GATED, RECORDED, Policy, judge
-    from pytest_sme2.profile import Measurement, ProgramFile, measure
+    from pytest_sme2.measure.profile import Measurement, ProgramFile, measure
+    from pytest_sme2.store.artifacts import ArtifactStore
+    from pytest_sme2.store.baseline import BaselineStore
 
     runner = LocalRunner()
     baselines, artifacts = BaselineStore(tmp_path / "baselines"), ArtifactStore(tmp_path / "artifacts")
@@ -316,7 +316,7 @@ import json, sys, time
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from standin import make_standin
-from pytest_sme2.profile import Measurement, measure
+from pytest_sme2.measure.profile import Measurement, measure
 from pytest_sme2.runners.host import HostRunner
 
 out, index = Path(sys.argv[1]), int(sys.argv[4])
@@ -419,7 +419,7 @@ def test_a_busy_neighbour_on_the_other_core_marks_the_block_disturbed() -> None:
     100 % busy instead of ~50 %: ``host_busy_share`` was recorded and not used. Other processes' share (host busy less
     the block's own) above ``HOST_BUSY_LIMIT`` is disturbance now; alone, and with two runtime threads alone, never.
     """
-    from pytest_sme2.profile import HOST_BUSY_LIMIT, PREEMPTED_LIMIT, disturbance_of
+    from pytest_sme2.measure.profile import HOST_BUSY_LIMIT, PREEMPTED_LIMIT, disturbance_of
 
     def result(load: BlockLoad) -> RunResult:
         return RunResult(runner="local", e2e_ms=(1.0,), warmup=0, threads=load.threads, build="recorded", load=load)
@@ -437,7 +437,7 @@ def test_a_busy_neighbour_on_the_other_core_marks_the_block_disturbed() -> None:
 @linux_only
 def test_a_live_block_beside_one_burner_is_disturbed(tmp_path: Path) -> None:
     """Issue 18 defect 8, live: a MobileNetV3 block on the local runtime while one real burner spins is disturbed."""
-    from pytest_sme2.profile import disturbance_of
+    from pytest_sme2.measure.profile import disturbance_of
 
     with burners(1):
         busy = _mobilenet_block(tmp_path)
@@ -461,7 +461,7 @@ def _fake_proc(root: Path, total: int, idle: int) -> Path:
 def test_host_window_spans_min_ticks_and_takes_its_own_cpu_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:
     """The window reaches back to the latest mark at least MIN_TICKS old, and what this process used is not others'."""
-    from pytest_sme2 import load
+    from pytest_sme2.device import load
 
     own = iter([0.0, 0.05, 0.10, 0.15])  # seconds of this process' CPU time at each mark
     monkeypatch.setattr(load, "own_cpu_s", lambda: next(own))
@@ -488,7 +488,7 @@ def test_short_blocks_beside_a_busy_neighbour_have_evidence_and_are_disturbed(tm
     tick), measured on one CPU while a real burner spins on the other. Not preempted (another CPU), so only the host's
     busy ticks can tell; before, a block that short carried no host share at all, and the check never ran. Now every
     block carries the share of its window of recent blocks, and the burner's ~50 % of the host marks them disturbed."""
-    from pytest_sme2.profile import Measurement, ProgramFile, measure
+    from pytest_sme2.measure.profile import Measurement, ProgramFile, measure
 
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
@@ -511,7 +511,7 @@ def test_short_blocks_beside_a_busy_neighbour_have_evidence_and_are_disturbed(tm
 _HOLD_SCRIPT = """
 import sys, time
 from pathlib import Path
-from pytest_sme2.hostlock import heavy_work, measuring
+from pytest_sme2.measure.hostlock import heavy_work, measuring
 
 hold = measuring if sys.argv[2] == "measuring" else heavy_work
 with hold(Path(sys.argv[1]), what="the holder"):
@@ -564,7 +564,7 @@ def test_heavy_work_and_measurements_take_turns_across_processes(tmp_path: Path)
     """Issue 28 item 7: a sibling worker's export, build or analysis (``heavy_work``) waits while another process
     measures, and a measurement waits while another process does heavy work; structural (who waited, in what order),
     not timed. Before, the lock made measurements take turns only with each other."""
-    from pytest_sme2.hostlock import heavy_work, measuring
+    from pytest_sme2.measure.hostlock import heavy_work, measuring
 
     lock = tmp_path / "cache" / "measuring.lock"
     measurer, release = _held_by_another_process(tmp_path, lock, "measuring")
@@ -593,7 +593,7 @@ def test_heavy_work_and_measurements_take_turns_across_processes(tmp_path: Path)
 def test_heavy_work_and_a_measurement_in_one_process_never_wait_for_themselves(tmp_path: Path) -> None:
     """Analysis inside this process' own measurement, a measurement inside its own export, heavy work inside heavy
     work: each goes ahead (each runs in a thread that must finish: a deadlock fails, it does not hang the suite)."""
-    from pytest_sme2.hostlock import heavy_work, measuring
+    from pytest_sme2.measure.hostlock import heavy_work, measuring
 
     lock = tmp_path / "measuring.lock"
     done: list[str] = []
@@ -624,8 +624,8 @@ def test_analysis_and_the_log_run_hold_the_lock_shared_after_the_measurement(tmp
     sibling's measurement), taken on the measurement's own lock file and never while it measures."""
     import contextlib
 
-    from pytest_sme2 import hostlock, profile
-    from pytest_sme2.profile import Measurement, measure, record_kernel_log
+    from pytest_sme2.measure import hostlock, profile
+    from pytest_sme2.measure.profile import Measurement, measure, record_kernel_log
 
     lock = tmp_path / "measuring.lock"
     seen: list[tuple[str, Path | None, bool]] = []

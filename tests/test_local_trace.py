@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from pytest_sme2.analysis import analyze
-from pytest_sme2.categories import NAMED_CATEGORIES, OTHER, categorize, op_type_of
-from pytest_sme2.profile import ProgramFile, disturbance_of, profile_exported
+from pytest_sme2.analysis.run import analyze
+from pytest_sme2.evidence.categories import NAMED_CATEGORIES, OTHER, categorize, op_type_of
+from pytest_sme2.evidence.trace import read_etdump
+from pytest_sme2.measure.profile import ProgramFile, disturbance_of, profile_exported
 from pytest_sme2.runners.base import RunRequest, RunResult
 from pytest_sme2.runners.local import LocalRunner
-from pytest_sme2.trace import read_etdump
 
 DATA = Path(__file__).parent / "data"
 MOBILENET = "mobilenet_v3_small_like_fp32_xnnpack.pte"

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.baseline import Baseline
 from pytest_sme2.errors import ExportError
-from pytest_sme2.gate import Check, Comparison, GateConfig, Samples, Status, gate
-from pytest_sme2.memory import (
+from pytest_sme2.gate.decide import Check, Comparison, GateConfig, Samples, Status, gate
+from pytest_sme2.gate.memory import (
     NOT_STORED,
     PEAK_MARGIN,
     Memory,
@@ -30,6 +29,7 @@ from pytest_sme2.memory import (
     with_memory,
 )
 from pytest_sme2.runners.base import MODE_TIMING, RunRequest
+from pytest_sme2.store.baseline import Baseline
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
@@ -86,7 +86,7 @@ def test_reading_a_non_program_names_the_file(tmp_path: Path) -> None:
 
 
 def test_runner_log_lines_are_read() -> None:
-    """The lines pytest-sme2's runner prints (runner_src/sme2_runner.cpp), as it prints them."""
+    """The lines pytest-sme2's runner prints (runners/cpp/sme2_runner.cpp), as it prints them."""
     log = ("sme2_runner rss_start_kb: 5000\nModel loaded in 1.250000 ms.\n"
            "sme2_runner planned_memory: buffers=1 total_bytes=12400 sizes=12400\n"
            "Iteration 1 of 1: 0.1 ms\nsme2_runner peak_rss_kb: 400000\nsme2_runner vmhwm_kb: 5432\n")
@@ -219,7 +219,7 @@ def test_a_stored_peak_takes_memorys_own_between_session_allowance() -> None:
         assert grown.status is Status.REGRESSION, (factor, grown.message)
         assert "margin ±6.0% (5% + 1% a peak may move between sessions)" in grown.message
     assert peak(base, tuple(int(k * 1.04) for k in base)).status is Status.PASS
-    from pytest_sme2.memory import PEAK_DRIFT_ALLOWANCE
+    from pytest_sme2.gate.memory import PEAK_DRIFT_ALLOWANCE
 
     medians = [statistics.median(p) for p in sessions]
     moved = max(abs(a / b - 1) for a in medians for b in medians)
@@ -359,7 +359,7 @@ def test_a_wider_model_fails_on_planned_memory_alone(pytester: pytest.Pytester, 
     assert f"memory: planned {sum(wide):,} B ({sum(wide) - sum(small):+,} B)" in out
     from pytest_sme2.report.html import render_html
     from pytest_sme2.report.markdown import render_markdown
-    from pytest_sme2.report.results import SessionResults
+    from pytest_sme2.results import SessionResults
 
     results = SessionResults.from_dict(json.loads((pytester.path / "results.json").read_text()))
     markdown = render_markdown(results)

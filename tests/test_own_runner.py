@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_sme2.numerics import read_outputs
-from pytest_sme2.runner_build import RunnerBuild, build_runner
+from pytest_sme2.evidence.numerics import read_outputs
+from pytest_sme2.runners.build import RunnerBuild, build_runner
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +83,7 @@ def test_a_runner_that_sets_its_inputs_only_once_is_caught(example_export: Calla
     """The portable program's planned input slot is reused by intermediates: inputs must be set before every
     execution. The runner as it was before that fix (inputs set for the first execution only) gives other
     outputs from the second execution on, and the comparison above sees it."""
-    from pytest_sme2 import runner_build
+    from pytest_sme2.runners import build as runner_build
 
     source = runner_build.runner_source().decode()
     loop = "for (size_t k = 0; k < input_tensors.size(); ++k) {"
@@ -225,7 +225,7 @@ def test_host_device_without_a_runner_uses_ours_for_timing_and_breakdown(
 def test_a_runner_built_without_xnnpack_fails_with_the_missing_backend(
         pytester: pytest.Pytester, sme2_shared_cache: Path, example_export: Callable[[str, str], Any],
         tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_sme2 import runner_build
+    from pytest_sme2.runners import build as runner_build
 
     monkeypatch.setattr(runner_build, "LIBRARIES",
                         tuple(n for n in runner_build.LIBRARIES if n != "executorch_backend_xnnpack"))

@@ -46,7 +46,7 @@ def heavy_modules() -> None:
     import torch  # noqa: F401
 
     import example_models  # noqa: F401
-    import pytest_sme2.export
+    import pytest_sme2.program.export
     import pytest_sme2.runners.local  # noqa: F401
 
 
@@ -431,7 +431,7 @@ def test_other_identity_is_reported_not_compared(run, pytester: pytest.Pytester)
 def _move_baselines_to(root: Path, **device: object) -> list[str]:
     """Make the baselines under ``root`` another device's, as if recorded there (same tests, other identity):
     what a first run on a CPU the project never met finds. Returns the new file names."""
-    from pytest_sme2.baseline import identity_id
+    from pytest_sme2.store.baseline import identity_id
 
     names = []
     for path in sorted(root.glob("*.json")):

@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from pytest_sme2.atomic import file_lock
-from pytest_sme2.runner_build import RunnerBuild
+from pytest_sme2.runners.build import RunnerBuild
+from pytest_sme2.store.files import file_lock
 
 pytestmark = pytest.mark.slow
 
@@ -207,7 +207,7 @@ def test_qemu_logged_sme2_kernels_on_the_on_arm_only(emulated: Sessions, node: s
 def test_the_outputs_of_both_arms_agree_within_the_dtype_tolerance(emulated: Sessions, node: str) -> None:
     import numpy as np
 
-    from pytest_sme2.numerics import read_outputs
+    from pytest_sme2.evidence.numerics import read_outputs
 
     t = emulated.test(node)
     last = {arm: [r["metadata"]["outputs_path"] for r in t[arm]["runs"] if r["metadata"].get("outputs_path")][-1]

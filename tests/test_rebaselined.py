@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from standin import make_standin
 
-from pytest_sme2.artifacts import ArtifactStore
-from pytest_sme2.baseline import BaselineStore
 from pytest_sme2.cli import main
-from pytest_sme2.gate import GateConfig
+from pytest_sme2.gate.decide import GateConfig
 from pytest_sme2.judge import Policy, judge
-from pytest_sme2.profile import Measurement, measure
+from pytest_sme2.measure.profile import Measurement, measure
 from pytest_sme2.runners.host import HostRunner
+from pytest_sme2.store.artifacts import ArtifactStore
+from pytest_sme2.store.baseline import BaselineStore
 
 DATA = Path(__file__).parent / "data"
 PTE = DATA / "mobilenet_v3_small_like_fp32_xnnpack.pte"

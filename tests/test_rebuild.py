@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.artifacts import Artifact, ArtifactStore
-from pytest_sme2.rebuild import Rebuilder, Recipe, recipe_for
+from pytest_sme2.measure.rebuild import Rebuilder, Recipe, recipe_for
+from pytest_sme2.store.artifacts import Artifact, ArtifactStore
 
 pytestmark = pytest.mark.slow
 
@@ -270,9 +270,9 @@ def test_our_own_runner_is_rebuilt_from_its_source_at_the_baselines_commit(tmp_p
     A project whose git does not hold the runner's source says so."""
     from toolchain import require_host_compiler
 
-    from pytest_sme2.artifacts import file_sha256
-    from pytest_sme2.rebuild import RUNNER_SOURCE
-    from pytest_sme2.runner_build import TARGET_HOST, build_runner, runner_source
+    from pytest_sme2.measure.rebuild import RUNNER_SOURCE
+    from pytest_sme2.runners.build import TARGET_HOST, build_runner, runner_source
+    from pytest_sme2.store.artifacts import file_sha256
 
     require_host_compiler()
     project = tmp_path / "project"
@@ -319,7 +319,7 @@ def test_a_rebuilt_runner_is_measured_where_it_was_built(tmp_path: Path) -> None
     alone, without the ``lib/`` beside it, could not load executorch's libraries); without one it names the build it
     lacks, which is what the judge asks the rebuilder for."""
     from pytest_sme2.judge import reference_measurement
-    from pytest_sme2.profile import Measurement, Profile
+    from pytest_sme2.measure.profile import Measurement, Profile
 
     class Runner:
         def build_identity(self, variant: str | None) -> dict[str, str]:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.artifacts import ArtifactStore, file_sha256
-from pytest_sme2.atomic import STALE_TMP_SECONDS
+from pytest_sme2.store.artifacts import ArtifactStore, file_sha256
+from pytest_sme2.store.files import STALE_TMP_SECONDS
 
 pytestmark = pytest.mark.slow
 
@@ -86,11 +86,11 @@ def test_a_runtime_change_is_its_own_verdict_and_says_what_it_can_catch(tmp_path
     artifact cache had merely been evicted; now it is ``runtime``, and it says that only a slowdown beyond margin +
     allowance is caught and how to gate later changes in the same session again (re-record on this runtime).
     """
-    from pytest_sme2.baseline import BaselineStore
-    from pytest_sme2.gate import Comparison, GateConfig
+    from pytest_sme2.gate.decide import Comparison, GateConfig
     from pytest_sme2.judge import RECORDED, Policy, judge
-    from pytest_sme2.profile import Measurement, ProgramFile, measure
+    from pytest_sme2.measure.profile import Measurement, ProgramFile, measure
     from pytest_sme2.runners.local import LocalRunner
+    from pytest_sme2.store.baseline import BaselineStore
 
     data = Path(__file__).parent / "data"
     runner = LocalRunner()

@@ -31,12 +31,12 @@ from typing import Any
 import pytest
 from standin import make_standin
 
-from pytest_sme2.atomic import TMP_PREFIX, write_atomic
-from pytest_sme2.baseline import Baseline, BaselineStore, safe_name
 from pytest_sme2.cli import main
 from pytest_sme2.errors import BaselineError, ConfigError, RunnerError
 from pytest_sme2.runners.base import RunRequest
 from pytest_sme2.runners.host import HostRunner
+from pytest_sme2.store.baseline import Baseline, BaselineStore, safe_name
+from pytest_sme2.store.files import TMP_PREFIX, write_atomic
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
@@ -153,7 +153,7 @@ def test_wrong_input_dtype_is_a_model_error(tmp_path: Path) -> None:
     import torch
 
     from pytest_sme2.errors import ModelError
-    from pytest_sme2.export import export_model
+    from pytest_sme2.program.export import export_model
 
     with pytest.raises(ModelError) as info:
         export_model("toy_cnn", inputs=(torch.ones(1, 3, 32, 32, dtype=torch.int64),), cache_dir=tmp_path,
@@ -169,7 +169,7 @@ def test_export_failing_inside_executorch_names_model_recipe_and_the_operator(tm
     import torch
 
     from pytest_sme2.errors import ExportError, ModelError
-    from pytest_sme2.export import export_model
+    from pytest_sme2.program.export import export_model
 
     class Complex(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -381,10 +381,10 @@ def _in_tmpfs_child(tmp_path: Path, body: str, timeout: float = 300) -> dict[str
 
 
 _REPORT_BODY = """
-    from pytest_sme2.baseline import Baseline, BaselineStore
+    from pytest_sme2.store.baseline import Baseline, BaselineStore
     from pytest_sme2.errors import Sme2Error
     from pytest_sme2.cli import main
-    from pytest_sme2.report.results import SessionResults, write_results
+    from pytest_sme2.results import SessionResults, write_results
     import contextlib, io
 
     root = Path(sys.argv[1])
@@ -435,7 +435,7 @@ def test_baselines_and_reports_on_read_only_and_full_file_systems(tmp_path: Path
 def test_export_cache_on_read_only_and_full_file_systems(tmp_path: Path) -> None:
     out = _in_tmpfs_child(tmp_path, """
         import torch
-        from pytest_sme2.export import export_model
+        from pytest_sme2.program.export import export_model
         from pytest_sme2.errors import ExportError
 
         root = Path(sys.argv[1])
@@ -491,7 +491,7 @@ WRONG_USES = {
 WRONG_USE_TESTS = """
     import pytest, torch
     from pathlib import Path
-    from pytest_sme2.export import ExportedModel
+    from pytest_sme2.program.export import ExportedModel
 
     DATA = Path({data!r})
     MODEL = ExportedModel(name="toy_cnn", dtype="fp32", backend="xnnpack", pte_path=DATA / "toy_cnn_fp32_xnnpack.pte",
@@ -671,7 +671,7 @@ def test_cli_runner_option_is_checked_before_anything_runs(tmp_path: Path, capsy
 
 _WRITER = textwrap.dedent("""
     import json, sys
-    from pytest_sme2.atomic import write_atomic
+    from pytest_sme2.store.files import write_atomic
     target, size, i = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     print("ready", flush=True)
     while True:
@@ -718,10 +718,10 @@ REPLAY_CONFTEST = """
     import os
     from pathlib import Path
     import pytest
-    import pytest_sme2.atomic as atomic
-    import pytest_sme2.baseline as baseline
-    import pytest_sme2.report.results as results
-    from pytest_sme2.export import ExportedModel
+    import pytest_sme2.store.files as atomic
+    import pytest_sme2.store.baseline as baseline
+    import pytest_sme2.results as results
+    from pytest_sme2.program.export import ExportedModel
 
     DATA = Path({data!r})
     _write = atomic.write_atomic
@@ -775,7 +775,7 @@ def _replay_project(pytester: pytest.Pytester, tmp_path: Path, n: int) -> tuple[
 
 
 def _samples_of_trace(trace: Path) -> tuple[float, ...]:
-    from pytest_sme2.trace import read_etdump
+    from pytest_sme2.evidence.trace import read_etdump
 
     return tuple(round(float(x), 6) for x in read_etdump(trace).e2e_ms_per_run()[1:])
 

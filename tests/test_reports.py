@@ -19,14 +19,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_sme2.analysis import analyze, analyze_e2e, merge
-from pytest_sme2.baseline import Baseline
-from pytest_sme2.categories import CATEGORIES
+from pytest_sme2.analysis.recommendations import (
+    NO_SME2_KERNEL,
+    PORTABLE_OPERATOR,
+    REGRESSION,
+    Recommendation,
+    recommend,
+)
+from pytest_sme2.analysis.run import analyze, analyze_e2e, merge
 from pytest_sme2.errors import ConfigError
-from pytest_sme2.gate import GateConfig, Status, gate, speedup_check
-from pytest_sme2.kernels import parse_xnnpack_log, read_xnnpack_log
-from pytest_sme2.profile import Profile
-from pytest_sme2.recommendations import NO_SME2_KERNEL, PORTABLE_OPERATOR, REGRESSION, Recommendation, recommend
+from pytest_sme2.evidence.categories import CATEGORIES
+from pytest_sme2.evidence.kernels import parse_xnnpack_log, read_xnnpack_log
+from pytest_sme2.evidence.trace import read_etdump
+from pytest_sme2.gate.decide import GateConfig, Status, gate, speedup_check
+from pytest_sme2.measure.profile import Profile
 from pytest_sme2.report import charts
 from pytest_sme2.report.cells import cell_text
 from pytest_sme2.report.chrome_trace import etdump_to_chrome_trace, etdumps_to_chrome_trace
@@ -40,7 +46,8 @@ from pytest_sme2.report.kernel_view import (
     side_by_side_table,
 )
 from pytest_sme2.report.markdown import render_combined, render_markdown, render_table
-from pytest_sme2.report.results import (
+from pytest_sme2.report.tables import category_table, device_summary, fingerprint_table, recommendations
+from pytest_sme2.results import (
     SessionResults,
     TestResult,
     append_step_summary,
@@ -49,9 +56,8 @@ from pytest_sme2.report.results import (
     load_results,
     write_results,
 )
-from pytest_sme2.report.tables import category_table, device_summary, fingerprint_table, recommendations
 from pytest_sme2.runners.base import RunResult
-from pytest_sme2.trace import read_etdump
+from pytest_sme2.store.baseline import Baseline
 
 DATA = Path(__file__).parent / "data"
 TT = "tiny_transformer_fp32_xnnpack"
@@ -776,11 +782,11 @@ def test_sme2_kernel_evidence_when_the_on_log_names_one(tt: TestResult) -> None:
 
 def test_report_modules_do_not_import_pytest() -> None:
     code = ("import sys; import pytest_sme2.report.html, pytest_sme2.report.markdown, "
-            "pytest_sme2.report.chrome_trace, pytest_sme2.report.results, pytest_sme2.report.text; "
+            "pytest_sme2.report.chrome_trace, pytest_sme2.results, pytest_sme2.report.text; "
             "assert 'pytest' not in sys.modules and '_pytest' not in sys.modules, 'pytest imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
     # Recommendations are analysis: they sit below the report package and never import it.
-    code = ("import sys; import pytest_sme2.recommendations; "
+    code = ("import sys; import pytest_sme2.analysis.recommendations; "
             "assert not [m for m in sys.modules if m.startswith('pytest_sme2.report')], 'report imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

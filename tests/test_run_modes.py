@@ -28,7 +28,9 @@ from emulated_device.fixtures import MakePhone
 from standin import make_standin
 
 from pytest_sme2.errors import ConfigError, RunnerError
-from pytest_sme2.gate import (
+from pytest_sme2.evidence.kernels import KernelLog, operator_kernels, parse_xnnpack_log, read_xnnpack_log
+from pytest_sme2.evidence.trace import read_etdump
+from pytest_sme2.gate.decide import (
     REQUIRED_BY_MARKER,
     REQUIRED_BY_ON_OFF,
     SME2_KERNELS,
@@ -41,12 +43,10 @@ from pytest_sme2.gate import (
     gate,
     sme2_kernel_checks,
 )
-from pytest_sme2.kernels import KernelLog, operator_kernels, parse_xnnpack_log, read_xnnpack_log
-from pytest_sme2.profile import Measurement, Profile, measure, record_kernel_log
+from pytest_sme2.measure.profile import Measurement, Profile, measure, record_kernel_log
 from pytest_sme2.runners.android import AndroidRunner
 from pytest_sme2.runners.base import MODE_LOG, MODE_TIMING, SME2_OFF, SME2_ON, RunRequest
 from pytest_sme2.runners.host import HostRunner
-from pytest_sme2.trace import read_etdump
 
 pytestmark = pytest.mark.slow
 
@@ -278,8 +278,8 @@ def test_traced_only_latency_says_it_includes_the_tracer(tmp_path: Path) -> None
     assert Profile.from_dict(old).no_kernel_log == p.no_kernel_log
     assert Profile.from_dict({**old, "kernel_source": "log build: x, log y"}).no_kernel_log == ""
     # The reports say it per arm; the terminal leaves it out (a flag, not a filter on the line's text).
-    from pytest_sme2.report.results import TestResult
     from pytest_sme2.report.tables import kernel_evidence_lines
+    from pytest_sme2.results import TestResult
 
     t = TestResult(test_id="t::x", profile=p)
     assert any("no XNNPACK log (no XNNPACK-logging build" in line for line in kernel_evidence_lines(t))

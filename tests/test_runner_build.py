@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from toolchain import HWCAP2_SME2, probe_hwcap2, require_cross_compiler, tool_missing
 
-from pytest_sme2.runner_build import (
+from pytest_sme2.runners.build import (
     TARGET_HOST,
     TARGET_LINUX_AARCH64,
     BuildError,
@@ -162,7 +162,7 @@ def test_an_sdk_without_headers_or_libraries_says_so(missing: str, tmp_path: Pat
     sdk = Sdk(root=root, version="1.4.1", digest="0" * 64, origin="installed")
     for d in (*sdk.include_dirs, sdk.lib_dir):
         d.mkdir(parents=True, exist_ok=True)
-    from pytest_sme2.runner_build import LIBRARIES
+    from pytest_sme2.runners.build import LIBRARIES
 
     for name in LIBRARIES:
         (sdk.lib_dir / f"lib{name}.so").write_bytes(b"")

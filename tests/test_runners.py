@@ -23,11 +23,11 @@ import pytest
 from standin import make_standin
 
 from pytest_sme2.errors import ConfigError, ExportError, RunnerError, TraceError
+from pytest_sme2.evidence.trace import read_etdump
 from pytest_sme2.runners import SME2_OFF, SME2_ON, make_runner
 from pytest_sme2.runners.base import MODE_TIMING, MODE_TRACE, RunRequest
 from pytest_sme2.runners.host import HostRunner, parse_iteration_ms
 from pytest_sme2.runners.local import LocalRunner, timer_overhead_ns
-from pytest_sme2.trace import read_etdump
 
 DATA = Path(__file__).parent / "data"
 TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"
@@ -178,7 +178,7 @@ _FP16_ULPS = 8
 
 def _native_fp16_arithmetic() -> bool:
     """Whether this CPU computes in fp16 (x86 AVX512-FP16; Arm's FP16 SIMD, ``asimdhp``)."""
-    from pytest_sme2.device import host_identity
+    from pytest_sme2.device.facts import host_identity
 
     return bool({"avx512_fp16", "asimdhp"} & set(host_identity().isa))
 
@@ -455,13 +455,13 @@ def test_killed_by_signal_is_reported(tmp_path: Path) -> None:
 
 def test_cli_profile_refuses_an_unwritable_out_before_measuring(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_sme2.profile
+    import pytest_sme2.measure.profile
     from pytest_sme2.cli import main
 
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("measured although the results could not be saved")
 
-    monkeypatch.setattr(pytest_sme2.profile, "profile_exported", never)
+    monkeypatch.setattr(pytest_sme2.measure.profile, "profile_exported", never)
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")  # a file where a directory must go stops root too
     out = blocker / "results"

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sme2.stats import Interval, mann_whitney_p, summarize, trimmed_mean
+from pytest_sme2.gate.stats import Interval, mann_whitney_p, summarize, trimmed_mean
 
 if str(Path(__file__).resolve().parent.parent) not in sys.path:  # the statistics only tests and benchmarks use
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -35,7 +35,7 @@ def _scipy_stats():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="module")
 def real_samples() -> np.ndarray:
     """Steady-state E2E samples (ms) of a real recorded trace."""
-    from pytest_sme2.trace import read_etdump
+    from pytest_sme2.evidence.trace import read_etdump
 
     return read_etdump(DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-off_t1.etdump").e2e_ms_per_run()[1:]
 
@@ -211,7 +211,7 @@ def test_mann_whitney_matches_scipy(n1: int, n2: int, shift: float, round_to: in
 
 def test_mann_whitney_on_real_on_off_samples() -> None:
     stats = _scipy_stats()
-    from pytest_sme2.trace import read_etdump
+    from pytest_sme2.evidence.trace import read_etdump
 
     on = read_etdump(DATA / "tiny_transformer_fp32_xnnpack_simd-on_t1.etdump").e2e_ms_per_run()[1:]
     off = read_etdump(DATA / "tiny_transformer_fp32_xnnpack_simd-off_t1.etdump").e2e_ms_per_run()[1:]

@@ -1,4 +1,4 @@
-"""Issue 28 item 8: the session's tests together (pytest_sme2/suite.py).
+"""Issue 28 item 8: the session's tests together (pytest_sme2/gate/suite.py).
 
 A stated suite-level false-alarm budget, checked on the project's real recorded A/A rounds (consecutive windows, as a
 real measurement takes them); and stored comparisons that move together judged against the session's unchanged tests,
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sme2.gate import Comparison, GateConfig, Samples, Status, Verdict, gate
-from pytest_sme2.suite import (
+from pytest_sme2.gate.decide import Comparison, GateConfig, Samples, Status, Verdict, gate
+from pytest_sme2.gate.suite import (
     MIN_CONTROLS,
     SUITE_FALSE_ALARM_BUDGET,
     Machine,

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_sme2.errors import TraceError
-from pytest_sme2.trace import (
+from pytest_sme2.evidence.trace import (
     KIND_DELEGATE_CALL,
     KIND_E2E,
     KIND_LEAF,
@@ -303,7 +303,7 @@ _CAPPED_CHILD = textwrap.dedent(
     import numpy as np
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
     from pytest_sme2.errors import TraceError
-    from pytest_sme2.trace import parse_etdump, read_etdump
+    from pytest_sme2.evidence.trace import parse_etdump, read_etdump
     mode, path = sys.argv[1], sys.argv[2]
     if mode == "read":
         try:
@@ -403,7 +403,7 @@ def test_trace_without_execute_events(tmp_path: Path) -> None:
 def test_block_names_do_not_matter_method_execute_does(
     tmp_path: Path, data_dir: Path, reference_etdump: Any, block_name: str
 ) -> None:
-    from pytest_sme2.analysis import analyze
+    from pytest_sme2.analysis.run import analyze
 
     src = data_dir / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"
     original = reference_etdump(src)
@@ -425,7 +425,7 @@ def test_block_names_do_not_matter_method_execute_does(
 
 def test_single_run_of_another_method_analyzes(tmp_path: Path, data_dir: Path, reference_etdump: Any) -> None:
     """One block only, named for a non-forward method: it is a run because it holds Method::execute."""
-    from pytest_sme2.analysis import analyze
+    from pytest_sme2.analysis.run import analyze
 
     original = reference_etdump(data_dir / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump")
     run5 = original.run_data[6]

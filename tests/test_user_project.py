@@ -51,7 +51,7 @@ def tiny():
 #: Export ``tiny`` through the library (what both front ends call) and say whether it was a cache hit.
 EXPORT_SCRIPT = '''
 import json, sys
-from pytest_sme2.export import export_model
+from pytest_sme2.program.export import export_model
 from pytest_sme2.models import load_model_sources
 
 load_model_sources(["my_models.py"])

@@ -19,7 +19,7 @@ import ci
 import pytest
 
 from pytest_sme2.options import ci_environment
-from pytest_sme2.runner_build import CROSS_CXX
+from pytest_sme2.runners.build import CROSS_CXX
 
 #: ``AT_HWCAP2`` bit of SME2 (Linux arch/arm64/include/uapi/asm/hwcap.h), as the runner's ``--probe`` prints it.
 HWCAP2_SME2 = 1 << 37

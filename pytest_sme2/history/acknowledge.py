@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from .series import FoundStep, Series
+from pytest_sme2.errors import ConfigError
+from pytest_sme2.history.series import FoundStep, Series
 
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "sme2_acknowledged.json"

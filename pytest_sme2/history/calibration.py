@@ -1,6 +1,6 @@
 """The history store read for drift calibration: each test's trusted session medians on each device identity.
 
-:func:`pytest_sme2.calibration.calibrate` turns one series into an allowance; this module only reads the store, once
+:func:`gate.calibration.calibrate` turns one series into an allowance; this module only reads the store, once
 per session (:class:`HistoryCalibration` is called for every test judged against another session's samples).
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from ..calibration import DriftCalibration, calibrate
-from .series import UNTRUSTED
-from .store import HistoryError, HistoryStore
+from pytest_sme2.gate.calibration import DriftCalibration, calibrate
+from pytest_sme2.history.series import UNTRUSTED
+from pytest_sme2.history.store import HistoryError, HistoryStore
 
 
 class HistoryCalibration:

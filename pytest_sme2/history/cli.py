@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..options import RUN_COUNT, percent, probability
-from . import acknowledge
-from .changepoints import MAX_PVALUE, MIN_PCT, MIN_SIZE
-from .creep import BOUND_PCT, WINDOW, Creep, creep_of
-from .series import E2E, RATIO, FoundStep, Series, all_steps, build_series, short
-from .store import HistoryStore, StoredRun
+from pytest_sme2.history import acknowledge
+from pytest_sme2.history.changepoints import MAX_PVALUE, MIN_PCT, MIN_SIZE
+from pytest_sme2.history.creep import BOUND_PCT, WINDOW, Creep, creep_of
+from pytest_sme2.history.series import E2E, RATIO, FoundStep, Series, all_steps, build_series, short
+from pytest_sme2.history.store import HistoryStore, StoredRun
+from pytest_sme2.options import RUN_COUNT, percent, probability
 
 DEFAULT_STORE = Path(".sme2_history")
 #: What the commands read, for ``pytest_sme2.cli.refuse_overlapping_files``: the store's run files and --ack.
@@ -126,7 +126,7 @@ def cmd_steps(args: argparse.Namespace) -> int:
     for a in stale:
         print(f"STALE ACK   {a.describe()} matches no step in the history: remove it from {args.ack}")
     if args.json:
-        from ..atomic import write_atomic
+        from pytest_sme2.store.files import write_atomic
 
         doc = {"schema_version": 1, "steps": [s.to_dict() for s in steps], "creep": [c.__dict__ for c in creeps],
                "stale_acknowledgements": [acknowledge.to_dict(a) for a in stale]}
@@ -160,7 +160,7 @@ def current_regressions(series: list[Series], steps: list[FoundStep], runs: list
 def cmd_regressions(args: argparse.Namespace) -> int:
     series, steps, creeps, stale, nruns = _analyse(args)
     if not nruns:
-        from ..errors import ConfigError
+        from pytest_sme2.errors import ConfigError
 
         # A gate over nothing is not green: an empty store is a wrong --store, or a history that was never kept.
         raise ConfigError(f"no runs in the history store {args.store}, so nothing to judge; run the suite first "
@@ -181,9 +181,9 @@ def cmd_regressions(args: argparse.Namespace) -> int:
 
 
 def cmd_pr(args: argparse.Namespace) -> int:
-    from ..atomic import write_atomic
-    from ..errors import ConfigError
-    from .pr import find_base, pr_view, render_markdown
+    from pytest_sme2.errors import ConfigError
+    from pytest_sme2.history.pr import find_base, pr_view, render_markdown
+    from pytest_sme2.store.files import write_atomic
 
     runs = _store(args).runs()
     if not runs:
@@ -204,15 +204,15 @@ def cmd_pr(args: argparse.Namespace) -> int:
     else:
         print(text, end="")
     if args.step_summary:
-        from ..report.results import append_to_step_summary
+        from pytest_sme2.results import append_to_step_summary
 
         append_to_step_summary(text)
     return 0
 
 
 def cmd_page(args: argparse.Namespace) -> int:
-    from ..atomic import write_atomic
-    from .trend import render_page
+    from pytest_sme2.history.trend import render_page
+    from pytest_sme2.store.files import write_atomic
 
     series, steps, creeps, _, nruns = _analyse(args)
     write_atomic(args.out, render_page(series, steps, creeps), what="trend page")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .series import E2E, Point, Series, short
+from pytest_sme2.history.series import E2E, Point, Series, short
 
 #: Runs of one unchanged artifact looked at.
 WINDOW = 20

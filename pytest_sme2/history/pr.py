@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
-from .gitinfo import git
-from .records import HistoryRecord
-from .store import StoredRun
+from pytest_sme2.errors import ConfigError
+from pytest_sme2.history.records import HistoryRecord
+from pytest_sme2.history.store import StoredRun
+from pytest_sme2.store.gitinfo import git
 
 COLUMNS = ("regressed", "improved", "unchanged", "new", "missing", "invalid")
 STATUS_COLUMN = {"regression": "regressed", "improvement": "improved", "pass": "unchanged", "drift": "unchanged",

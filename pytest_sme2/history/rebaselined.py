@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..baseline import Baseline
-from ..calibration import DriftCalibration
-from ..errors import ConfigError, Sme2Error
-from ..gate import GateConfig, Verdict
-from .acknowledge import Acknowledgement
-from .gitinfo import git
+from pytest_sme2.errors import ConfigError, Sme2Error
+from pytest_sme2.gate.calibration import DriftCalibration
+from pytest_sme2.gate.decide import GateConfig, Verdict
+from pytest_sme2.history.acknowledge import Acknowledgement
+from pytest_sme2.store.baseline import Baseline
+from pytest_sme2.store.gitinfo import git
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,8 @@ def rebaselined(baseline_dir: Path, *, base_ref: str, config: GateConfig,
     """Compare every baseline file in ``baseline_dir`` that differs from its version at the merge-base of HEAD and
     ``base_ref`` with that version. Raises :class:`~pytest_sme2.errors.ConfigError` outside a git work tree or when
     the merge-base cannot be found (a ref not fetched). ``calibrate``: the drift allowance of each test on its device
-    from the history (:mod:`pytest_sme2.calibration`), when ``config`` sets none by hand."""
-    from ..judge import Recorded, compare_recorded
+    from the history (:mod:`pytest_sme2.gate.calibration`), when ``config`` sets none by hand."""
+    from pytest_sme2.judge import Recorded, compare_recorded
 
     where = baseline_dir if baseline_dir.is_dir() else baseline_dir.parent
     top = git(["rev-parse", "--show-toplevel"], where)

@@ -155,9 +155,9 @@ def artifact_id(artifact: Mapping[str, Any] | None) -> str:
 
 
 def record_of(result: Any) -> HistoryRecord | None:
-    """A :class:`~pytest_sme2.report.results.TestResult` as a history record; None for a skipped test."""
-    from ..errors import Sme2Error
-    from ..identity import DeviceIdentity
+    """A :class:`~pytest_sme2.results.TestResult` as a history record; None for a skipped test."""
+    from pytest_sme2.device.identity import DeviceIdentity
+    from pytest_sme2.errors import Sme2Error
 
     status = result.status
     if status in NOT_KEPT:
@@ -166,7 +166,7 @@ def record_of(result: Any) -> HistoryRecord | None:
     verdict = result.verdict
     identity_id = identity = ""
     if profile is not None and profile.identity:
-        from ..baseline import identity_id as baseline_identity_id
+        from pytest_sme2.store.baseline import identity_id as baseline_identity_id
 
         # The baseline's identity (device facts + runner, dtype, backend, threads): a series is what one baseline
         # file judges, so its id is the same as the baseline file's name carries.
@@ -200,7 +200,7 @@ def record_of(result: Any) -> HistoryRecord | None:
     if result.comparison is not None:
         iv = result.comparison.speedup
         ratio = (round(iv.estimate, 4), round(iv.low, 4), round(iv.high, 4))
-        from ..report.results import speedup_label
+        from pytest_sme2.results import speedup_label
 
         label = speedup_label(result.comparison, emulated=result.emulated)
     median = result.median_ms
@@ -231,7 +231,7 @@ def _kernels(result: Any) -> dict[str, int]:
 
 def records_from_results(results: Any, commit: Any = None) -> list[HistoryRecord]:
     """Every kept test of a results document (a ``SessionResults`` or its dict) as history records."""
-    from ..report.results import SessionResults
+    from pytest_sme2.results import SessionResults
 
     if isinstance(results, Mapping):
         results = SessionResults.from_dict(results)

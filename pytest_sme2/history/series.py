@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .changepoints import MAX_PVALUE, MIN_PCT, MIN_SIZE, find_steps
+from pytest_sme2.history.changepoints import MAX_PVALUE, MIN_PCT, MIN_SIZE, find_steps
 
 #: The gate's median of each run.
 E2E = "e2e"

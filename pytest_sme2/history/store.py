@@ -7,7 +7,7 @@ Layout: ``<store>/runs/<YYYY-MM>/<UTC time>-<commit[:10]>-<run id>.jsonl``. The 
 Why this format (docs/history.md has the comparison):
 - *append-only and safe for concurrent writers without a lock*: a run adds a new file under a unique name and
   never opens another; two CI jobs, two branches or a cache restored over a commit never write the same file;
-- *killed runs leave nothing half-written*: the file is written whole with :func:`~pytest_sme2.atomic.write_atomic`
+- *killed runs leave nothing half-written*: the file is written whole with :func:`~pytest_sme2.store.files.write_atomic`
   (temp file, fsync, rename) at session end;
 - *mergeable in git*: new files never conflict (one SQLite file or one shared JSON-lines file would conflict on
   every concurrent branch);
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..atomic import TMP_PREFIX, write_atomic
-from ..errors import Sme2Error
-from .records import KIND, SCHEMA_VERSION, HistoryRecord, RunInfo
+from pytest_sme2.errors import Sme2Error
+from pytest_sme2.history.records import KIND, SCHEMA_VERSION, HistoryRecord, RunInfo
+from pytest_sme2.store.files import TMP_PREFIX, write_atomic
 
 RUNS_DIR = "runs"
 
@@ -144,10 +144,10 @@ def append_results(root: str | Path, results: Any, *, cwd: Path, environ: Any = 
     """
     import platform
 
-    from .. import __version__
-    from ..baseline import now_iso
-    from .gitinfo import commit_info
-    from .records import records_from_results
+    from pytest_sme2 import __version__
+    from pytest_sme2.history.records import records_from_results
+    from pytest_sme2.store.baseline import now_iso
+    from pytest_sme2.store.gitinfo import commit_info
 
     records = records_from_results(results)
     if not records:

@@ -24,10 +24,10 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..report.charts import _nice_ticks, category_color
-from ..units import fmt_ms
-from .creep import Creep
-from .series import CATEGORY_PREFIX, E2E, RATIO, FoundStep, Series, short
+from pytest_sme2.history.creep import Creep
+from pytest_sme2.history.series import CATEGORY_PREFIX, E2E, RATIO, FoundStep, Series, short
+from pytest_sme2.report.charts import _nice_ticks, category_color
+from pytest_sme2.units import fmt_ms
 
 W, H, LEFT, RIGHT, TOP, BOTTOM = 1100, 250, 70, 40, 30, 46
 #: A latency chart's y-axis spans at least this many percent either side of the baseline: a 3 % move between two

@@ -26,9 +26,16 @@ from typing import Any
 
 import pytest
 
-from . import config as sme2_config
-from . import history, markers, rebaselined, records, reports, terminal
-from .fixtures import android_device, exported_model, sme2_baseline, sme2_options, sme2_runner, sme2_session
+from pytest_sme2.plugin import config as sme2_config
+from pytest_sme2.plugin import history, markers, rebaselined, records, reports, terminal
+from pytest_sme2.plugin.fixtures import (
+    android_device,
+    exported_model,
+    sme2_baseline,
+    sme2_options,
+    sme2_runner,
+    sme2_session,
+)
 
 __all__ = ["android_device", "exported_model", "sme2_baseline", "sme2_options", "sme2_runner", "sme2_session"]
 
@@ -44,7 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(Collector(config), "sme2_collector")
     # pytest-html is "active" when it writes a report; being installed is not enough.
     if config.pluginmanager.hasplugin("html") and getattr(config.option, "htmlpath", None):
-        from . import pytest_html_hooks as html
+        from pytest_sme2.plugin import pytest_html_hooks as html
 
         config.pluginmanager.register(html, "sme2_html")
 

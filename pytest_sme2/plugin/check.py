@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from ..errors import Sme2Error
-from .markers import min_speedup_without_pair, parse_threshold_marker
-from .measure import Sme2Runner
-from .records import record
-from .session import Sme2Session, call
+from pytest_sme2.errors import Sme2Error
+from pytest_sme2.plugin.markers import min_speedup_without_pair, parse_threshold_marker
+from pytest_sme2.plugin.measure import Sme2Runner
+from pytest_sme2.plugin.records import record
+from pytest_sme2.plugin.session import Sme2Session, call
 
 
 class Sme2Baseline:
@@ -28,8 +28,8 @@ class Sme2Baseline:
         self._runner = runner
 
     def gate_config(self) -> Any:
-        from ..gate import GateConfig
-        from ..memory import PEAK_MARGIN, MemoryThresholds
+        from pytest_sme2.gate.decide import GateConfig
+        from pytest_sme2.gate.memory import PEAK_MARGIN, MemoryThresholds
 
         t = parse_threshold_marker(self._item)
         o = self._session.options
@@ -53,15 +53,15 @@ class Sme2Baseline:
         return bool(getattr(self._runner.runner, "emulated", False))
 
     def rebuilder(self, profile: Any) -> Any:
-        """How a missing reference program of this test is rebuilt (pytest_sme2.rebuild), and the recipe its baseline
+        """How a missing reference program of this test is rebuilt (measure.rebuild), and the recipe its baseline
         records: the registered model of its ``sme2_model`` marker, in the dtype and backend ``profile`` measured."""
         from functools import partial
         from pathlib import Path
 
-        from ..models import get_model
-        from ..rebuild import Rebuilder, recipe_for
-        from ..runner_build import TARGET_HOST, TARGET_LINUX_AARCH64
-        from .measure import MODEL_REQUEST_KEY
+        from pytest_sme2.measure.rebuild import Rebuilder, recipe_for
+        from pytest_sme2.models import get_model
+        from pytest_sme2.plugin.measure import MODEL_REQUEST_KEY
+        from pytest_sme2.runners.build import TARGET_HOST, TARGET_LINUX_AARCH64
 
         o = self._session.options
         # pytest-sme2's own runner, where the device runs it: a baseline's build of it can be rebuilt too
@@ -86,8 +86,8 @@ class Sme2Baseline:
 
     def check(self, result: Any) -> Any:
         """Judge ``result`` (a Profile, or an on/off pair) and fail the test on a regression."""
-        from ..judge import GATED, MISSING, NOT_WRITTEN, RECORDED, WRITTEN, judge
-        from ..onoff import Pair as OnOff
+        from pytest_sme2.judge import GATED, MISSING, NOT_WRITTEN, RECORDED, WRITTEN, judge
+        from pytest_sme2.measure.pair import Pair as OnOff
 
         if not (isinstance(result, OnOff) or hasattr(result, "measurement")):
             pytest.fail(f"sme2_baseline.check() takes what sme2_runner.profile() or profile_on_off() returned; got "
@@ -110,9 +110,9 @@ class Sme2Baseline:
         judgement = _with_machine(judgement, session)
         verdict = judgement.verdict
         if isinstance(result, OnOff):
-            from ..onoff import report_of
+            from pytest_sme2.measure.pair import report_of
 
-            # The reports render the pair with the speedup check the verdict gated (decided in pytest_sme2.onoff).
+            # The reports render the pair with the speedup check the verdict gated (decided in measure.pair).
             rec.comparison = report_of(result, verdict, emulated=config.emulated).to_dict()
         rec.baseline_path = str(judgement.baseline_path)
         rec.baseline = judgement.baseline.to_dict() if judgement.baseline is not None else None
@@ -143,11 +143,11 @@ class Sme2Baseline:
 
 def _with_machine(judgement: Any, session: Sme2Session) -> Any:
     """The judgement with a stored comparison judged against the machine's move, as the session's unchanged tests
-    measured it (:mod:`pytest_sme2.suite`); an unchanged test's move is kept as one more control."""
+    measured it (:mod:`pytest_sme2.gate.suite`); an unchanged test's move is kept as one more control."""
     from dataclasses import replace
 
-    from ..judge import GATED
-    from ..suite import Machine, as_machine, control_ratio
+    from pytest_sme2.gate.suite import Machine, as_machine, control_ratio
+    from pytest_sme2.judge import GATED
 
     verdict = judgement.verdict
     ratio = control_ratio(verdict)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ..options import OPTION_TABLE, OptionSpec, Sme2Options, executable_file, existing_file, rules_file
+from pytest_sme2.options import OPTION_TABLE, OptionSpec, Sme2Options, executable_file, existing_file, rules_file
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -89,7 +89,7 @@ def build_options(config: pytest.Config) -> Sme2Options:
     values["baseline_dir"] = root / str(values["baseline_dir"])
     values["cache_dir"] = root / str(values["cache_dir"])
     values["artifact_dir"] = root / str(values["artifact_dir"])
-    from ..options import default_base_ref
+    from pytest_sme2.options import default_base_ref
 
     values["base_ref_given"] = values["base_ref"] is not None
     values["base_ref"] = default_base_ref(values["base_ref"])
@@ -103,7 +103,7 @@ def build_options(config: pytest.Config) -> Sme2Options:
             values[key] = Path(values[key])
     values["models"] = tuple(values["models"] or ())
     if config.getoption("sme2_models") is None and config.inipath is not None:
-        from ..models import resolve_model_sources
+        from pytest_sme2.models import resolve_model_sources
 
         # Paths in an ini file are relative to that file, not to where pytest was started.
         values["models"] = resolve_model_sources(values["models"], config.inipath.parent)
@@ -124,8 +124,8 @@ def _check_files(config: pytest.Config, opts: Sme2Options) -> None:
     appends to; what it reads is every file option, the ini file, the test files named on the command line, and
     the baselines and history runs it keeps.
     """
-    from ..atomic import files_matching, refuse_overlaps
-    from ..errors import ConfigError
+    from pytest_sme2.errors import ConfigError
+    from pytest_sme2.store.files import files_matching, refuse_overlaps
 
     outputs = [(flag, Path(path)) for flag, path in (
         ("--sme2-json", opts.json), ("--sme2-markdown", opts.markdown), ("--sme2-bmf", opts.bmf),
@@ -156,7 +156,7 @@ def _check_files(config: pytest.Config, opts: Sme2Options) -> None:
 def resolve_fail_on(given: tuple[str, ...] | None, *, strict: bool, require_baseline: bool) -> tuple[str, ...]:
     """What fails besides a regression: ``--sme2-fail-on``, else the CI default (``missing``) or nothing; the older
     flags add to it (``--sme2-strict``: missing, invalid, inconclusive; ``--sme2-require-baseline``: missing)."""
-    from ..options import FAIL_ON_CI, ci_environment
+    from pytest_sme2.options import FAIL_ON_CI, ci_environment
 
     chosen = list(given) if given is not None else list(FAIL_ON_CI if ci_environment() else ())
     if strict:
@@ -264,8 +264,8 @@ def _check_conflicts(opts: Sme2Options) -> None:
         raise pytest.UsageError("--sme2-runner-libs only applies to --sme2-device=android (host and qemu runners find "
                                 "their libraries on this machine)")
     if opts.device in ("local", "host"):
-        from ..errors import ConfigError
-        from ..runners.base import check_threads
+        from pytest_sme2.errors import ConfigError
+        from pytest_sme2.runners.base import check_threads
 
         try:
             check_threads(opts.threads, os.cpu_count() or 0, "this host")

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from ..options import Sme2Options
-from .check import Sme2Baseline
-from .markers import parse_model_marker
-from .measure import MODEL_REQUEST_KEY, Sme2Runner, export, export_ahead
-from .records import EXPORT_POOL_KEY, OPTIONS_KEY, record
-from .session import Sme2Session, call
+from pytest_sme2.options import Sme2Options
+from pytest_sme2.plugin.check import Sme2Baseline
+from pytest_sme2.plugin.markers import parse_model_marker
+from pytest_sme2.plugin.measure import MODEL_REQUEST_KEY, Sme2Runner, export, export_ahead
+from pytest_sme2.plugin.records import EXPORT_POOL_KEY, OPTIONS_KEY, record
+from pytest_sme2.plugin.session import Sme2Session, call
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +30,7 @@ def sme2_session(pytestconfig: pytest.Config, sme2_options: Sme2Options,
     """Session state shared by the sme2 fixtures (runner built lazily, once)."""
     out = sme2_options.out_dir or tmp_path_factory.mktemp("sme2_runs")
     if sme2_options.models:
-        from ..models import load_model_sources
+        from pytest_sme2.models import load_model_sources
 
         call(lambda: load_model_sources(sme2_options.models))
     return Sme2Session(pytestconfig, sme2_options, Path(out))

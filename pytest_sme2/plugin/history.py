@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from ..errors import Sme2Error
-from .records import OPTIONS_KEY, RESULTS_KEY
-from .session import worker_id
+from pytest_sme2.errors import Sme2Error
+from pytest_sme2.plugin.records import OPTIONS_KEY, RESULTS_KEY
+from pytest_sme2.plugin.session import worker_id
 
 #: (line, is_error) to show under the ``sme2 performance`` section (session finish runs before the terminal summary).
 LINE_KEY = pytest.StashKey[tuple[str, bool]]()
@@ -24,8 +24,8 @@ def session_finish(session: pytest.Session) -> None:
     records = config.stash.get(RESULTS_KEY, [])
     if opts is None or opts.history is None or not records:
         return
-    from ..history.store import append_results
-    from .reports import results_from_records
+    from pytest_sme2.history.store import append_results
+    from pytest_sme2.plugin.reports import results_from_records
 
     try:
         written = append_results(opts.history, results_from_records(records, opts), cwd=config.rootpath)

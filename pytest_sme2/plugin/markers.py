@@ -62,7 +62,7 @@ class Threshold:
     min_speedup: float | None = None
     #: the measured arm must run SME2 kernels (checked on its XNNPACK log; see ``gate.sme2_kernel_checks``)
     require_sme2_kernels: bool = False
-    #: memory (see pytest_sme2.memory): planned growth allowed in % (0 = exact; None = the default, exact), the
+    #: memory (see pytest_sme2.gate.memory): planned growth allowed in % (0 = exact; None = the default, exact), the
     #: peak's margin in % (None = the measured default), and absolute budgets in MB
     planned_pct: float | None = None
     peak_pct: float | None = None
@@ -74,7 +74,7 @@ class Threshold:
         return self.latency_pct if self.latency_pct is not None else default
 
     def precision(self, options: Any) -> float:
-        """How precisely to measure (a share, :class:`~pytest_sme2.sequential.Precision`): ``--sme2-precision``,
+        """How precisely to measure (a share, :class:`~pytest_sme2.measure.sequential.Precision`): ``--sme2-precision``,
         else half the test's latency margin (0 = every block). Half: on real blocks (benchmarks/gate_paired.py) the
         A/A false alarms and the detection at +10 % and +20 % were those of every block, at half the blocks."""
         pct = options.precision if options.precision is not None else self.margin_pct(options.margin) / 2
@@ -127,7 +127,7 @@ def parse_threshold_marker(item: pytest.Item) -> Threshold:
     marker = item.get_closest_marker("sme2_threshold")
     if marker is None:
         return Threshold()
-    from ..categories import CATEGORIES
+    from pytest_sme2.evidence.categories import CATEGORIES
 
     if marker.args:
         _marker_error(item, f"sme2_threshold takes keyword arguments only ({', '.join(THRESHOLD_KWARGS)}); "

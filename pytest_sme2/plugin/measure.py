@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..errors import Sme2Error
-from ..hostlock import heavy_work
-from .markers import ModelRequest, parse_model_marker, parse_threshold_marker
-from .records import EXPORT_POOL_KEY, record
-from .session import Sme2Session, call, worker_id
+from pytest_sme2.errors import Sme2Error
+from pytest_sme2.measure.hostlock import heavy_work
+from pytest_sme2.plugin.markers import ModelRequest, parse_model_marker, parse_threshold_marker
+from pytest_sme2.plugin.records import EXPORT_POOL_KEY, record
+from pytest_sme2.plugin.session import Sme2Session, call, worker_id
 
 if TYPE_CHECKING:
     # Two interleaved measurements of one model (SME2 off/on, or two backends): ``sme2_baseline.check`` judges the
-    # speedup ``off`` -> ``on`` on the pair, and ``on`` against the baseline (see pytest_sme2.onoff).
-    from ..onoff import Pair
+    # speedup ``off`` -> ``on`` on the pair, and ``on`` against the baseline (see pytest_sme2.measure.pair).
+    from pytest_sme2.measure.pair import Pair
 
 MODEL_REQUEST_KEY = pytest.StashKey[ModelRequest]()
 #: The way to run an SME2 on/off comparison on any Linux machine, named by every skip that has no SME2 on/off.
@@ -36,7 +36,7 @@ LOCAL_VARIANTS = ("xnnpack", "portable")
 
 
 def _model_spec(request: ModelRequest) -> Any:
-    from ..models import ModelSpec, get_model
+    from pytest_sme2.models import ModelSpec, get_model
 
     if isinstance(request.model, str):
         return get_model(request.model)
@@ -57,14 +57,14 @@ def _model_spec(request: ModelRequest) -> Any:
 
 def export_ahead(session: Sme2Session, items: list[pytest.Item]) -> None:
     """Once per session, before its first measurement: export the models of ``items`` the cache lacks, in
-    ``--sme2-export-processes`` worker processes (see pytest_sme2.export_pool). Only models named by a registered
+    ``--sme2-export-processes`` worker processes (see pytest_sme2.program.pool). Only models named by a registered
     name without ``inputs=`` can go to a worker; the rest, and whatever a worker could not do, export in their
     tests as before. Under pytest-xdist the workers are already parallel, so each exports in its tests."""
     stash = session.config.stash
     if EXPORT_POOL_KEY in stash:
         return
     stash[EXPORT_POOL_KEY] = None
-    from ..export_pool import default_processes, export_all
+    from pytest_sme2.program.pool import default_processes, export_all
 
     processes = session.options.export_processes or default_processes()
     if processes < 2 or worker_id(session.config) is not None:
@@ -82,9 +82,9 @@ def export_ahead(session: Sme2Session, items: list[pytest.Item]) -> None:
 
 def _missing_exports(session: Sme2Session, items: list[pytest.Item]) -> list[Any]:
     """The pool's jobs: each (registered model, dtype, backend) of ``items`` not in the export cache, once."""
-    from ..export import find_cached
-    from ..export_pool import ExportJob
-    from ..models import get_model
+    from pytest_sme2.models import get_model
+    from pytest_sme2.program.export import find_cached
+    from pytest_sme2.program.pool import ExportJob
 
     seen: set[tuple[str, str, str]] = set()
     jobs = []
@@ -115,7 +115,7 @@ def _missing_exports(session: Sme2Session, items: list[pytest.Item]) -> list[Any
 
 
 def export(session: Sme2Session, request: ModelRequest, backend: str | None = None) -> Any:
-    from ..export import export_model
+    from pytest_sme2.program.export import export_model
 
     spec = _model_spec(request)
     try:
@@ -132,7 +132,7 @@ def export(session: Sme2Session, request: ModelRequest, backend: str | None = No
 class Sme2Runner:
     """The ``sme2_runner`` fixture: measures exported models on the selected device.
 
-    Every profile it returns carries its own :class:`~pytest_sme2.profile.Measurement`, so checking one
+    Every profile it returns carries its own :class:`~pytest_sme2.measure.profile.Measurement`, so checking one
     profile re-measures that profile — never whichever was measured last.
     """
 
@@ -173,7 +173,7 @@ class Sme2Runner:
         """``require_sme2_kernels`` on a device that reports no SME2 cannot be met: skip, with the reason."""
         if not parse_threshold_marker(self._item).require_sme2_kernels:
             return
-        from ..identity import reports_sme2
+        from pytest_sme2.device.identity import reports_sme2
 
         identity = call(self.runner.identity)
         if reports_sme2(identity) is False:
@@ -189,7 +189,7 @@ class Sme2Runner:
     def measurement(self, exported: Any, *, variant: str | None = None, runs: int | None = None,
                     blocks: int | None = None) -> Any:
         """How this session measures ``exported`` (runs, warm-up, blocks, threads, latency source)."""
-        from ..profile import Measurement
+        from pytest_sme2.measure.profile import Measurement
 
         o = self._session.options
         lock = self._session.host_lock
@@ -206,7 +206,7 @@ class Sme2Runner:
 
     def profile(self, exported: Any, *, variant: str | None = None, runs: int | None = None) -> Any:
         """Measure ``exported`` (``--sme2-blocks`` blocks of ``--sme2-runs``); returns a Profile."""
-        from ..profile import measure
+        from pytest_sme2.measure.profile import measure
 
         check_exported(exported, "profile")
         if variant not in _VARIANTS:
@@ -239,8 +239,8 @@ class Sme2Runner:
 
     def profile_on_off(self, exported: Any, *, runs: int | None = None, blocks: int | None = None) -> Pair:
         """Measure the SME2-off and SME2-on builds in interleaved blocks (ABBA)."""
-        from ..onoff import measure_on_off
-        from ..runners.base import SME2_OFF, SME2_ON
+        from pytest_sme2.measure.pair import measure_on_off
+        from pytest_sme2.runners.base import SME2_OFF, SME2_ON
 
         check_exported(exported, "profile_on_off")
         self._skip_without_sme2_builds(SME2_ON)
@@ -262,11 +262,11 @@ class Sme2Runner:
     def compare_backends(self, exported: Any, slower: str = "portable", faster: str = "xnnpack") -> Pair:
         """Measure the model exported for two backends in interleaved blocks on the local runtime.
 
-        Returns a :class:`~pytest_sme2.onoff.Pair` (``off`` = ``slower``, ``on`` = ``faster``):
+        Returns a :class:`~pytest_sme2.measure.pair.Pair` (``off`` = ``slower``, ``on`` = ``faster``):
         ``sme2_baseline.check(pair)`` judges the speedup (``min_speedup``) and the ``faster`` arm against its baseline,
         and the reports show the per-category speedups, as for SME2 on/off on a device.
         """
-        from ..onoff import measure_on_off
+        from pytest_sme2.measure.pair import measure_on_off
 
         check_exported(exported, "compare_backends")
         for backend in (slower, faster):
@@ -307,7 +307,7 @@ def check_exported(exported: Any, method: str) -> None:
 
 
 def _safe(nodeid: str) -> str:
-    from ..baseline import safe_name
+    from pytest_sme2.store.baseline import safe_name
 
     return safe_name(nodeid)
 

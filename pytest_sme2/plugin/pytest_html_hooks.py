@@ -13,8 +13,8 @@ import pytest
 
 
 def _result_of(report: Any) -> Any:
-    from ..report.results import TestResult
-    from .records import record_of
+    from pytest_sme2.plugin.records import record_of
+    from pytest_sme2.results import TestResult
 
     record = record_of(report)
     return TestResult.from_dict(record) if record is not None else None
@@ -22,7 +22,7 @@ def _result_of(report: Any) -> Any:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_header(cells: list[str]) -> None:
-    from ..report.html import COLUMNS, header_cells
+    from pytest_sme2.report.html import COLUMNS, header_cells
 
     header = header_cells()
     cells[2:2] = [header[k] for k in COLUMNS]
@@ -30,14 +30,14 @@ def pytest_html_results_table_header(cells: list[str]) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_row(report: Any, cells: list[str]) -> None:
-    from ..report.html import COLUMNS
+    from pytest_sme2.report.html import COLUMNS
 
     result = _result_of(report)
     if result is None:
         # Tests without sme2 data still need the same number of cells.
         cells[2:2] = ['<td class="sme2-col"></td>' for _ in COLUMNS]
         return
-    from ..report.html import row_cells
+    from pytest_sme2.report.html import row_cells
 
     row = row_cells(result)
     cells[2:2] = [row[k] for k in COLUMNS]
@@ -45,9 +45,9 @@ def pytest_html_results_table_row(report: Any, cells: list[str]) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: list[str], session: Any) -> None:
-    from ..report.html import summary_block
-    from .records import OPTIONS_KEY, RESULTS_KEY
-    from .reports import results_from_records
+    from pytest_sme2.plugin.records import OPTIONS_KEY, RESULTS_KEY
+    from pytest_sme2.plugin.reports import results_from_records
+    from pytest_sme2.report.html import summary_block
 
     records = session.config.stash.get(RESULTS_KEY, [])
     if records:
@@ -62,7 +62,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
         if result is not None:
             import pytest_html
 
-            from ..report.html import html_section
+            from pytest_sme2.report.html import html_section
 
             extras = list(getattr(report, "extras", []))
             extras.append(pytest_html.extras.html(html_section(result)))

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from ..errors import Sme2Error
-from .records import OPTIONS_KEY
-from .session import worker_id
+from pytest_sme2.errors import Sme2Error
+from pytest_sme2.plugin.records import OPTIONS_KEY
+from pytest_sme2.plugin.session import worker_id
 
 #: (lines, is_error) to show at the end of the terminal summary
 LINES_KEY = pytest.StashKey[tuple[list[str], bool]]()
@@ -26,16 +26,16 @@ def session_finish(session: pytest.Session) -> None:
     opts = config.stash.get(OPTIONS_KEY, None)
     if worker_id(config) is not None or opts is None or not opts.base_ref or not opts.baseline_dir.is_dir():
         return
-    from ..gate import GateConfig
-    from ..history import acknowledge
-    from ..history.rebaselined import rebaselined
+    from pytest_sme2.gate.decide import GateConfig
+    from pytest_sme2.history import acknowledge
+    from pytest_sme2.history.rebaselined import rebaselined
 
     # Two sessions' samples: the drift allowance is the hand-set one, else calibrated from the history (issue 28 item
     # 2); a change it cannot decide is not green either (inconclusive fails, unless acknowledged).
     allowance = opts.drift_allowance / 100 if opts.drift_allowance is not None else None
     calibrate = None
     if opts.history is not None:
-        from ..history.calibration import HistoryCalibration
+        from pytest_sme2.history.calibration import HistoryCalibration
 
         calibrate = HistoryCalibration(opts.history)
     try:

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from ..options import Sme2Options
+from pytest_sme2.options import Sme2Options
 
 RESULT_PROPERTY = "sme2_result"
 OPTIONS_KEY = pytest.StashKey[Sme2Options]()
 RESULTS_KEY = pytest.StashKey[list[dict[str, Any]]]()
 RECORD_KEY = pytest.StashKey["TestRecord"]()
-#: the session's export pool run (pytest_sme2.export_pool.PoolReport), None when it had nothing to do; absent
+#: the session's export pool run (pytest_sme2.program.pool.PoolReport), None when it had nothing to do; absent
 #: until the first test that exports
 EXPORT_POOL_KEY = pytest.StashKey[Any]()
 
@@ -49,7 +49,7 @@ class TestRecord:
     other_baselines: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """Keys of :class:`pytest_sme2.report.results.TestResult`."""
+        """Keys of :class:`pytest_sme2.results.TestResult`."""
         d = dict(self.__dict__)
         d["model_override"] = d.pop("model")
         return d

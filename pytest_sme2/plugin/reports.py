@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from ..errors import Sme2Error
-from ..options import Sme2Options
-from .records import OPTIONS_KEY, RESULTS_KEY
-from .session import worker_id
+from pytest_sme2.errors import Sme2Error
+from pytest_sme2.options import Sme2Options
+from pytest_sme2.plugin.records import OPTIONS_KEY, RESULTS_KEY
+from pytest_sme2.plugin.session import worker_id
 
 
 def session_finish(session: pytest.Session) -> None:
@@ -44,12 +44,12 @@ def nothing_gated(records: list[dict[str, Any]], opts: Sme2Options) -> str:
     """Why this session is not green although no test failed: fail-closed (``missing`` in ``--sme2-fail-on``, the CI
     default) and sme2 tests ran but none decided anything against a baseline ("" when that is not so).
 
-    Decided means compared with a baseline and not left undecided (:attr:`pytest_sme2.gate.Verdict.undecided`): a
+    Decided means compared with a baseline and not left undecided (:attr:`pytest_sme2.gate.decide.Verdict.undecided`): a
     session of invalid or inconclusive verdicts, which ``--sme2-fail-on=missing`` reports without failing them, has
     passed nothing, as a CI whose every run records into a thrown-away workspace has not; either would otherwise stay
     green forever.
     """
-    from ..gate import Verdict
+    from pytest_sme2.gate.decide import Verdict
 
     if "missing" not in opts.fail_on or opts.update_baseline or not records:
         return ""
@@ -71,7 +71,7 @@ def nothing_gated(records: list[dict[str, Any]], opts: Sme2Options) -> str:
 def _evidence_gated(verdict: dict[str, Any] | None) -> bool:
     """An emulated device measured for its evidence (its time not gated, by design): gated when its kernel evidence
     or numerics were judged and passed — the question it answers."""
-    from ..gate import EVIDENCE_CHECKS, TIME_NOT_GATED
+    from pytest_sme2.gate.decide import EVIDENCE_CHECKS, TIME_NOT_GATED
 
     if not verdict or TIME_NOT_GATED not in verdict.get("notes", ()):
         return False
@@ -111,11 +111,11 @@ def _say(config: pytest.Config, line: str, **markup: bool) -> None:
 
 
 def results_from_records(records: list[dict[str, Any]], opts: Sme2Options, *, interrupted: str = "") -> Any:
-    """The session's records as a :class:`~pytest_sme2.report.results.SessionResults`."""
+    """The session's records as a :class:`~pytest_sme2.results.SessionResults`."""
     import platform
     import sys
 
-    from ..report.results import SessionResults, TestResult
+    from pytest_sme2.results import SessionResults, TestResult
 
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.__dict__.items()}
     environment = {"python": sys.version.split()[0], "platform": platform.platform(), "host": platform.node()}
@@ -129,7 +129,7 @@ def _write_reports(config: pytest.Config, opts: Sme2Options, records: list[dict[
                                                ("pytest-benchmark", opts.pytest_benchmark)) if path is not None}
     if not (opts.json or opts.markdown or dashboards or os.environ.get("GITHUB_STEP_SUMMARY")):
         return
-    from ..report.results import append_step_summary, write_results
+    from pytest_sme2.results import append_step_summary, write_results
 
     results = results_from_records(records, opts, interrupted=interrupted)
     if opts.json:
@@ -139,13 +139,13 @@ def _write_reports(config: pytest.Config, opts: Sme2Options, records: list[dict[
         _say(config, f"pytest-sme2: {interrupted}: {' and '.join(map(str, dashboards.values()))} left as they were "
                      "(the previous session's): a dashboard cannot mark a partial session", yellow=True)
     elif dashboards:
-        from ..report.dashboards import write_dashboard
+        from pytest_sme2.report.dashboards import write_dashboard
 
         for fmt, path in dashboards.items():
             write_dashboard(path, results, fmt)
     if opts.markdown:
-        from ..atomic import write_atomic
-        from ..report.markdown import render_markdown
+        from pytest_sme2.report.markdown import render_markdown
+        from pytest_sme2.store.files import write_atomic
 
         write_atomic(opts.markdown, render_markdown(results), what="markdown report")
     if records:

@@ -14,16 +14,16 @@ from typing import Any, NoReturn
 
 import pytest
 
-from ..errors import ConfigError, Sme2Error
-from ..options import Sme2Options
+from pytest_sme2.errors import ConfigError, Sme2Error
+from pytest_sme2.options import Sme2Options
 
 
 class Sme2Session:
     """Per-session state: options, the device runner (built on first use), the output dir."""
 
     def __init__(self, config: pytest.Config, options: Sme2Options, out_dir: Path) -> None:
-        from ..artifacts import ArtifactStore
-        from ..baseline import BaselineStore
+        from pytest_sme2.store.artifacts import ArtifactStore
+        from pytest_sme2.store.baseline import BaselineStore
 
         self.config = config
         self.options = options
@@ -33,7 +33,7 @@ class Sme2Session:
         self.rules: Any = None
         rules_file = options.rules
         if rules_file is not None:
-            from ..categories import CategoryRules
+            from pytest_sme2.evidence.categories import CategoryRules
 
             self.rules = call(lambda: CategoryRules.load(rules_file))
         self._runner: Any = None
@@ -43,7 +43,7 @@ class Sme2Session:
         #: cache keys of the export pool's models whose export warnings a test has re-issued
         self.reissued: set[str] = set()
         #: how far each unchanged test judged so far moved against its baseline (median ratio): the machine's move,
-        #: which a stored comparison's is judged against (pytest_sme2.suite)
+        #: which a stored comparison's is judged against (pytest_sme2.gate.suite)
         self.controls: list[float] = []
         self._calibration: Any = None
 
@@ -54,7 +54,7 @@ class Sme2Session:
         if self.options.history is None:
             return None
         if self._calibration is None:
-            from ..history.calibration import HistoryCalibration
+            from pytest_sme2.history.calibration import HistoryCalibration
 
             self._calibration = HistoryCalibration(self.options.history)
         return self._calibration
@@ -62,7 +62,7 @@ class Sme2Session:
     def third_party(self, label: str) -> Any:
         """Around the plugin's runtime calls: executorch's C++ log, cpuinfo lines and torch/executorch warnings
         go to ``<out dir>/third_party.log``, not into the user's captured output or warnings summary."""
-        from ..thirdparty import third_party_output
+        from pytest_sme2.thirdparty import third_party_output
 
         return third_party_output(self.out_dir / "third_party.log", label=label, python_output=True)
 
@@ -74,9 +74,9 @@ class Sme2Session:
     def kernel_log(self, measurement: Any) -> Any:
         """The XNNPACK kernel log of ``measurement``'s arm, from its log build: run once per session per
         (log build, program, inputs), then reused; None when the arm has no log build."""
-        from ..artifacts import file_sha256
-        from ..profile import has_build, record_kernel_log
-        from ..runners.base import MODE_LOG
+        from pytest_sme2.measure.profile import has_build, record_kernel_log
+        from pytest_sme2.runners.base import MODE_LOG
+        from pytest_sme2.store.artifacts import file_sha256
 
         runner = self.runner
         if not has_build(runner, measurement.variant, MODE_LOG):
@@ -93,8 +93,8 @@ class Sme2Session:
     def executed_kernels(self, measurement: Any) -> Any:
         """On an emulated device, the kernels that executed for ``measurement``'s arm and program (one execution
         under QEMU's in_asm log), once per session; None elsewhere."""
-        from ..artifacts import file_sha256
-        from ..profile import record_executed_kernels
+        from pytest_sme2.measure.profile import record_executed_kernels
+        from pytest_sme2.store.artifacts import file_sha256
 
         if not callable(getattr(self.runner, "record_executed", None)):
             return None
@@ -110,8 +110,8 @@ class Sme2Session:
 
     def policy(self, test_id: str) -> Any:
         """What this session asks of a baseline check (update, require, confirm, the command to create one)."""
-        from .. import __version__
-        from ..judge import Policy
+        from pytest_sme2 import __version__
+        from pytest_sme2.judge import Policy
 
         o = self.options
         return Policy(update_baseline=o.update_baseline, require_baseline="missing" in o.fail_on,
@@ -120,10 +120,10 @@ class Sme2Session:
 
     @property
     def host_lock(self) -> Path | None:
-        """The host's measuring lock (:mod:`pytest_sme2.hostlock`) on this session's device: measurements on this host's
+        """The host's measuring lock (:mod:`measure.hostlock`) on this session's device: measurements on this host's
         CPUs take turns across xdist workers and sessions, and exports and builds wait for them; None for a phone (each
         worker's phone is its own device)."""
-        from ..hostlock import LOCK_NAME
+        from pytest_sme2.measure.hostlock import LOCK_NAME
 
         o = self.options
         return o.cache_dir / LOCK_NAME if o.device in ("local", "host", "qemu") else None
@@ -131,8 +131,8 @@ class Sme2Session:
     @property
     def runner(self) -> Any:
         if self._runner is None:
-            from ..hostlock import heavy_work
-            from ..runners import make_runner
+            from pytest_sme2.measure.hostlock import heavy_work
+            from pytest_sme2.runners import make_runner
 
             o = self.options
             extra: dict[str, Any] = {}
@@ -283,7 +283,7 @@ def create_command(test_id: str, options: Sme2Options) -> str:
     """
     import shlex
 
-    from ..options import OPTION_TABLE
+    from pytest_sme2.options import OPTION_TABLE
 
     skip = {"update_baseline", "strict", "require_baseline", "fail_on", "json", "markdown", "bmf", "gab",
             "pytest_benchmark", "no_confirm", "out_dir", "history"}

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from .records import RESULTS_KEY
-from .session import worker_id
+from pytest_sme2.plugin.records import RESULTS_KEY
+from pytest_sme2.plugin.session import worker_id
 
 
 def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -15,10 +15,10 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     records = config.stash.get(RESULTS_KEY, [])
     if not records or worker_id(config) is not None:
         return
-    from ..gate import TIME_NOT_GATED, Status
-    from ..memory import memory_notes
-    from ..report.memory import memory_line
-    from ..report.results import (
+    from pytest_sme2.gate.decide import TIME_NOT_GATED, Status
+    from pytest_sme2.gate.memory import memory_notes
+    from pytest_sme2.report.memory import memory_line
+    from pytest_sme2.results import (
         BASELINE_WRITTEN,
         FAILED,
         RECORDED,
@@ -62,9 +62,9 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     for t in tests:
         counts[t.status] = counts.get(t.status, 0) + 1
     tr.write_line("sme2 verdicts: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-    from ..options import Sme2Options
-    from .records import EXPORT_POOL_KEY, OPTIONS_KEY
-    from .reports import nothing_gated
+    from pytest_sme2.options import Sme2Options
+    from pytest_sme2.plugin.records import EXPORT_POOL_KEY, OPTIONS_KEY
+    from pytest_sme2.plugin.reports import nothing_gated
 
     exports = [r["model_override"] for r in records if "export_cached" in (r.get("model_override") or {})]
     fresh = [m for m in exports if not m["export_cached"]]
@@ -80,7 +80,7 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
             tr.write_line(f"    left to its tests by the export pool: {line}", yellow=True)
 
     opts = config.stash.get(OPTIONS_KEY, Sme2Options())
-    from ..suite import together, together_line
+    from pytest_sme2.gate.suite import together, together_line
 
     moved = together(records)
     if moved is not None:
@@ -101,7 +101,7 @@ def new_device_lines(tests: list[Any], recorded: int) -> list[str]:
     A first run on a new CPU records every test; naming the other devices under each test in full made a wall of
     text. Each test's result keeps the full differences (``other_baselines`` in the JSON; ``-v`` shows them).
     """
-    from ..identity import short_name
+    from pytest_sme2.device.identity import short_name
 
     here: dict[str, None] = {}
     others: dict[str, set[str]] = {}
@@ -126,8 +126,8 @@ def new_device_lines(tests: list[Any], recorded: int) -> list[str]:
 
 def _details(t: Any, status: str, noted: tuple[str, ...], *, verbose: bool = False) -> list[str]:
     """The lines under a test's summary line: what was compared with what, and why it is not a pass."""
-    from ..baseline import NO_BASELINE_RECORDED
-    from ..gate import Status
+    from pytest_sme2.gate.decide import Status
+    from pytest_sme2.store.baseline import NO_BASELINE_RECORDED
 
     if t.recorded and not verbose:
         # One short sentence: the session's line names the other devices (-v: the file and every difference).
@@ -150,7 +150,7 @@ def _details(t: Any, status: str, noted: tuple[str, ...], *, verbose: bool = Fal
 
 def _blocks_text(t: Any) -> str:
     """``"; measured in 6 blocks of up to 15"`` when the measurement took fewer blocks than asked (its median was
-    precise or its verdict settled, :mod:`pytest_sme2.sequential`; or a time budget: the profile's ``disturbance``
+    precise or its verdict settled, :mod:`measure.sequential`; or a time budget: the profile's ``disturbance``
     note says which), and ``"; 3 runs per block after the first (10 asked)"`` when its blocks were sized to the
     model (``--sme2-min-block-ms`` / ``--sme2-max-block-ms``, or a time budget), else ""."""
     p = t.profile
@@ -166,7 +166,7 @@ def _blocks_text(t: Any) -> str:
 
 def _sources(t: Any) -> list[str]:
     """Where each arm's latency, breakdown and kernels came from, and what its XNNPACK log says about SME2."""
-    from ..report.tables import arms, kernel_evidence_lines, source_summary
+    from pytest_sme2.report.tables import arms, kernel_evidence_lines, source_summary
 
     measured = arms(t)
     # One build per arm, traced (the local runtime, or a traced runner alone): the same line on every test, which
@@ -176,7 +176,7 @@ def _sources(t: Any) -> list[str]:
              if extra and source_summary(arm.profile)]
     # The trace's SME evidence matters where SME can run: a device that reports SME2, or a trace with SME
     # operators. On an x86 host it would only repeat "0 of N on the SME path" under every test (the reports keep it).
-    from ..identity import reports_sme2
+    from pytest_sme2.device.identity import reports_sme2
 
     sme_relevant = any(reports_sme2(arm.profile.identity) or (arm.analysis.trace_evidence is not None
                                                                  and arm.analysis.trace_evidence.has_sme)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ..units import UNKNOWN, fmt_change, fmt_ms, fmt_pct, fmt_x
+from pytest_sme2.units import UNKNOWN, fmt_change, fmt_ms, fmt_pct, fmt_x
 
 
 class Kind(str, Enum):

@@ -20,9 +20,9 @@ from xml.sax.saxutils import escape
 
 import numpy as np
 
-from ..analysis import OperatorDetail
-from ..categories import CATEGORIES, CONVOLUTION, DATA_MOVEMENT, ELEMENTWISE, GEMM, OTHER
-from ..units import fmt_ms
+from pytest_sme2.analysis.run import OperatorDetail
+from pytest_sme2.evidence.categories import CATEGORIES, CONVOLUTION, DATA_MOVEMENT, ELEMENTWISE, GEMM, OTHER
+from pytest_sme2.units import fmt_ms
 
 #: Colour of each operator category in every chart and table (Okabe-Ito based: colour-blind safe;
 #: the two matrix-compute categories share the blue family, Data Movement stands out in vermillion).

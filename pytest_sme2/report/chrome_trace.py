@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..trace import Timeline
+from pytest_sme2.evidence.trace import Timeline
 
 LOAD_TID = 0
 

@@ -3,7 +3,7 @@
 :func:`compare_on_off` takes the two analyses of one model (same trace kind, same warm-up) and
 returns an :class:`OnOffComparison`: plain numbers and the sentences the reports print. Speedups are
 ``off / on`` (2.0 = twice as fast with SME2); end-to-end and per-category speedups are ratios of
-medians with the gate's block interval (:func:`pytest_sme2.stats.block_ratio_ci`), operator
+medians with the gate's block interval (:func:`pytest_sme2.gate.stats.block_ratio_ci`), operator
 speedups are ratios of per-run totals (the analysis keeps no per-run operator values).
 
 The seeds' key insight is the *shift*: once SME2 shrinks Convolution/GEMM, another category (often
@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis import Analysis, OperatorDetail
-from ..categories import CATEGORIES
-from ..gate import MIN_CATEGORY_SHARE, Check, GateConfig, Samples, speedup_check
-from ..kernels import KernelLog
-from ..stats import Interval, LatencyStats, block_ratio_ci
-from .kernel_view import isa_counts, kernel_log_from_dict, side_by_side
+from pytest_sme2.analysis.run import Analysis, OperatorDetail
+from pytest_sme2.evidence.categories import CATEGORIES
+from pytest_sme2.evidence.kernels import KernelLog
+from pytest_sme2.gate.decide import MIN_CATEGORY_SHARE, Check, GateConfig, Samples, speedup_check
+from pytest_sme2.gate.stats import Interval, LatencyStats, block_ratio_ci
+from pytest_sme2.report.kernel_view import isa_counts, kernel_log_from_dict, side_by_side
 
 SCHEMA_VERSION = 1
 #: An operator or category below this speedup counts as "not accelerated".
@@ -273,7 +273,7 @@ class OnOffComparison:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> OnOffComparison:
-        from ..errors import ConfigError
+        from pytest_sme2.errors import ConfigError
 
         version = int(d.get("schema_version", 0))
         if version > SCHEMA_VERSION:
@@ -483,7 +483,7 @@ def compare_on_off(
     Kernel logs default to the ones stored in the analyses (``Analysis.kernel_log``). With
     ``min_speedup`` the speedup check is judged on its CI's lower bound (pass / regression /
     inconclusive), otherwise it is advisory. ``speedup``: the speedup check decided for the pair
-    (:func:`pytest_sme2.onoff.report_of` always passes it, so the reports render the gated number); without it (an
+    (:func:`measure.pair.report_of` always passes it, so the reports render the gated number); without it (an
     analysis read from files, no verdict) the ratio of the analyses' own runs is shown, with the same rule.
     """
     cfg = config or GateConfig(min_speedup=min_speedup)

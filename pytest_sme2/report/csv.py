@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis import Analysis
-from ..atomic import write_atomic
-from ..trace import TIMELINE_COLUMNS, Timeline
+from pytest_sme2.analysis.run import Analysis
+from pytest_sme2.evidence.trace import TIMELINE_COLUMNS, Timeline
+from pytest_sme2.store.files import write_atomic
 
 
 def timeline_csv(timeline: Timeline) -> str:

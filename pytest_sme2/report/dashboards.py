@@ -10,7 +10,7 @@
 
 One row per measured arm of a test (the SME2-off and SME2-on arms of an on/off test are two): the median of the
 arm's latency samples and the 95 % distribution-free interval of the median of its block medians (blocks are the
-independent units, :func:`~pytest_sme2.stats.median_interval`); too few blocks for one, no interval. An arm that
+independent units, :func:`~pytest_sme2.gate.stats.median_interval`); too few blocks for one, no interval. An arm that
 could not be measured (invalid) is left out: a dashboard would chart it as a number. Emulated time is named so in
 every format and never charted as a device's latency. Each format has a JSON Schema in ``pytest_sme2/data/``,
 written from the documented shape.
@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import write_atomic
-from ..errors import ConfigError
-from ..stats import block_medians, median_interval
-from .results import EMULATED, SessionResults
+from pytest_sme2.errors import ConfigError
+from pytest_sme2.gate.stats import block_medians, median_interval
+from pytest_sme2.results import EMULATED, SessionResults
+from pytest_sme2.store.files import write_atomic
 
 BMF, GAB, PYTEST_BENCHMARK = "bmf", "gab", "pytest-benchmark"
 FORMATS = (BMF, GAB, PYTEST_BENCHMARK)

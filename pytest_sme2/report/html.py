@@ -26,11 +26,10 @@ from html import escape
 
 import numpy as np
 
-from ..gate import Check, Status
-from ..units import fmt_ms, fmt_x
-from . import tables
-from .cells import Cell, Kind, Table, cell_text
-from .charts import (
+from pytest_sme2.gate.decide import Check, Status
+from pytest_sme2.report import tables
+from pytest_sme2.report.cells import Cell, Kind, Table, cell_text
+from pytest_sme2.report.charts import (
     SERIES_COLORS,
     SampleSeries,
     SpeedupBar,
@@ -40,8 +39,8 @@ from .charts import (
     operator_bars,
     speedup_bars,
 )
-from .memory import memory_chart
-from .results import (
+from pytest_sme2.report.memory import memory_chart
+from pytest_sme2.results import (
     BASELINE_WRITTEN,
     FAILED,
     MEASURED,
@@ -53,6 +52,7 @@ from .results import (
     delta_text,
     speedup_text,
 )
+from pytest_sme2.units import fmt_ms, fmt_x
 
 BASELINE_SAMPLES_COLOR = "#8C959F"
 #: Keys of :func:`row_cells` / :func:`header_cells`, in column order.

@@ -1,6 +1,6 @@
 """Kernel view: which XNNPACK micro-kernels a runner build selected, as rows and report tables.
 
-Two views, both from :mod:`pytest_sme2.kernels` logs: one build's kernel table (kind, kernel, ISA
+Two views, both from :mod:`pytest_sme2.evidence.kernels` logs: one build's kernel table (kind, kernel, ISA
 suffix, SME2 yes/no) and the side-by-side of two builds (what only SME2-off selected, what only
 SME2-on selected, what both share). The seeds' ``generate_kernel_view.py`` printed the same two
 tables from CSV files; here they come straight from the parsed log, as :class:`~.cells.Table`
@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis import Analysis
-from ..kernels import KernelLog, compare_kernels, is_sme2, isa_suffix
-from ..qemu_log import ExecutedKernels
-from ..sme_evidence import NOT_SME, OTHER, SME, UNDETERMINED, TraceEvidence
-from . import cells
-from .cells import Cell, Column, Table
+from pytest_sme2.analysis.run import Analysis
+from pytest_sme2.evidence.kernels import KernelLog, compare_kernels, is_sme2, isa_suffix
+from pytest_sme2.evidence.qemu_log import ExecutedKernels
+from pytest_sme2.evidence.sme import NOT_SME, OTHER, SME, UNDETERMINED, TraceEvidence
+from pytest_sme2.report import cells
+from pytest_sme2.report.cells import Cell, Column, Table
 
 
 @dataclass(frozen=True)

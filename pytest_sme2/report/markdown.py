@@ -18,14 +18,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..analysis import BOTTLENECK_SHARE
-from ..categories import CONVOLUTION, GEMM
-from ..units import fmt_ms, fmt_pct, fmt_x
-from . import tables
-from .cells import Cell, Kind, Table, cell_text
-from .comparison import NOT_ACCELERATED
-from .memory import memory_markdown, memory_rows
-from .results import (
+from pytest_sme2.analysis.run import BOTTLENECK_SHARE
+from pytest_sme2.evidence.categories import CONVOLUTION, GEMM
+from pytest_sme2.report import tables
+from pytest_sme2.report.cells import Cell, Kind, Table, cell_text
+from pytest_sme2.report.comparison import NOT_ACCELERATED
+from pytest_sme2.report.memory import memory_markdown, memory_rows
+from pytest_sme2.results import (
     BASELINE_WRITTEN,
     FAILED,
     MEASURED,
@@ -36,6 +35,7 @@ from .results import (
     median_text,
     speedup_text,
 )
+from pytest_sme2.units import fmt_ms, fmt_pct, fmt_x
 
 #: What the seeds expect SME2 to do to matrix compute (generate_report: "GEMM and Convolution
 #: should show 3-15x speedup with SME2").

@@ -1,8 +1,8 @@
 """Memory beside latency in every report: one row per arm (baseline, reference, current; SME2 off and on).
 
-Each row is a :class:`~pytest_sme2.memory.Memory` with a label; the terminal gets one line
+Each row is a :class:`~pytest_sme2.gate.memory.Memory` with a label; the terminal gets one line
 (:func:`memory_line`), markdown a table (:func:`memory_markdown`), HTML a chart (:func:`memory_chart`: planned vs
-peak per arm) and the JSON a derived view (``TestResult.memory_view``). What each number is: :mod:`pytest_sme2.memory`.
+peak per arm) and the JSON a derived view (``TestResult.memory_view``). What each number is: :mod:`gate.memory`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ..memory import DELTA_NOT_GATED, MB, Memory, PeakSource
-from .results import TestResult
+from pytest_sme2.gate.memory import DELTA_NOT_GATED, MB, Memory, PeakSource
+from pytest_sme2.results import TestResult
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def memory_markdown(rows: list[MemoryRow]) -> list[str]:
 
 def memory_chart(test: TestResult) -> str:
     """The HTML chart: planned vs peak per arm (baseline vs current; SME2 off vs on), or "" without memory."""
-    from .charts import MemoryBar, memory_bars
+    from pytest_sme2.report.charts import MemoryBar, memory_bars
 
     rows = memory_rows(test)
     if not rows:

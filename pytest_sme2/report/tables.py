@@ -7,7 +7,7 @@ table goes and how it looks.
 
 Also here: the few one-line texts several tables and formats share (:func:`device_summary`,
 :func:`config_text`, :func:`analyzed_text`) and :func:`recommendations`, the test-level entry to
-:func:`pytest_sme2.recommendations.recommend`.
+:func:`pytest_sme2.analysis.recommendations.recommend`.
 """
 
 from __future__ import annotations
@@ -18,20 +18,34 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis import BOTTLENECK_SHARE, Analysis
-from ..categories import CATEGORIES
-from ..gate import Check
-from ..kernels import KernelLog, is_sme2, operator_kernels
-from ..memory import MEMORY_CHECKS, memory_change, memory_margin
-from ..profile import Profile, source_head
-from ..recommendations import Recommendation, recommend
-from ..stats import LatencyStats, summarize
-from ..units import fmt_change, fmt_ms, fmt_x
-from . import cells as c
-from .cells import Cell, Column, Table, plain_value
-from .comparison import NOT_ACCELERATED, OnOffComparison
-from .kernel_view import executed_kernels_table, isa_counts, kernel_table, side_by_side_table, trace_evidence_table
-from .results import EMULATED, STATUS_ORDER, SessionResults, TestResult, delta_text, median_text, speedup_text
+from pytest_sme2.analysis.recommendations import Recommendation, recommend
+from pytest_sme2.analysis.run import BOTTLENECK_SHARE, Analysis
+from pytest_sme2.evidence.categories import CATEGORIES
+from pytest_sme2.evidence.kernels import KernelLog, is_sme2, operator_kernels
+from pytest_sme2.gate.decide import Check
+from pytest_sme2.gate.memory import MEMORY_CHECKS, memory_change, memory_margin
+from pytest_sme2.gate.stats import LatencyStats, summarize
+from pytest_sme2.measure.profile import Profile, source_head
+from pytest_sme2.report import cells as c
+from pytest_sme2.report.cells import Cell, Column, Table, plain_value
+from pytest_sme2.report.comparison import NOT_ACCELERATED, OnOffComparison
+from pytest_sme2.report.kernel_view import (
+    executed_kernels_table,
+    isa_counts,
+    kernel_table,
+    side_by_side_table,
+    trace_evidence_table,
+)
+from pytest_sme2.results import (
+    EMULATED,
+    STATUS_ORDER,
+    SessionResults,
+    TestResult,
+    delta_text,
+    median_text,
+    speedup_text,
+)
+from pytest_sme2.units import fmt_change, fmt_ms, fmt_x
 
 TOP_OPERATORS = 10
 
@@ -95,7 +109,7 @@ def arms(test: TestResult) -> list[Arm]:
 
 
 def recommendations(test: TestResult) -> tuple[Recommendation, ...]:
-    """:func:`~pytest_sme2.recommendations.recommend` for one test's measurement and judgement."""
+    """:func:`~pytest_sme2.analysis.recommendations.recommend` for one test's measurement and judgement."""
     off = test.profile_off.analysis if test.profile_off is not None else None
     return recommend(test.analysis, off=off, comparison=test.comparison, verdict=test.verdict)
 

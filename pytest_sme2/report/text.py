@@ -6,9 +6,9 @@ its numbers and every other table come from :mod:`.tables`, as in the markdown a
 
 from __future__ import annotations
 
-from ..analysis import Analysis
-from .cells import Cell, Kind, Table, cell_text
-from .tables import analysis_category_table, analysis_operator_table
+from pytest_sme2.analysis.run import Analysis
+from pytest_sme2.report.cells import Cell, Kind, Table, cell_text
+from pytest_sme2.report.tables import analysis_category_table, analysis_operator_table
 
 
 def _plain(cell: Cell) -> str:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import ConfigError
-from .base import SME2_OFF, SME2_ON, Runner, RunRequest, RunResult
+from pytest_sme2.errors import ConfigError
+from pytest_sme2.runners.base import SME2_OFF, SME2_ON, Runner, RunRequest, RunResult
 
 DEVICES = ("local", "host", "android", "qemu")
 
@@ -38,7 +38,7 @@ def make_runner(
     ``runner_timing``/``runner_off_timing`` and ``runner_log``/``runner_off_log`` are the optional timing-only
     and XNNPACK-logging builds of the SME2-on (default) and SME2-off arms (see ``docs/run-modes.md``).
     Without ``runner_path``, "host" and "qemu" build pytest-sme2's own runner against the installed executorch
-    wheel (:mod:`pytest_sme2.runner_build`, cached in ``runner_cache``), for this host or for linux-aarch64; it is
+    wheel (:mod:`pytest_sme2.runners.build`, cached in ``runner_cache``), for this host or for linux-aarch64; it is
     its own timing build (no tracer unless asked for a trace).
     """
     if device == "local":
@@ -48,16 +48,16 @@ def make_runner(
         if given:
             raise ConfigError(f"{', '.join(given)}: executor_runner builds for --sme2-device=host or android; the "
                               "local device uses the executorch Python runtime (which times untraced runs itself)")
-        from .local import LocalRunner
+        from pytest_sme2.runners.local import LocalRunner
 
         return LocalRunner()
     if device == "qemu":
-        from ..runner_build import TARGET_LINUX_AARCH64, build_runner
-        from .qemu import QemuRunner, find_qemu
+        from pytest_sme2.runners.build import TARGET_LINUX_AARCH64, build_runner
+        from pytest_sme2.runners.qemu import QemuRunner, find_qemu
 
         emulator = find_qemu(qemu)  # before a build: a missing QEMU is the first thing to say
         if runner_path is not None:
-            from ..runner_build import cross_compiler, cross_sysroot, host_is_aarch64
+            from pytest_sme2.runners.build import cross_compiler, cross_sysroot, host_is_aarch64
 
             sysroot = "" if host_is_aarch64() else cross_sysroot(cross_compiler())
             emulated = QemuRunner(runner_path, qemu=emulator, sysroot=sysroot, timeout_s=timeout_s)
@@ -70,10 +70,10 @@ def make_runner(
         _ = emulated.probes
         return emulated
     if device == "host":
-        from .host import HostRunner
+        from pytest_sme2.runners.host import HostRunner
 
         if runner_path is None:
-            from ..runner_build import TARGET_HOST, build_runner
+            from pytest_sme2.runners.build import TARGET_HOST, build_runner
 
             build = build_runner(TARGET_HOST, cache_dir=runner_cache, progress=progress)
             own = build.path
@@ -90,7 +90,7 @@ def make_runner(
         return HostRunner(runner_path, variants=arms(runner_path, runner_off), timeout_s=timeout_s,
                           timing=arms(runner_timing, runner_off_timing), log=arms(runner_log, runner_off_log))
     if device == "android":
-        from .android import AndroidRunner
+        from pytest_sme2.runners.android import AndroidRunner
 
         android = AndroidRunner(runner_path=runner_path, runner_off=runner_off, serial=serial,
                                 timeout_s=timeout_s, runner_timing=runner_timing,

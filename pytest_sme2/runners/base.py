@@ -15,9 +15,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
-from ..artifacts import file_sha256
-from ..errors import ConfigError
-from ..load import BlockLoad
+from pytest_sme2.device.load import BlockLoad
+from pytest_sme2.errors import ConfigError
+from pytest_sme2.store.artifacts import file_sha256
 
 SCHEMA_VERSION = 1
 
@@ -95,7 +95,7 @@ class RunResult:
     ``e2e_ms`` holds *every* execution in order, the first ``warmup`` of them cold/warm-up;
     statistics use ``measured_ms``. ``trace_path`` is set only when the runtime recorded an ETDump
     with operator events. ``cpu_ms`` (when the runner can measure it per execution, same order as
-    ``e2e_ms``) and ``load`` are the evidence of disturbance: see :mod:`pytest_sme2.load`.
+    ``e2e_ms``) and ``load`` are the evidence of disturbance: see :mod:`pytest_sme2.device.load`.
     """
 
     runner: str
@@ -175,7 +175,7 @@ class Runner(Protocol):
         ...
 
     def identity(self) -> Mapping[str, Any]:
-        """The device's :class:`~pytest_sme2.identity.DeviceIdentity` as a dict; no runtime or runner facts."""
+        """The device's :class:`~pytest_sme2.device.identity.DeviceIdentity` as a dict; no runtime or runner facts."""
         ...
 
     def build_identity(self, variant: str | None) -> Mapping[str, Any]:

@@ -41,16 +41,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import file_sha256
-from ..atomic import ensure_dir
-from ..codepaths import SHARED_OBJECTS, runner_shared_objects
-from ..device import host_device, host_identity
-from ..errors import ConfigError, RunnerError, TraceError, tail
-from ..export import load_pte_check
-from ..load import SOURCE_CHILD, BlockLoad, block_load, host_load
-from ..memory import PEAK_KB, PEAK_SOURCE, RU_MAXRSS_KB, PeakSource, child_peak_kb, runner_log_memory
-from ..trace import ETDUMP_IDENTIFIER, read_etdump
-from .base import (
+from pytest_sme2.device.codepaths import SHARED_OBJECTS, runner_shared_objects
+from pytest_sme2.device.facts import host_device, host_identity
+from pytest_sme2.device.load import SOURCE_CHILD, BlockLoad, block_load, host_load
+from pytest_sme2.errors import ConfigError, RunnerError, TraceError, tail
+from pytest_sme2.evidence.trace import ETDUMP_IDENTIFIER, read_etdump
+from pytest_sme2.gate.memory import PEAK_KB, PEAK_SOURCE, RU_MAXRSS_KB, PeakSource, child_peak_kb, runner_log_memory
+from pytest_sme2.program.export import load_pte_check
+from pytest_sme2.runners.base import (
     MODE_LOG,
     MODE_TIMING,
     MODE_TRACE,
@@ -61,6 +59,8 @@ from .base import (
     check_threads,
     inputs_argv,
 )
+from pytest_sme2.store.artifacts import file_sha256
+from pytest_sme2.store.files import ensure_dir
 
 #: ``Iteration 3 of 30: 0.079408 ms`` as executor_runner logs it (the file:line prefix varies by version).
 ITERATION_LINE = re.compile(r"Iteration (\d+) of (\d+): ([0-9.eE+-]+) ms")
@@ -186,7 +186,7 @@ class HostRunner(BinaryBuilds):
         return {**host_facts(), "runner": self.name, "runner_sha256": self.build_hashes()}
 
     def identity(self) -> Mapping[str, Any]:
-        """This machine's :class:`~pytest_sme2.identity.DeviceIdentity` as a dict (no runner hashes)."""
+        """This machine's :class:`~pytest_sme2.device.identity.DeviceIdentity` as a dict (no runner hashes)."""
         return host_identity().to_dict()
 
     def build_identity(self, variant: str | None) -> Mapping[str, Any]:
@@ -638,7 +638,7 @@ LIBRARIES = "libraries"
 #: of what a project builds, so not of the artifact. A Python package directory below them is not "system".
 SYSTEM_LIBRARY_DIRS = ("/lib/", "/lib32/", "/lib64/", "/libx32/", "/usr/")
 _PACKAGE_DIRS = ("/site-packages/", "/dist-packages/", "/usr/local/")
-#: How pytest-sme2's own runner prints its ``/proc/self/maps`` lines (runner_src/sme2_runner.cpp, print_maps).
+#: How pytest-sme2's own runner prints its ``/proc/self/maps`` lines (runners/cpp/sme2_runner.cpp, print_maps).
 MAP_PREFIX = "sme2_runner map: "
 
 
@@ -657,7 +657,7 @@ def loaded_libraries(log_lines: Iterable[str], *, binary: Path | None = None) ->
     executorch patch release, a rebuilt wheel) runs other code. Only pytest-sme2's own runner prints its maps; a
     statically linked ``executor_runner`` has nothing to add.
     """
-    from ..qemu_log import parse_maps
+    from pytest_sme2.evidence.qemu_log import parse_maps
 
     own = str(binary.resolve()) if binary is not None else ""
     out: dict[str, str] = {}

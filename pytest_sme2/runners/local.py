@@ -18,7 +18,7 @@ depends on ``RunRequest.mode``:
   different spans. :func:`timer_overhead_ns` measures the clock's own cost.
 - ``log``: refused; the PyPI wheel's XNNPACK is built without logging.
 
-Every mode also records the evidence of disturbance (see :mod:`pytest_sme2.load`): the CPU time of
+Every mode also records the evidence of disturbance (see :mod:`pytest_sme2.device.load`): the CPU time of
 each execution (``RunResult.cpu_ms``) and, for the block, CPU against wall time, the run delay of
 the runtime's threads and the host's load and steal (``RunResult.load``).
 
@@ -42,16 +42,24 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import file_sha256
-from ..codepaths import SHARED_OBJECTS, runtime_shared_objects
-from ..device import host_identity
-from ..errors import ConfigError, RunnerError, TraceError
-from ..export import load_pte_check
-from ..load import SOURCE_PROCESS, SOURCE_THREAD, BlockLoad, block_load, host_load, involuntary_switches, run_delay_ns
-from ..memory import LOAD_MS, PEAK_KB, PEAK_SOURCE, PeakDelta, PeakSource
-from ..trace import read_etdump
-from .base import MODE_LOG, MODE_TRACE, RunRequest, RunResult, check_threads
-from .host import host_facts, new_run_dir
+from pytest_sme2.device.codepaths import SHARED_OBJECTS, runtime_shared_objects
+from pytest_sme2.device.facts import host_identity
+from pytest_sme2.device.load import (
+    SOURCE_PROCESS,
+    SOURCE_THREAD,
+    BlockLoad,
+    block_load,
+    host_load,
+    involuntary_switches,
+    run_delay_ns,
+)
+from pytest_sme2.errors import ConfigError, RunnerError, TraceError
+from pytest_sme2.evidence.trace import read_etdump
+from pytest_sme2.gate.memory import LOAD_MS, PEAK_KB, PEAK_SOURCE, PeakDelta, PeakSource
+from pytest_sme2.program.export import load_pte_check
+from pytest_sme2.runners.base import MODE_LOG, MODE_TRACE, RunRequest, RunResult, check_threads
+from pytest_sme2.runners.host import host_facts, new_run_dir
+from pytest_sme2.store.artifacts import file_sha256
 
 #: How to get a runtime that records ETDumps; ends every "no per-operator timing" note.
 TRACER_FIX = (
@@ -185,7 +193,7 @@ class LocalRunner:
         }
 
     def identity(self) -> Mapping[str, Any]:
-        """This machine's :class:`~pytest_sme2.identity.DeviceIdentity` as a dict (no runtime versions)."""
+        """This machine's :class:`~pytest_sme2.device.identity.DeviceIdentity` as a dict (no runtime versions)."""
         return host_identity().to_dict()
 
     def build_identity(self, variant: str | None = None) -> Mapping[str, Any]:
@@ -488,7 +496,7 @@ def _measure(method: Any, args: tuple[Any, ...], count: int, pte: Path, threads:
     One runtime thread does all the work on the calling thread, so its CPU clock is the thread's
     own (immune to other Python threads of the process). With several, the pool's workers do part
     of it, so the clock is the whole process's CPU time, and the block's share is taken over
-    ``threads x wall`` (see :attr:`~pytest_sme2.load.BlockLoad.cpu_share`).
+    ``threads x wall`` (see :attr:`~pytest_sme2.device.load.BlockLoad.cpu_share`).
     """
     cpu_clock, source = (time.thread_time_ns, SOURCE_THREAD) if threads <= 1 else (time.process_time_ns, SOURCE_PROCESS)
     before = host_load()

@@ -7,11 +7,11 @@ against the aarch64 executorch wheel, whose XNNPACK carries KleidiAI's SME2 kern
 on/off comparison, and XNNPACK really dispatches SME2 kernels on the first (its operators turn into the packed
 ``PF32``/``PQS8`` ones) and NEON ones on the second.
 
-What this device can tell: which kernels ran (the trace's operator names; with :mod:`pytest_sme2.qemu_log`,
+What this device can tell: which kernels ran (the trace's operator names; with :mod:`pytest_sme2.evidence.qemu_log`,
 QEMU's own log of executed code mapped to the libraries' symbols), whether the two arms compute the same outputs,
 the per-operator breakdown *of emulated time*. What it cannot: device time. QEMU translates every instruction;
 it runs 150-500x slower than native and emulates SME more slowly than NEON, so an emulated SME2 "speedup" says
-nothing about a phone. Its identity carries the emulator (:attr:`~pytest_sme2.identity.DeviceIdentity.emulator`),
+nothing about a phone. Its identity carries the emulator (:attr:`~pytest_sme2.device.identity.DeviceIdentity.emulator`),
 every report labels its latencies as emulated, and the gate never judges a speedup measured here.
 
 SME2 support is probed, never assumed from a version: the runner's ``--probe`` prints ``AT_HWCAP2`` as the
@@ -29,14 +29,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import file_sha256
-from ..device import cpuinfo_features, linux_identity
-from ..errors import ConfigError, RunnerError
-from ..identity import DeviceIdentity
-from ..memory import PeakSource
-from ..qemu_log import ExecutedKernels, read_executed_kernels
-from .base import MODE_TRACE, SME2_OFF, SME2_ON, RunRequest
-from .host import HostRunner, kill_group, wait_with_rusage
+from pytest_sme2.device.facts import cpuinfo_features, linux_identity
+from pytest_sme2.device.identity import DeviceIdentity
+from pytest_sme2.errors import ConfigError, RunnerError
+from pytest_sme2.evidence.qemu_log import ExecutedKernels, read_executed_kernels
+from pytest_sme2.gate.memory import PeakSource
+from pytest_sme2.runners.base import MODE_TRACE, SME2_OFF, SME2_ON, RunRequest
+from pytest_sme2.runners.host import HostRunner, kill_group, wait_with_rusage
+from pytest_sme2.store.artifacts import file_sha256
 
 #: The emulated CPU of each arm. One binary, two CPUs: the on/off comparison by CPU feature.
 CPU_SME2_ON = "max"
@@ -96,7 +96,7 @@ class CpuProbe:
 
 def _host_cpu() -> str:
     """The host CPU that runs the emulator: vendor, family and model (``AuthenticAMD family 25 model 17``)."""
-    from ..device import host_identity
+    from pytest_sme2.device.facts import host_identity
 
     host = host_identity()
     parts = [host.vendor or host.cpu_name or host.arch]
@@ -159,7 +159,7 @@ class QemuRunner(HostRunner):
     """Run ``.pte`` files with one aarch64 runner under QEMU: SME2 on (``-cpu max``) and off (``sme=off``).
 
     ``runner`` is an aarch64 Linux runner that speaks executor_runner's flags (pytest-sme2's own by default,
-    see :func:`pytest_sme2.runner_build.build_runner`); it is both arms' traced build and their timing build
+    see :func:`pytest_sme2.runners.build.build_runner`); it is both arms' traced build and their timing build
     (without ``--etdump_path`` it attaches no tracer). ``sysroot`` is where QEMU finds the aarch64 loader and
     libc (``-L``; empty on an aarch64 host).
     """
@@ -219,7 +219,7 @@ class QemuRunner(HostRunner):
 
     def device_info(self) -> Any:
         """Facts for ``_skip_without_sme2_builds``: the SME2-on CPU reports SME2 (probed)."""
-        from ..device import DeviceInfo
+        from pytest_sme2.device.facts import DeviceInfo
 
         on = self.probes[CPU_SME2_ON]
         return DeviceInfo(kind="qemu", name=f"QEMU {self.version} -cpu {CPU_SME2_ON}", arch="aarch64",

@@ -199,7 +199,7 @@ def trimmed_etdump(data: bytes, keep_blocks: int) -> bytes:
 def run_replay(trace: Path, flags: dict[str, str], *, ignore_count: bool = False) -> None:
     """Replay the first ``--num_executions`` runs of the recording (all of them with ``ignore_count``)."""
     _import_repo()
-    from pytest_sme2.trace import KIND_E2E, KIND_LOAD, read_etdump
+    from pytest_sme2.evidence.trace import KIND_E2E, KIND_LOAD, read_etdump
 
     timeline = read_etdump(trace)
     e2e = timeline.e2e_ms_per_run()

@@ -8,8 +8,8 @@ One concern per module, in the order a run uses them:
   :class:`~pytest_sme2.errors.DeviceError` or :class:`~pytest_sme2.errors.RunnerError` naming the
   serial and the fix; every device command is built from ``shlex.quote``-d arguments.
 - device facts (props, ``/proc/cpuinfo``, cpufreq, thermal, battery) are read in one round trip and
-  parsed in :mod:`pytest_sme2.device` (:func:`~pytest_sme2.device.device_info_from_facts`), like a
-  host's, into a :class:`~pytest_sme2.device.DeviceInfo` and its identity.
+  parsed in :mod:`pytest_sme2.device.facts` (:func:`~pytest_sme2.device.facts.device_info_from_facts`), like a
+  host's, into a :class:`~pytest_sme2.device.facts.DeviceInfo` and its identity.
 - :mod:`.deploy` — files on the device by content, under ``/data/local/tmp/pytest_sme2``:
   ``<sha256[:16]>/<file name>``, pushed to a ``.part`` name, verified with ``sha256sum`` on the device,
   renamed into place, then marked; ``runs/<unique id>/`` holds one run's trace.
@@ -21,14 +21,26 @@ One concern per module, in the order a run uses them:
 
 from __future__ import annotations
 
-from ...device import ANDROID_FACTS_SCRIPT as FACTS_SCRIPT
-from ...device import device_info_from_facts, parse_battery, parse_getprop
-from .adb import COMMAND_TIMEOUT, AdbLink
-from .conditions import HOT_STATUS, THERMAL_NAMES, parse_mask, thermal_invalid_reason, thermal_name
-from .deploy import REMOTE_ROOT, Deployed
-from .run import TIMEOUT_EXIT
-from .runner import AndroidRunner
-from .selection import AttachedDevice, choose_serial, parse_serials, state_error, worker_index
+from pytest_sme2.device.facts import ANDROID_FACTS_SCRIPT as FACTS_SCRIPT
+from pytest_sme2.device.facts import device_info_from_facts, parse_battery, parse_getprop
+from pytest_sme2.runners.android.adb import COMMAND_TIMEOUT, AdbLink
+from pytest_sme2.runners.android.conditions import (
+    HOT_STATUS,
+    THERMAL_NAMES,
+    parse_mask,
+    thermal_invalid_reason,
+    thermal_name,
+)
+from pytest_sme2.runners.android.deploy import REMOTE_ROOT, Deployed
+from pytest_sme2.runners.android.run import TIMEOUT_EXIT
+from pytest_sme2.runners.android.runner import AndroidRunner
+from pytest_sme2.runners.android.selection import (
+    AttachedDevice,
+    choose_serial,
+    parse_serials,
+    state_error,
+    worker_index,
+)
 
 __all__ = [
     "COMMAND_TIMEOUT", "FACTS_SCRIPT", "HOT_STATUS", "REMOTE_ROOT", "THERMAL_NAMES", "TIMEOUT_EXIT",

@@ -16,8 +16,8 @@ from typing import TypeVar
 
 import adbutils
 
-from ...errors import DeviceError, RunnerError, Sme2Error, tail
-from .selection import AttachedDevice, choose_serial, state_error
+from pytest_sme2.errors import DeviceError, RunnerError, Sme2Error, tail
+from pytest_sme2.runners.android.selection import AttachedDevice, choose_serial, state_error
 
 T = TypeVar("T")
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from ...device import DeviceInfo, cpu_mask, parse_thermal_status
-from ...errors import ConfigError, DeviceError, RunnerError
-from .adb import AdbLink, join_args
+from pytest_sme2.device.facts import DeviceInfo, cpu_mask, parse_thermal_status
+from pytest_sme2.errors import ConfigError, DeviceError, RunnerError
+from pytest_sme2.runners.android.adb import AdbLink, join_args
 
 THERMAL_NAMES = ("NONE", "LIGHT", "MODERATE", "SEVERE", "CRITICAL", "EMERGENCY", "SHUTDOWN")
 #: A run is invalid when the thermal status before or after it is at least this. 1 (LIGHT) is where

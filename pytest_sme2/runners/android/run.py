@@ -17,11 +17,11 @@ from typing import Any
 
 import adbutils
 
-from ...errors import DeviceError, RunnerError, tail
-from ..base import RunRequest, inputs_argv
-from ..host import BUILD_HINT
-from .adb import AdbLink, join_args, quote, storage_hint
-from .deploy import Deployed
+from pytest_sme2.errors import DeviceError, RunnerError, tail
+from pytest_sme2.runners.android.adb import AdbLink, join_args, quote, storage_hint
+from pytest_sme2.runners.android.deploy import Deployed
+from pytest_sme2.runners.base import RunRequest, inputs_argv
+from pytest_sme2.runners.host import BUILD_HINT
 
 #: Exit status of ``timeout`` (toybox and coreutils) when it had to stop the command.
 TIMEOUT_EXIT = 124

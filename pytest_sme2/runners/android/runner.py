@@ -24,11 +24,22 @@ from typing import Any
 
 import adbutils
 
-from ...artifacts import file_sha256
-from ...device import ANDROID_FACTS_SCRIPT, DeviceInfo, device_info_from_facts
-from ...errors import ConfigError, DeviceError, Sme2Error
-from ...export import load_pte_check
-from ..base import (
+from pytest_sme2.device.facts import ANDROID_FACTS_SCRIPT, DeviceInfo, device_info_from_facts
+from pytest_sme2.errors import ConfigError, DeviceError, Sme2Error
+from pytest_sme2.program.export import load_pte_check
+from pytest_sme2.runners.android.adb import AdbLink, join_args, quote
+from pytest_sme2.runners.android.conditions import (
+    HOT_STATUS,
+    parse_mask,
+    pin_mask,
+    read_thermal,
+    set_fixed_performance,
+    thermal_invalid_reason,
+)
+from pytest_sme2.runners.android.deploy import REMOTE_ROOT, Deployed, deploy, remote_path
+from pytest_sme2.runners.android.run import device_command, exit_error, pull_trace, run_on_device
+from pytest_sme2.runners.android.selection import parse_serials
+from pytest_sme2.runners.base import (
     MODE_LOG,
     MODE_TIMING,
     MODE_TRACE,
@@ -39,12 +50,8 @@ from ..base import (
     RunResult,
     check_threads,
 )
-from ..host import BUILD_HINT, DEFAULT_TRACE_NAME, new_run_dir, result_from_log, result_from_trace
-from .adb import AdbLink, join_args, quote
-from .conditions import HOT_STATUS, parse_mask, pin_mask, read_thermal, set_fixed_performance, thermal_invalid_reason
-from .deploy import REMOTE_ROOT, Deployed, deploy, remote_path
-from .run import device_command, exit_error, pull_trace, run_on_device
-from .selection import parse_serials
+from pytest_sme2.runners.host import BUILD_HINT, DEFAULT_TRACE_NAME, new_run_dir, result_from_log, result_from_trace
+from pytest_sme2.store.artifacts import file_sha256
 
 #: The logcat tag XNNPACK logs under on Android.
 LOGCAT_TAG = "XNNPACK"
@@ -167,7 +174,7 @@ class AndroidRunner(BinaryBuilds):
     # ------------------------------------------------------------------------------ identity
 
     def identity(self) -> Mapping[str, Any]:
-        """The phone's :class:`~pytest_sme2.identity.DeviceIdentity` as a dict: cores, ISA, SoC, model, SDK."""
+        """The phone's :class:`~pytest_sme2.device.identity.DeviceIdentity` as a dict: cores, ISA, SoC, model, SDK."""
         return self.device_info().identity().to_dict()
 
     def build_identity(self, variant: str | None) -> Mapping[str, Any]:

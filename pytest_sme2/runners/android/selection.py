@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...errors import ConfigError, DeviceError
+from pytest_sme2.errors import ConfigError, DeviceError
 
 _WORKER = re.compile(r"gw(\d+)$")
 

@@ -1,0 +1,164 @@
+"""Two builds of one model measured as a pair (SME2 off/on, or two backends): measured, judged and reported here.
+
+The speedup ``median(off) / median(on)`` means something only between measurements taken together: the pair's
+arms run in interleaved blocks (ABBA..., :func:`~pytest_sme2.measure.profile.measure_pair`), so drift and the machine's
+state hit both alike. This module is the one place that
+
+- measures a pair (:func:`measure_on_off`; :func:`profile_on_off` for a registered variant pair), and names the
+  SME2-off arm in the measured arm's artifact (:func:`with_off_arm`: the speedup depends on it, so a new SME2-off
+  runner is a changed artifact);
+- judges the speedup on **its own interleaved pair**, and confirms a failing or undecided one by measuring the
+  **pair** again (:func:`decide_speedup`) — never the off arm of one measurement over the on arm of another (the
+  same-session comparison with a baseline measures the on arm a second time, beside the baseline's artifact,
+  minutes later: that measurement judges latency, not the speedup);
+- merges that check into the test's verdict (:func:`with_speedup`) and builds what the reports render from the
+  decided check (:func:`report_of`): every report shows the gated number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pytest_sme2.errors import ConfigError
+from pytest_sme2.evidence.categories import CategoryRules
+from pytest_sme2.evidence.kernels import KernelLog
+from pytest_sme2.evidence.qemu_log import ExecutedKernels
+from pytest_sme2.gate.decide import Comparison, GateConfig, Samples, Verdict, decide, overall, speedup_check
+from pytest_sme2.measure.profile import ExportedLike, Measurement, Profile, Progress, measure_pair
+from pytest_sme2.runners.base import SME2_OFF, SME2_ON, Runner
+from pytest_sme2.store.artifacts import Artifact
+
+#: The checks :func:`decide_speedup` contributes to a verdict.
+SPEEDUP_CHECKS = ("speedup", "min_speedup")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two interleaved measurements of one model: ``off`` the slower build (SME2 off, or a backend), ``on`` the one
+    checked against the baseline (SME2 on, or the faster backend); labels name them in reports."""
+
+    off: Profile
+    on: Profile
+    off_label: str = "SME2 off"
+    on_label: str = "SME2 on"
+
+    def samples(self) -> tuple[Samples, Samples]:
+        """The speedup's samples, ``(off, on)``: both from this one interleaved measurement."""
+        return self.off.samples(), self.on.samples()
+
+
+def with_off_arm(on: Profile, off: Profile) -> Profile:
+    """``on`` with its artifact's recipe naming the off arm's program and build: what the pair's speedup is over."""
+    if on.artifact is None or off.artifact is None:
+        return on
+    off_arm = {"pte_sha256": off.artifact.pte_sha256,
+               "build": {k: v for k, v in off.artifact.build.items() if k != "path"}}
+    artifact = replace(on.artifact, recipe={**on.artifact.recipe, "off_arm": off_arm})
+    return replace(on, artifact=artifact)
+
+
+def measure_on_off(runner: Runner, off: Measurement, on: Measurement, *,
+                   kernel_logs: Sequence[KernelLog | None] = (), executed: Sequence[ExecutedKernels | None] = (),
+                   rules: CategoryRules | None = None, progress: Progress | None = None, what: str = "",
+                   off_label: str = "SME2 off", on_label: str = "SME2 on") -> Pair:
+    """Measure ``off`` and ``on`` in interleaved blocks: one :class:`Pair`."""
+    a, b = measure_pair(runner, off, on, kernel_logs=kernel_logs, rules=rules, progress=progress,
+                        what=what or f"{on.label} {off_label}/{on_label}", executed=executed)
+    return Pair(a, with_off_arm(b, a), off_label, on_label)
+
+
+def remeasure(runner: Runner, pair: Pair, *, rules: CategoryRules | None = None,
+              progress: Progress | None = None) -> Pair:
+    """The same pair measured again, both arms, interleaved (their own programs, builds and settings)."""
+    if pair.off.measurement is None or pair.on.measurement is None:
+        raise ConfigError("this pair does not say how it was measured (it was read from an old results file)")
+    return measure_on_off(runner, pair.off.measurement, pair.on.measurement, rules=rules, progress=progress,
+                          what=f"{pair.on.measurement.label} {pair.off_label}/{pair.on_label} (confirming)",
+                          off_label=pair.off_label, on_label=pair.on_label)
+
+
+def decide_speedup(pair: Pair, config: GateConfig, measure_again: Callable[[], Pair] | None) -> Verdict:
+    """The pair's speedup check, decided on the pair and confirmed on a re-measured pair (:func:`gate.decide`'s rule).
+
+    Only the speedup: budgets and the comparison with a baseline are the latency verdict's.
+    """
+    own = replace(config, p50_ms=None, p90_ms=None)
+    off, on = pair.samples()
+
+    def again() -> tuple[Samples | None, Samples, Samples | None]:
+        assert measure_again is not None
+        fresh = measure_again()
+        o, n = fresh.samples()
+        return None, n, o
+
+    # The pair is measured in this session, interleaved: a same-session design, confirmed like one.
+    return decide((None, on, off), again if measure_again is not None else None, own, comparison=Comparison.SESSION)
+
+
+def with_speedup(verdict: Verdict, speedup: Verdict) -> Verdict:
+    """``verdict`` (latency, budgets, evidence) with the pair's speedup check (and its validity, if only it failed)."""
+    names = {c.name for c in verdict.checks}
+    checks = (*verdict.checks, *(c for c in speedup.checks if c.name not in names))
+    return replace(verdict, checks=checks, status=overall(checks), attempts=max(verdict.attempts, speedup.attempts))
+
+
+def report_of(pair: Pair, verdict: Verdict, *, emulated: bool) -> Any:
+    """What the reports render for the pair (:class:`~pytest_sme2.report.comparison.OnOffComparison`), with the
+    verdict's speedup check: the number gated is the number shown."""
+    from pytest_sme2.report.comparison import builds_sentence, compare_on_off
+
+    off, on = pair.off, pair.on
+    builds = builds_sentence(_build(off.artifact), _build(on.artifact), pair.off_label,
+                             pair.on_label) if off.variant == SME2_OFF else ""
+    # A verdict without a speedup check (an invalid measurement) still shows the pair's ratio: on the samples the
+    # gate would have judged (the latency runs), advisory — never a ratio of other runs.
+    speedup = verdict.speedup or speedup_check(*pair.samples(), GateConfig(emulated=emulated))
+    return compare_on_off(off.analysis, on.analysis, speedup=speedup, off_label=pair.off_label,
+                          on_label=pair.on_label, emulated=emulated, builds=builds)
+
+
+def _build(artifact: Artifact | None) -> Mapping[str, Any]:
+    return artifact.build if artifact is not None else {}
+
+
+def profile_on_off(
+    exported: ExportedLike,
+    runner: Runner,
+    *,
+    runs: int,
+    warmup: int = 1,
+    threads: int = 1,
+    out_dir: Any = None,
+    blocks: int = 4,
+    timeout_s: float = 600.0,
+    kernel_logs: Mapping[str, KernelLog] | None = None,
+    label: str | None = None,
+    latency: str | None = None,
+    rules: CategoryRules | None = None,
+    progress: Progress | None = None,
+) -> Pair:
+    """Measure the SME2-off and SME2-on builds of ``runner`` in interleaved blocks."""
+    available = runner.variants()
+    missing = [v for v in (SME2_ON, SME2_OFF) if v not in available]
+    if missing:
+        raise ConfigError(
+            f"the {runner.name} runner has no {' / '.join(missing)} build: an SME2 on/off comparison needs two "
+            "executor_runner builds (--sme2-runner for SME2 on, --sme2-runner-off for SME2 off)"
+        )
+    settings: dict[str, Any] = {"runs": runs, "warmup": warmup, "threads": threads, "blocks": blocks,
+                                "timeout_s": timeout_s, "label": label}
+    if out_dir is not None:
+        settings["out_dir"] = out_dir
+    if latency is not None:
+        settings["latency"] = latency
+    base = Measurement.of(exported, **settings)
+    logs = kernel_logs or {}
+    return measure_on_off(runner, replace(base, variant=SME2_OFF), replace(base, variant=SME2_ON),
+                          kernel_logs=(logs.get(SME2_OFF), logs.get(SME2_ON)), rules=rules, progress=progress,
+                          what=f"{exported.name} SME2 off/on")
+
+
+__all__ = ["SPEEDUP_CHECKS", "Pair", "decide_speedup", "measure_on_off", "profile_on_off", "remeasure", "report_of",
+           "with_off_arm", "with_speedup"]
