@@ -1,7 +1,7 @@
 """Statistics the gate does not use, kept where they are used: tests and benchmarks.
 
 The gate's former ratio interval (a two-stage block bootstrap, :func:`ratio_of_medians_ci`), kept so that
-tests/test_intervals.py and benchmarks/coverage.py can show on the same data why the block intervals of
+tests/gate/test_intervals.py and benchmarks/coverage.py can show on the same data why the block intervals of
 :mod:`pytest_sme2.gate.stats` replaced it (it under-covers with 5 blocks); a bootstrap interval of one sample's
 quantile (:func:`median_ci`, the benchmarks' summaries); the smallest Mann-Whitney p; the rank test on
 block medians (:func:`block_rank_p`); and Benjamini-Hochberg. Moved out of the package (issue 18: the
@@ -58,7 +58,7 @@ def _bootstrap_medians(
     return medians
 
 
-# The gate's former interval, kept only so that tests/test_intervals.py and benchmarks/coverage.py can
+# The gate's former interval, kept only so that tests/gate/test_intervals.py and benchmarks/coverage.py can
 # show on the same data why it was replaced by the block intervals below (it under-covers with 5 blocks).
 def ratio_of_medians_ci(
     baseline: Sequence[float] | np.ndarray,
@@ -76,7 +76,7 @@ def ratio_of_medians_ci(
     :func:`_bootstrap_medians`). A ratio above 1 means the candidate is slower.
 
     With few blocks this under-covers: 93.2 % for a nominal 95 % with 5 vs 5 drifting blocks
-    (tests/test_intervals.py). To judge two arms measured in blocks use :func:`block_ratio_ci`.
+    (tests/gate/test_intervals.py). To judge two arms measured in blocks use :func:`block_ratio_ci`.
     """
     a, b = _array(baseline), _array(candidate)
     if a.size == 0 or b.size == 0:

@@ -10,7 +10,7 @@ plugin measures. Arms alternate A B B A A B ... (each pair reverses the order of
 neither arm always runs first. Every execution time is kept (warm-ups included, in microseconds
 rounded to 10 ns) with each block's start time and arm, plus the machine's load average.
 
-``benchmarks/coverage.py`` (and ``tests/test_intervals.py``) read the file this writes.
+``benchmarks/coverage.py`` (and ``tests/gate/test_intervals.py``) read the file this writes.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from history.test_history import _store_with_step, record, run
 from test_cli import _results
-from test_history import _store_with_step, record, run
 from test_reliability import TOY_INPUT, TOY_PTE, TOY_TRACE, _replay_project
 
 from pytest_sme2.cli import main

@@ -2,7 +2,7 @@
 
 The warnings and log records below are raised the way the real ones are (attributed to a file inside
 the installed torch or executorch package, on the ``torchao`` logger, written to fd 2 by C code); the
-end-to-end check with a real export and a real runtime is in ``test_user_project.py``.
+end-to-end check with a real export and a real runtime is in ``plugin/test_user_project.py``.
 """
 
 from __future__ import annotations

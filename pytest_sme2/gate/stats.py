@@ -173,7 +173,7 @@ def _rankdata(x: np.ndarray) -> np.ndarray:
 # whatever the distribution of block medians — bursts included — as long as blocks are independent
 # and the candidate's block medians are the baseline's shifted (by a factor, on the ratio scale).
 # The two-stage block bootstrap (ratio_of_medians_ci) leans on asymptotics that 5 blocks do not
-# reach: 95 % nominal, ~91 % real (tests/test_intervals.py).
+# reach: 95 % nominal, ~91 % real (tests/gate/test_intervals.py).
 
 #: Rank sums beyond this many (subset size x largest total) use the normal approximation: exact
 #: counting is for block medians (tens), not for thousands of runs.
@@ -292,7 +292,7 @@ class BlockEffect:
     Both estimate the same number — the factor between the arms' typical run times — when blocks of
     the two arms differ only by that factor; the headline weighs runs, the interval weighs blocks, so
     a disturbed block moves them differently and the headline can fall outside the interval (never in
-    2000 simulated A/A comparisons per scenario of tests/test_intervals.py; in 0-1 % of the real
+    2000 simulated A/A comparisons per scenario of tests/gate/test_intervals.py; in 0-1 % of the real
     comparisons of benchmarks/gate_power.py). Verdicts come from the interval only.
     ``interval.estimate`` is the headline, so a message prints one number.
 

@@ -8,7 +8,7 @@ the session's false-alarm rate is at most the sum of its tests' (:func:`suite_fa
 kept when every test's rate is at most 5 % / N. For a same-session comparison the rate is measured on the project's
 real recorded A/A rounds in consecutive windows (``benchmarks/ci_green.py``): 0 regressions in 3,330 windows across
 five programs at the example suite's 10 % margin, so its 12 changed-program tests stay inside the budget
-(``tests/test_suite.py`` checks it on the recordings). A stored comparison (another session's samples) is where the
+(``tests/gate/test_suite.py`` checks it on the recordings). A stored comparison (another session's samples) is where the
 budget breaks: one machine state moves every test together, so N tests share one false alarm. Hence the second rule.
 
 **N regressions, or the machine?** A comparison with stored samples (``stored``, ``runtime``) cannot tell a slower

@@ -24,10 +24,10 @@ from pytest_sme2.analysis.run import Analysis, analyze, analyze_e2e, merge
 from pytest_sme2.errors import ConfigError
 from pytest_sme2.evidence.trace import Timeline, read_etdump
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 TRACES = sorted(DATA.glob("*.etdump"))
 TRACE_IDS = [p.name.removesuffix(".etdump") for p in TRACES]
-N1000 = (Path(__file__).parent.parent / "benchmarks" / "data"
+N1000 = (Path(__file__).parents[2] / "benchmarks" / "data"
          / "mobilenet_v3_small_like_fp32_xnnpack_simd-on_t1_n1000.etdump")
 CATS = ("Convolution", "GEMM", "Data Movement", "Elementwise", "Other")
 NAMED = CATS[:4]

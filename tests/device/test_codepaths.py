@@ -24,7 +24,7 @@ from pytest_sme2.runners.host import HostRunner
 from pytest_sme2.store.artifacts import Artifact, ArtifactStore
 from pytest_sme2.store.baseline import BaselineStore
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 TOY_TRACE = DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"
 TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"
 TOY_INPUT = DATA / "toy_cnn_input_fp32.bin"

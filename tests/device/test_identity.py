@@ -33,7 +33,7 @@ from pytest_sme2.errors import ConfigError, DeviceError, RunnerError
 from pytest_sme2.runners.host import HostRunner
 from pytest_sme2.runners.local import LocalRunner
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 DEVICE = DATA / "device"
 ZEN3 = (DEVICE / "cpuinfo_zen3_epyc_2cpu.txt").read_text()
 ZEN4 = (DEVICE / "cpuinfo_zen4_epyc_2cpu.txt").read_text()
@@ -305,7 +305,7 @@ def test_short_names_and_differences_of_the_committed_baselines_identities() -> 
     """What the once-per-session line says of another device (issue 30): a few words, not the identity's dict."""
     from pytest_sme2.device.identity import short_differences, short_name
 
-    root = Path(__file__).resolve().parent.parent / ".sme2_baselines"
+    root = Path(__file__).resolve().parents[2] / ".sme2_baselines"
     zen3, zen4 = (json.loads((root / f"example_models_test_toy_cnn.py_test_latency_fp32-portable--8fe1e3d5c8@{i}.json")
                              .read_text())["identity"] for i in ("1d4c0669c20d", "abc88a945309"))
     emulated = next(root.glob("example_models_test_toy_cnn.py_test_sme2_speedup--*.json"))

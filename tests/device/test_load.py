@@ -39,7 +39,7 @@ from pytest_sme2.runners.base import MODE_TIMING, RunRequest, RunResult
 from pytest_sme2.runners.host import HostRunner, wait_with_rusage
 from pytest_sme2.runners.local import LocalRunner
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 MOBILENET_PTE = DATA / "mobilenet_v3_small_like_fp32_xnnpack.pte"
 MOBILENET_INPUT = DATA / "mobilenet_v3_small_like_input_fp32.bin"
 TOY_TRACE = DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"
@@ -357,7 +357,7 @@ print("spans:", json.dumps(Timed.spans), flush=True)
 def _two_measurements(tmp_path: Path, lock: Path | None) -> list[tuple[list[tuple[float, float]], str]]:
     """Two processes measuring at once (started together once both are past their imports); each one's run spans
     and its output."""
-    script = _MEASURE_SCRIPT.format(tests=str(Path(__file__).parent), trace=str(TOY_TRACE), pte=str(TOY_PTE),
+    script = _MEASURE_SCRIPT.format(tests=str(Path(__file__).parents[1]), trace=str(TOY_TRACE), pte=str(TOY_PTE),
                                     inputs=str(TOY_INPUT))
     tmp_path.mkdir(parents=True, exist_ok=True)
     go = tmp_path / "go"
@@ -401,7 +401,7 @@ def test_two_processes_measuring_on_one_host_never_overlap(tmp_path: Path) -> No
 def _recorded_block(name: str) -> list[BlockLoad]:
     """The blocks ``name`` of benchmarks/results/disturbance.json (real MobileNetV3 blocks on this project's 2-CPU VM)
     as :class:`BlockLoad` s: CPU/wall, run delay, host busy and steal shares as measured (over 1 s of wall time)."""
-    data = json.loads((Path(__file__).parent.parent / "benchmarks" / "results" / "disturbance.json").read_text())
+    data = json.loads((Path(__file__).parents[2] / "benchmarks" / "results" / "disturbance.json").read_text())
     threads = int(name[1])
     return [BlockLoad(source=SOURCE_THREAD if threads == 1 else SOURCE_PROCESS,
                       cpu_s=b["block_cpu_share"] * threads, wall_s=1.0, threads=threads, cpus=2,

@@ -25,7 +25,7 @@ from pytest_sme2.evidence.qemu_log import (
     read_executed_kernels,
 )
 
-FIXTURE = Path(__file__).parent / "qemu_fixture"
+FIXTURE = Path(__file__).parents[1] / "qemu_fixture"
 SYSROOT = Path("/usr/aarch64-linux-gnu")
 CC = shutil.which("aarch64-linux-gnu-gcc")
 QEMU = shutil.which("qemu-aarch64")

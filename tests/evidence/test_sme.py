@@ -38,7 +38,7 @@ from pytest_sme2.report.html import html_section
 from pytest_sme2.report.markdown import render_markdown
 from pytest_sme2.results import SessionResults, TestResult
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 # The ETDump names of one .pte under qemu-aarch64 11.1.3, -cpu max vs -cpu max,sme=off (executorch 1.5.1).
 SME2_ON = ["Convolution (NHWC, PF32) IGEMM #1", "Fully Connected (NC, PF32) GEMM #1",
            "Convolution (NHWC, PQS8, QS8, QC8W) IGEMM #2", "Fully Connected (NC, PQS8, QC8W) GEMM #1"]

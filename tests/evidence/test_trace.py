@@ -29,7 +29,7 @@ from pytest_sme2.evidence.trace import (
     read_etdump,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 TRACES = sorted(DATA.glob("*.etdump"))
 TRACE_IDS = [p.name.removesuffix(".etdump") for p in TRACES]
 CONTAINERS = {"Method::execute", "DELEGATE_CALL", "OPERATOR_CALL"}

@@ -27,7 +27,7 @@ from pytest_sme2.history.calibration import HistoryCalibration
 from pytest_sme2.history.records import HistoryRecord, RunInfo
 from pytest_sme2.history.store import HistoryStore
 
-SESSIONS = Path(__file__).parent.parent / "benchmarks" / "data" / "history_toy_cnn_sessions.jsonl"
+SESSIONS = Path(__file__).parents[2] / "benchmarks" / "data" / "history_toy_cnn_sessions.jsonl"
 TEST_ID = "test_perf.py::test_latency"
 
 
@@ -204,7 +204,7 @@ def test_judge_calibrates_a_runtime_change_from_the_history(tmp_path: Path) -> N
     from pytest_sme2.store.artifacts import ArtifactStore
     from pytest_sme2.store.baseline import BaselineStore
 
-    data = Path(__file__).parent / "data"
+    data = Path(__file__).parents[1] / "data"
     runner = LocalRunner()
     m = Measurement.of(ProgramFile(data / "toy_cnn_fp32_xnnpack.pte", (data / "toy_cnn_input_fp32.bin",), "fp32",
                                    "xnnpack"), runs=3, warmup=1, blocks=4, out_dir=tmp_path / "runs", busy_limit=1.0)

@@ -5,16 +5,16 @@ they need another file's fixtures or helpers (pytester sessions with the plugin'
 the CLI's summaries, the interval simulations); those stay where they are and are listed here.
 
 defect 1 (re-measuring the wrong profile):
-    tests/test_plugin.py::test_checking_one_profile_never_remeasures_another
+    tests/plugin/test_plugin.py::test_checking_one_profile_never_remeasures_another
 defect 2 (invalid measurements leak):
     test_an_invalid_measurement_never_becomes_a_baseline_and_strict_fails_it;
-    tests/test_plugin.py::test_too_few_samples_is_inconclusive_and_strict_fails (strict fails inconclusive);
+    tests/plugin/test_plugin.py::test_too_few_samples_is_inconclusive_and_strict_fails (strict fails inconclusive);
     tests/test_cli.py::test_compare_keeps_an_analysis_summarys_invalid_reason;
     tests/test_cli.py::test_compare_reports_tests_missing_from_the_new_results_and_fails
 defect 3 (category thresholds that stop gating):
     test_a_category_at_zero_ms_with_its_own_threshold_gates_in_ms;
     test_a_category_threshold_without_per_operator_data_says_so;
-    tests/test_intervals.py::test_difference_scale_for_categories_at_zero_ms (the interval in ms)
+    tests/gate/test_intervals.py::test_difference_scale_for_categories_at_zero_ms (the interval in ms)
 defect 4 (Other can go negative):
     test_inner_events_inside_a_recorded_operator_add_nothing;
     test_overlapping_leaf_events_count_their_union;
@@ -23,30 +23,30 @@ defect 5 (the runner's result is checked):
     test_host_runner_refuses_a_runner_that_ignores_num_executions;
     test_android_runner_refuses_a_runner_that_ignores_num_executions;
     test_a_runner_log_without_its_success_line_is_an_error;
-    tests/test_runners.py::test_replay_of_fewer_runs_is_the_recordings_first_runs and
+    tests/runners/test_runners.py::test_replay_of_fewer_runs_is_the_recordings_first_runs and
     ::test_replay_of_more_runs_than_recorded_fails (the stand-in honours --num_executions)
 defect 6 (status after the check):
     test_a_test_failing_after_check_is_failed_not_pass
 defect 7 (several numbers for one thing):
     test_one_current_median_per_result_and_which_samples_it_is_from;
     test_the_sme2_speedup_is_computed_once_and_confirmed_like_latency;
-    tests/test_plugin.py::test_real_slowdown_fails_with_interval (one median in the results JSON)
-defect 8 (intervals that under-cover), all in tests/test_intervals.py (its simulation helpers and real A/A data):
+    tests/plugin/test_plugin.py::test_real_slowdown_fails_with_interval (one median in the results JSON)
+defect 8 (intervals that under-cover), all in tests/gate/test_intervals.py (its simulation helpers and real A/A data):
     ::test_block_interval_covers_at_least_94_percent_under_drift;
     ::test_the_old_two_stage_bootstrap_fails_the_same_coverage_check;
     ::test_block_rank_test_false_positives_stay_at_or_below_alpha_under_drift;
     ::test_block_interval_covers_real_interleaved_aa_blocks
 defect 9 (margin asymmetry):
-    tests/test_intervals.py::test_margin_rule_is_non_inferiority_and_the_words_say_so
+    tests/gate/test_intervals.py::test_margin_rule_is_non_inferiority_and_the_words_say_so
 
 Issue 18 (the gate where CI lives), mapped the same way:
 
 issue 18 defect 1 (the reference was never seeded in CI): seeding and ordering; a runtime change is its own
 verdict (``runtime``: the stored rule, named, saying what it can catch) rather than a reference measured on the
 baseline's runtime (README "What a test is compared with" says why):
-    tests/test_reference_seeding.py::test_an_unchanged_run_seeds_the_artifact_store;
-    tests/test_reference_seeding.py::test_the_store_removes_what_a_killed_writer_left;
-    tests/test_reference_seeding.py::test_a_runtime_change_is_its_own_verdict_and_says_what_it_can_catch;
+    tests/store/test_artifacts.py::test_an_unchanged_run_seeds_the_artifact_store;
+    tests/store/test_artifacts.py::test_the_store_removes_what_a_killed_writer_left;
+    tests/store/test_artifacts.py::test_a_runtime_change_is_its_own_verdict_and_says_what_it_can_catch;
     test_a_runners_non_system_shared_libraries_are_part_of_its_build (a runner's libraries: ``runtime`` too)
 issue 18 defect 3 (the SME2 speedup mixed measurements that were not interleaved):
     test_a_changed_models_speedup_is_judged_on_its_own_pair_and_reported_as_gated;
@@ -57,8 +57,8 @@ issue 18 defect 2 (category checks ignored the comparison; one rule per comparis
     test_one_rule_per_comparison_kind_widens_and_maps_every_relative_check_alike
 issue 18 defect 4 (paired designs analysed as unpaired; the paired signed-rank interval, stats.paired_ratio_ci):
     test_an_interleaved_pair_carries_its_rounds_and_the_gate_judges_it_paired;
-    tests/test_intervals.py::test_same_session_rounds_are_judged_paired_so_drift_between_rounds_cancels (real A/A
-    rounds with drift, paired vs unpaired); tests/test_intervals.py::
+    tests/gate/test_intervals.py::test_same_session_rounds_are_judged_paired_so_drift_between_rounds_cancels (real A/A
+    rounds with drift, paired vs unpaired); tests/gate/test_intervals.py::
     test_paired_interval_is_the_signed_rank_walsh_interval_and_its_test_is_scipys; coverage and power on real
     measurements for every comparison kind: benchmarks/gate_paired.py (tests/test_benchmarks.py runs it --quick)
 issue 18 defect 6 (confirmation decides on pooled blocks both ways; absolute checks of unchanged artifacts):
@@ -74,18 +74,18 @@ precision rule for every other measurement; errors with the stopping rules in pl
     test_a_precise_measurement_stops_after_six_blocks_and_a_noisy_one_runs_them_all;
     test_a_pair_outside_a_same_session_comparison_stops_when_both_arms_are_precise
 issue 18 defect 5 (green could mean nothing was gated):
-    tests/test_fail_closed.py::test_in_ci_a_missing_baseline_fails_with_the_command_and_on_a_laptop_it_records;
-    tests/test_fail_closed.py::test_ci_opts_in_to_record_with_fail_on_none;
-    tests/test_fail_closed.py::test_in_ci_a_session_that_gated_nothing_is_not_green;
-    tests/test_fail_closed.py::test_fail_on_names_what_fails_besides_a_regression
+    tests/plugin/test_fail_closed.py::test_in_ci_a_missing_baseline_fails_with_the_command_and_on_a_laptop_it_records;
+    tests/plugin/test_fail_closed.py::test_ci_opts_in_to_record_with_fail_on_none;
+    tests/plugin/test_fail_closed.py::test_in_ci_a_session_that_gated_nothing_is_not_green;
+    tests/plugin/test_fail_closed.py::test_fail_on_names_what_fails_besides_a_regression
 issue 18 defect 7 (``pytest-sme2 compare`` judged two sessions as one):
     tests/test_cli.py::test_compare_refuses_measurements_of_another_identity;
     tests/test_cli.py::test_compare_of_an_unchanged_artifact_is_drift_never_a_failure;
     tests/test_cli.py::test_compare_of_a_changed_artifact_takes_the_stored_rule_and_the_drift_allowance
 issue 18 defect 8 (parallel workers skewed measurements unflagged):
-    tests/test_load.py::test_two_processes_measuring_on_one_host_never_overlap (the host's measuring lock);
-    tests/test_load.py::test_a_busy_neighbour_on_the_other_core_marks_the_block_disturbed (recorded blocks);
-    tests/test_load.py::test_a_live_block_beside_one_burner_is_disturbed
+    tests/device/test_load.py::test_two_processes_measuring_on_one_host_never_overlap (the host's measuring lock);
+    tests/device/test_load.py::test_a_busy_neighbour_on_the_other_core_marks_the_block_disturbed (recorded blocks);
+    tests/device/test_load.py::test_a_live_block_beside_one_burner_is_disturbed
 issue 18 defect 9 (what the artifact left out could never fail):
     test_runs_warmup_and_the_measuring_code_are_part_of_the_artifact;
     test_a_baseline_without_a_recipe_keeps_working_and_says_what_is_not_compared;
@@ -94,7 +94,7 @@ issue 18 defect 9 (what the artifact left out could never fail):
 issue 18 defect 10 (smaller: seeds, inputs, updates, ticks):
     test_a_readme_style_factory_builds_the_same_weights_and_inputs_every_time (factories under a fixed seed);
     test_inputs_that_differ_from_the_baselines_are_warned_about;
-    tests/test_plugin.py::test_unseeded_marker_inputs_are_warned_about_in_the_terminal (the README's marker, two
+    tests/plugin/test_plugin.py::test_unseeded_marker_inputs_are_warned_about_in_the_terminal (the README's marker, two
     sessions);
     test_update_baseline_keeps_the_previous_baseline_when_the_measurement_failed;
     test_a_category_of_one_xnnpack_operator_allows_a_couple_of_ticks
@@ -140,7 +140,7 @@ from pytest_sme2.runners.host import HostRunner, check_what_ran
 from pytest_sme2.store.artifacts import ArtifactStore, file_sha256
 from pytest_sme2.store.baseline import Baseline, BaselineStore
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 NAMED = ("Convolution", "GEMM", "Data Movement", "Elementwise")
 
 # ------------------------------------------------------------------- defect 4: nested leaf events
@@ -321,7 +321,7 @@ def test_a_category_at_zero_ms_with_its_own_threshold_gates_in_ms() -> None:
 
     (Before: a 0 ms baseline had no ratio, so the check became advisory-inconclusive and passed,
     even with --sme2-strict.) The interval itself is tested in
-    tests/test_intervals.py::test_difference_scale_for_categories_at_zero_ms.
+    tests/gate/test_intervals.py::test_difference_scale_for_categories_at_zero_ms.
     """
     blocks = (4, 4, 3, 3)
     ref = _toy_samples(1, 15, blocks)
@@ -437,7 +437,7 @@ def test_a_readme_style_factory_builds_the_same_weights_and_inputs_every_time() 
     def readme_factory() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
         return torch.nn.Conv2d(3, 8, 3).eval(), (torch.randn(1, 3, 32, 32),)
 
-    spec = ModelSpec("readme_net", readme_factory, "tests/test_gate.py:readme_factory")
+    spec = ModelSpec("readme_net", readme_factory, "tests/gate/test_decide.py:readme_factory")
     torch.manual_seed(123)
     (m1, (x1,)), after_first = spec.build(), torch.rand(3)
     torch.manual_seed(456)

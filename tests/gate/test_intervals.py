@@ -34,7 +34,7 @@ from pytest_sme2.gate.stats import (
     rank_test_p,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the statistics only tests and benchmarks use live in benchmarks/former_stats.py
     sys.path.insert(0, str(ROOT))
 from benchmarks.former_stats import block_rank_p, ratio_of_medians_ci  # noqa: E402

@@ -31,8 +31,8 @@ from pytest_sme2.gate.memory import (
 from pytest_sme2.runners.base import MODE_TIMING, RunRequest
 from pytest_sme2.store.baseline import Baseline
 
-DATA = Path(__file__).parent / "data"
-REPO = Path(__file__).parent.parent
+DATA = Path(__file__).parents[1] / "data"
+REPO = Path(__file__).parents[2]
 PTES = sorted(DATA.glob("*.pte"))
 TOY_FP32 = DATA / "toy_cnn_fp32_xnnpack.pte"
 TOY_PORTABLE = DATA / "toy_cnn_fp32_portable.pte"
@@ -188,7 +188,7 @@ def test_peak_follows_the_comparison_kind(local_memory: Memory) -> None:
 
 def _session_peaks(row: str = "host toy_cnn") -> list[tuple[int, ...]]:
     """The block peaks (KiB) of one runner and program in each of the 5 real sessions of benchmarks/memory_noise.py."""
-    data = json.loads((Path(__file__).parent.parent / "benchmarks" / "results" / "memory_noise.json").read_text())
+    data = json.loads((Path(__file__).parents[2] / "benchmarks" / "results" / "memory_noise.json").read_text())
     return [tuple(s[row]["peak_kb"]) for s in data["sessions"]]
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from pytest_sme2.gate.stats import Interval, mann_whitney_p, summarize, trimmed_mean
 
-if str(Path(__file__).resolve().parent.parent) not in sys.path:  # the statistics only tests and benchmarks use
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if str(Path(__file__).resolve().parents[2]) not in sys.path:  # the statistics only tests and benchmarks use
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.former_stats import (
     BOOTSTRAP_SEED,
     benjamini_hochberg,
@@ -21,7 +21,7 @@ from benchmarks.former_stats import (
     ratio_of_medians_ci,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def _scipy_stats():  # type: ignore[no-untyped-def]

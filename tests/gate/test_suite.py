@@ -27,7 +27,7 @@ from pytest_sme2.gate.suite import (
     together_line,
 )
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

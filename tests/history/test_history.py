@@ -28,7 +28,7 @@ from pytest_sme2.history.series import build_series, steps_of
 from pytest_sme2.history.store import HistoryError, HistoryStore, read_run
 from pytest_sme2.store.files import TMP_PREFIX
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RECORDED = REPO / "benchmarks" / "data" / "history_toy_cnn_sessions.jsonl"
 
 
@@ -355,7 +355,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium (apt install chromium)")
 def test_trend_page_shows_the_steps_in_chromium(project: tuple[Path, dict[str, dict[str, object]], list[str]],
                                                  tmp_path: Path) -> None:
-    from test_browser_report import chromium, png_pixels
+    from report.test_browser import chromium, png_pixels
 
     root, _, commits = project
     page = tmp_path / "trend.html"

@@ -24,7 +24,7 @@ from pytest_sme2.runners.host import HostRunner
 from pytest_sme2.store.artifacts import ArtifactStore
 from pytest_sme2.store.baseline import BaselineStore
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 PTE = DATA / "mobilenet_v3_small_like_fp32_xnnpack.pte"
 INPUT = DATA / "mobilenet_v3_small_like_input_fp32.bin"
 SIMD_ON = DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-on_t1.etdump"

@@ -19,7 +19,7 @@ from pytest_sme2.history.series import build_series, steps_of
 from pytest_sme2.history.store import HistoryStore
 from pytest_sme2.history.trend import MIN_SPAN_PCT, TOP, H, latency_chart, render_page
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BUILDER = REPO / "benchmarks" / "history_store_1000.py"
 CHROMIUM = Path("/usr/bin/chromium")
 PLOT = H - TOP - 46  # the plot's height (BOTTOM = 46)
@@ -51,7 +51,7 @@ def test_a_3_percent_move_is_drawn_as_3_percent_not_as_the_whole_chart(tmp_path:
 
 
 def test_the_page_opens_with_an_overview_of_every_series(tmp_path: Path) -> None:
-    from test_history import recorded
+    from history.test_history import recorded
 
     sizes = recorded("light", 32)[:12] + recorded("light", 36)[:12]  # a real step: input 32x32 -> 36x36
     store = _store(tmp_path, sizes, baseline=sizes[0])
@@ -86,7 +86,7 @@ def _shown_points(dom: str) -> int:
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium (apt install chromium)")
 def test_a_1000_run_history_in_chromium_has_the_overview_charts_and_zoom(tmp_path: Path) -> None:
-    from test_browser_report import png_pixels
+    from report.test_browser import png_pixels
 
     store = tmp_path / "store"
     subprocess.run([sys.executable, str(BUILDER), str(store)], check=True, capture_output=True, timeout=300)

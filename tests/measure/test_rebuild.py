@@ -29,7 +29,7 @@ from pytest_sme2.store.artifacts import Artifact, ArtifactStore
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 #: Five (or, made 20 % heavier, six) identical dense layers: the cost scales with LAYERS, ~1 ms per run here.
 MODELS = '''

@@ -50,7 +50,7 @@ from pytest_sme2.runners.host import HostRunner
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 MN = "mobilenet_v3_small_like_fp32_xnnpack"
 MN_PTE = DATA / f"{MN}.pte"
 MN_INPUT = DATA / "mobilenet_v3_small_like_input_fp32.bin"
@@ -59,7 +59,7 @@ ON_TRACE, OFF_TRACE = DATA / f"{MN}_simd-on_t1.etdump", DATA / f"{MN}_simd-off_t
 ON_TIMING_TRACE = DATA / f"{MN}_simd-on_t2.etdump"
 ON_LOG, OFF_LOG = DATA / f"{MN}_simd-on_t1.xnnlog", DATA / f"{MN}_simd-off_t1.xnnlog"
 #: Not a recording (the recordings are x86): XNNPACK log lines naming real XNNPACK SME2 kernels; see its header.
-SME2_LOG = Path(__file__).parent / "standin" / "sme2_kernels.xnnlog"
+SME2_LOG = Path(__file__).parents[1] / "standin" / "sme2_kernels.xnnlog"
 SME2_LOG_TEXT = SME2_LOG.read_text()
 # Executions per block for the replaying stand-ins: the recordings hold 30, and a timing build must log one
 # Iteration line per execution it was asked for (so no time budget may shrink the runs).

@@ -19,7 +19,7 @@ from pytest_sme2.plugin.reports import nothing_gated
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE_MODELS = Path(__file__).parent.parent / "example_models" / "models.py"
+EXAMPLE_MODELS = Path(__file__).parents[2] / "example_models" / "models.py"
 FAST = ["--sme2-runs", "4", "--sme2-warmup", "1", "--sme2-blocks", "4", "--sme2-busy-limit=100",
         "-p", "no:cacheprovider", "-p", "no:randomly"]
 

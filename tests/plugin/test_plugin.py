@@ -19,9 +19,9 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 #: The example models, named the way a user's project names its models file (nothing imports them by magic).
-EXAMPLE_MODELS = Path(__file__).parent.parent / "example_models" / "models.py"
+EXAMPLE_MODELS = Path(__file__).parents[2] / "example_models" / "models.py"
 
 # The test suite runs under xdist beside other CPU-bound tests: these tests check the gate's logic, not the
 # weather, so the busy-machine check (tested on its own with real CPU burners) is off here.
@@ -77,7 +77,7 @@ SIZE_TEST = """
     SIZE = int(os.environ.get("SME2_TEST_SIZE", "32"))
 
     @pytest.mark.sme2_model("toy_cnn", dtype="fp32", inputs=(torch.ones(1, 3, SIZE, SIZE),))
-    # a test of the latency gate: planned memory grows with the input and may (tests/test_memory.py gates it)
+    # a test of the latency gate: planned memory grows with the input and may (tests/gate/test_memory.py gates it)
     @pytest.mark.sme2_threshold(latency_pct={margin}, planned_pct=900)  # 32x32 -> 96x96 plans +793 %
     def test_toy(exported_model, sme2_runner, sme2_baseline):
         profile = sme2_runner.profile(exported_model)
@@ -252,7 +252,8 @@ def test_first_run_records_then_gates_and_strict_asks_for_the_baseline(run, pyte
     # Blocks of runs, no warm-ups. toy_cnn's 6 runs take ~0.5 ms (Zen 4; ~1.5 ms on Zen 3), under
     # --sme2-min-block-ms (2.4): after the first block the runs grow to fill it, up to 3 x 6 executions with the 2
     # warm-ups (16 runs); the recipe keeps 6. How many depends on the machine's speed (the exact rule is tested on
-    # replayed timings: test_gate.py::test_a_model_too_fast_for_its_blocks_gets_more_runs_per_block_not_another_recipe).
+    # replayed timings: gate/test_decide.py::
+    # test_a_model_too_fast_for_its_blocks_gets_more_runs_per_block_not_another_recipe).
     sizes = data["block_sizes"]
     assert sizes[0] == 6 and len(sizes) == 4 and len(set(sizes[1:])) == 1 and 6 <= sizes[1] <= 16, sizes
     assert len(data["samples_ms"]) == sum(sizes)

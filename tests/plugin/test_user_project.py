@@ -22,7 +22,7 @@ import pytest
 from pytest_sme2 import models
 from pytest_sme2.errors import ModelError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 MY_MODELS = '''
 import torch

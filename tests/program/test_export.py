@@ -33,7 +33,7 @@ from pytest_sme2.program.export import (
 )
 from pytest_sme2.runners.local import LocalRunner
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 #: Max |exported - eager fp32| relative to max |eager fp32|, per dtype. Measured on these models:
 #: fp32 <= 4e-6, fp16 <= 0.017, int8 <= 0.092; a broken program is off by ~1.

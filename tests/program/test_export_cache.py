@@ -17,7 +17,7 @@ import torch
 from pytest_sme2.program.export import META_FILE, PTE_FILE, _entry, _set_aside_damaged, export_model, load_pte_check
 from pytest_sme2.store.artifacts import ArtifactStore, file_sha256
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 #: part of the bad-input tier (tests/test_bad_input.py says what it holds; -m bad_input runs it alone)
 pytestmark = pytest.mark.bad_input
@@ -155,7 +155,7 @@ _EXPORT_ONE = """
 import json, sys
 import torch
 sys.path.insert(0, sys.argv[2])
-from test_cache_repair import INPUTS, TinyLinear
+from program.test_export_cache import INPUTS, TinyLinear
 from pytest_sme2.program.export import export_model, load_pte_check
 
 said = []
@@ -175,9 +175,9 @@ def test_two_processes_repairing_one_damaged_entry_both_succeed_and_it_is_said_o
     entry = first.entry_dir
     program = first.pte_path.read_bytes()
     _cut(entry / PTE_FILE)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]),
                                                          os.environ.get("PYTHONPATH", "")])}
-    procs = [subprocess.Popen([sys.executable, "-c", _EXPORT_ONE, str(tmp_path), str(Path(__file__).parent)],
+    procs = [subprocess.Popen([sys.executable, "-c", _EXPORT_ONE, str(tmp_path), str(Path(__file__).parents[1])],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
     results = []
     for proc in procs:

@@ -1,4 +1,4 @@
-/* A tiny shared library for tests/test_kernels_qemu.py: one exported function runs, one does not, and a
+/* A tiny shared library for tests/evidence/test_qemu_log.py: one exported function runs, one does not, and a
    hidden one runs NEON fmla/sdot and, when the CPU reports SME, an SME outer product (fmopa). */
 #include <sys/auxv.h>
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_reports import TT, on_off_result, regression_result
 
 from pytest_sme2.evidence.categories import CATEGORIES
 from pytest_sme2.report.charts import CATEGORY_COLORS
 from pytest_sme2.results import SessionResults, write_results
+from report.test_reports import TT, on_off_result, regression_result
 
 CHROMIUM = Path("/usr/bin/chromium")
 

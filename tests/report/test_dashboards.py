@@ -26,7 +26,7 @@ from pytest_sme2.measure.profile import Profile
 from pytest_sme2.report.dashboards import BMF, FORMATS, GAB, PYTEST_BENCHMARK, render, schema
 from pytest_sme2.results import SessionResults, TestResult, load_results, write_results
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 TOY = "example_models/test_toy_cnn.py::test_latency[fp32]"
 ONOFF = "example_models/test_mobilenet_v3_small.py::test_simd_speedup"
 EMU = "example_models/test_toy_cnn.py::test_sme2_speedup"
@@ -155,7 +155,7 @@ def test_report_command_writes_each_format(tmp_path: Path, capsys: pytest.Captur
     assert "--format gab takes one results file, got 2" in capsys.readouterr().err
 
 
-EXAMPLE_MODELS = Path(__file__).parent.parent / "example_models" / "models.py"
+EXAMPLE_MODELS = Path(__file__).parents[2] / "example_models" / "models.py"
 
 
 @pytest.mark.slow

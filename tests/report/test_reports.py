@@ -59,7 +59,7 @@ from pytest_sme2.results import (
 from pytest_sme2.runners.base import RunResult
 from pytest_sme2.store.baseline import Baseline
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 TT = "tiny_transformer_fp32_xnnpack"
 MN = "mobilenet_v3_small_like_fp32_xnnpack"
 SVG_NS = "{http://www.w3.org/2000/svg}"

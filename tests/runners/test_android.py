@@ -8,7 +8,7 @@ from the emulated profiles' descriptions, not read back from the profile objects
 The stand-in is here because a recorded trace is the point (exact numbers), or for faults only a scripted runner
 gives on demand (no trace, a file that is not a trace, a hang, a full disk's text while writing). The same path with
 real Arm code — the aarch64 runner on an arm64 phone, SME2 on and off, throttling, crash, timeout, full storage, a
-cut pull, an unplugged phone — is ``tests/test_android_arm64.py``.
+cut pull, an unplugged phone — is ``tests/runners/test_android_arm64.py``.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from pytest_sme2.runners.base import RunRequest
 
 pytestmark = pytest.mark.emulated_device
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parents[1] / "data"
 TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"
 TOY_INPUT = DATA / "toy_cnn_input_fp32.bin"
 

@@ -48,7 +48,7 @@ from pytest_sme2.runners.build import RunnerBuild
 
 pytestmark = pytest.mark.emulated_device
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 #: XNNPACK's GEMM-like operators (convolutions, fully connected) by their event names.
 GEMM = re.compile(r"^(Convolution|Fully Connected) \(")
 #: XNNPACK's packed-LHS types: the SME/KleidiAI paths (this file's rule, from XNNPACK's operator names).

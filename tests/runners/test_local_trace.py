@@ -30,7 +30,7 @@ from pytest_sme2.measure.profile import ProgramFile, disturbance_of, profile_exp
 from pytest_sme2.runners.base import RunRequest, RunResult
 from pytest_sme2.runners.local import LocalRunner
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 MOBILENET = "mobilenet_v3_small_like_fp32_xnnpack.pte"
 #: .pte -> (its input file, executions, the recorded executor_runner trace of the same .pte)
 PROGRAMS = {

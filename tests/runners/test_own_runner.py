@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 #: toy_cnn's exports under test, as "dtype/backend"
 CONFIGS = ["fp32/xnnpack", "fp32/portable", "int8/xnnpack"]
 ITERATION = re.compile(r"^Iteration (\d+) of (\d+): ([0-9.eE+-]+) ms$", re.M)
-EXAMPLE_MODELS = Path(__file__).parent.parent / "example_models" / "models.py"
+EXAMPLE_MODELS = Path(__file__).parents[2] / "example_models" / "models.py"
 
 
 def run_runner(binary: Path, pte: Path, inputs: tuple[Path, ...], *, executions: int, cwd: Path,

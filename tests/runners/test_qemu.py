@@ -35,7 +35,7 @@ from pytest_sme2.store.files import file_lock
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE_MODELS = Path(__file__).parent.parent / "example_models" / "models.py"
+EXAMPLE_MODELS = Path(__file__).parents[2] / "example_models" / "models.py"
 #: Short measurements: these tests check what was run and judged, not a latency (emulated time is no device time).
 PLAIN = ["-p", "no:cacheprovider", "-p", "no:randomly", "-rs"]
 FAST = ["--sme2-busy-limit=100", "--sme2-blocks=2", "--sme2-runs=1", "--sme2-warmup=0", *PLAIN]

@@ -60,7 +60,7 @@ def test_the_plugin_stops_the_session_with_one_line(pytester: pytest.Pytester) -
         def test_on_off(exported_model, sme2_runner):
             sme2_runner.profile_on_off(exported_model)
     """)
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     result = pytester.runpytest_subprocess(
         "--sme2-device=qemu", f"--sme2-qemu={qemu}", f"--sme2-models={root / 'example_models' / 'models.py'}",
         f"--sme2-cache-dir={root / '.sme2_cache'}", "-p", "no:cacheprovider")

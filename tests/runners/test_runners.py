@@ -29,7 +29,7 @@ from pytest_sme2.runners.base import MODE_TIMING, MODE_TRACE, RunRequest
 from pytest_sme2.runners.host import HostRunner, parse_iteration_ms
 from pytest_sme2.runners.local import LocalRunner, timer_overhead_ns
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"
 TOY_INPUT = DATA / "toy_cnn_input_fp32.bin"
 TOY_TRACE = DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"

@@ -21,7 +21,7 @@ from pytest_sme2.store.files import STALE_TMP_SECONDS
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE_MODELS = Path(__file__).parent.parent / "example_models" / "models.py"
+EXAMPLE_MODELS = Path(__file__).parents[2] / "example_models" / "models.py"
 FAST = ["--sme2-runs", "4", "--sme2-warmup", "1", "--sme2-blocks", "4", "--sme2-busy-limit=100",
         "-p", "no:cacheprovider", "-p", "no:randomly"]
 TEST = """
@@ -92,7 +92,7 @@ def test_a_runtime_change_is_its_own_verdict_and_says_what_it_can_catch(tmp_path
     from pytest_sme2.runners.local import LocalRunner
     from pytest_sme2.store.baseline import BaselineStore
 
-    data = Path(__file__).parent / "data"
+    data = Path(__file__).parents[1] / "data"
     runner = LocalRunner()
     m = Measurement.of(ProgramFile(data / "toy_cnn_fp32_xnnpack.pte", (data / "toy_cnn_input_fp32.bin",), "fp32",
                                    "xnnpack"), runs=3, warmup=1, blocks=2, out_dir=tmp_path / "runs", busy_limit=1.0)
