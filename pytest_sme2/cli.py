@@ -445,6 +445,7 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
     from pytest_sme2.gate.decide import Samples
     from pytest_sme2.gate.memory import Memory
     from pytest_sme2.judge import Recorded
+    from pytest_sme2.measure.profile import stored_identity
     from pytest_sme2.store.artifacts import Artifact
     from pytest_sme2.store.baseline import Baseline
 
@@ -480,14 +481,13 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
         invalid = str(profile.get("invalid_reason") or "")
         samples = Samples(a.measured_ms, a.block_sizes, cats, a.block_sizes if cats else (), invalid,
                           category_operators=a.delegated_operators if cats else {})
-        identity = profile.get("fingerprint")
         art = profile.get("artifact")
         try:
             artifact = Artifact.from_dict(art) if isinstance(art, Mapping) else None
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{path}: its profile's artifact does not match the schema ({type(exc).__name__}: "
                               f"{exc}); re-create it with pytest-sme2 profile") from None
-        return {"": Recorded(samples, dict(identity) if isinstance(identity, Mapping) else {}, artifact,
+        return {"": Recorded(samples, stored_identity(profile), artifact,
                              Memory.maybe(profile.get("memory")))}
     if "tests" in data:
         from pytest_sme2.results import SessionResults

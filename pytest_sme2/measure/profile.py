@@ -348,7 +348,7 @@ class Profile:
     runner: str
     build: str
     threads: int
-    #: what a baseline is keyed on (:func:`device.identity.identity_of`); results files call it "fingerprint"
+    #: what a baseline is keyed on (:func:`device.identity.identity_of`); older files call it "fingerprint"
     identity: Mapping[str, Any]
     analysis: Analysis
     runs: tuple[RunResult, ...] = ()
@@ -406,7 +406,7 @@ class Profile:
             "runner": self.runner,
             "build": self.build,
             "threads": self.threads,
-            "fingerprint": dict(self.identity),  # the results files' name for it
+            "identity": dict(self.identity),
             "device": dict(self.device),
             "invalid_reason": self.invalid_reason,
             "note": self.note,
@@ -431,7 +431,7 @@ class Profile:
         return cls(
             model=dict(d.get("model", {})), variant=d.get("variant"), runner=str(d["runner"]),
             build=str(d.get("build", "")), threads=int(d.get("threads", 1)),
-            identity=dict(d.get("fingerprint", {})), analysis=Analysis.from_dict(d["analysis"]),
+            identity=stored_identity(d), analysis=Analysis.from_dict(d["analysis"]),
             runs=tuple(RunResult.from_dict(r) for r in d.get("runs", [])), device=dict(d.get("device", {})),
             invalid_reason=str(d.get("invalid_reason", "")), note=str(d.get("note", "")),
             latency_ms=tuple(float(x) for x in d.get("latency_ms", ())),
@@ -453,6 +453,13 @@ def _old_no_log(d: Mapping[str, Any]) -> str:
     source then read ``"none: <why>"``."""
     head, _, why = str(d.get("kernel_source", "")).partition(": ")
     return why if head == "none" else ""
+
+
+def stored_identity(profile: Mapping[str, Any]) -> dict[str, Any]:
+    """The identity a stored profile (``Profile.to_dict()``) records: under ``"identity"``, or under ``"fingerprint"``
+    in files written before the two names became one; empty when it records neither."""
+    value = profile.get("identity", profile.get("fingerprint"))
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def has_build(runner: Runner, variant: str | None, mode: str) -> bool:

@@ -1,7 +1,7 @@
 """pytest-html integration, registered only when pytest-html is active.
 
 Adds result-table columns (median, p90, delta vs baseline, interval, verdict), an expanded
-section per sme2 test (charts, top operators, fingerprint, verdict) and a summary block. The HTML
+section per sme2 test (charts, top operators, identity, verdict) and a summary block. The HTML
 itself is built by :mod:`pytest_sme2.report.html`; this module only wires it into pytest-html.
 """
 

@@ -5,7 +5,7 @@ The plugin calls these from pytest-html's hooks; they take results values and re
 - :func:`html_section` (an ``extras.html`` item): verdict with its CI, category chart (current vs
   baseline, or SME2 off vs on), latency samples in run order with the cold run, speedups, the top
   operators, the kernel evidence (SME2 kernels per arm, the on/off kernel diff, operators by kernel kind,
-  each build's kernel table), where the numbers came from, the device and runner fingerprint, and the
+  each build's kernel table), where the numbers came from, the device and runner identity, and the
   first recommendations;
 - :func:`header_cells` / :func:`row_cells`: extra results-table columns (median, p90, change vs
   baseline, its interval, SME2 speedup, verdict), keyed by :data:`COLUMNS`;
@@ -373,7 +373,7 @@ def html_section(test_result: TestResult, *, top: int = 10) -> str:
     parts.append(_table_html(tables.operator_table(t, top)))
     parts.append(_kernels(t))
     parts.append(_table_html(tables.sources_table(t)))
-    parts.append('<div class="sme2-grid"><div>' + _table_html(tables.fingerprint_table(t))
+    parts.append('<div class="sme2-grid"><div>' + _table_html(tables.identity_table(t))
                  + '</div><div class="sme2-grow">' + _recommendations(t) + "</div></div>")
     return f'<div class="sme2-section" data-test-id="{_e(t.test_id)}">' + "".join(p for p in parts if p) + "</div>"
 

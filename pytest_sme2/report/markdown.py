@@ -1,6 +1,6 @@
 """The markdown report: the seeds' ``generate_report`` sections, filled from a results document.
 
-Per test: metadata with the device and runner fingerprint; latency comparison (median, mean, min,
+Per test: metadata with the device and runner identity; latency comparison (median, mean, min,
 max, std, p90, cold, speedup); the operator category breakdown with category speedups and the
 bottleneck shift; bottlenecks above 5 % of E2E; acceleration analysis (top accelerated and not
 accelerated operators); portable vs delegated; top operators; kernel insights (SME2 evidence, the two
@@ -140,9 +140,9 @@ def _metadata(test: TestResult, results: SessionResults | None) -> list[str]:
     sources = tables.sources_table(test)
     if sources is not None:
         out += ["", "**Where the numbers come from**", "", *render_table(sources)]
-    fingerprint = tables.fingerprint_table(test)
-    if fingerprint is not None:
-        out += ["", "**Device and runner**", "", *render_table(fingerprint)]
+    identity = tables.identity_table(test)
+    if identity is not None:
+        out += ["", "**Device and runner**", "", *render_table(identity)]
     return out
 
 

@@ -146,8 +146,9 @@ def config_text(config: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def identity_of(facts: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ``device_identity`` (or ``identity``) mapping of a fingerprint; a bare string is its summary."""
+def nested_device_identity(facts: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``device_identity`` (or ``identity``) mapping nested in a profile's identity or device facts; a bare
+    string is its summary. (Not :func:`pytest_sme2.device.identity.identity_of`, which builds an identity.)"""
     for key in ("device_identity", "identity"):
         value = facts.get(key)
         if isinstance(value, Mapping):
@@ -157,10 +158,10 @@ def identity_of(facts: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def device_summary(device: Mapping[str, Any], fingerprint: Mapping[str, Any]) -> str:
-    """One line naming the device: the identity's own summary when the fingerprint has one."""
-    src = {**fingerprint, **{k: v for k, v in device.items() if v not in (None, "", [], {})}}
-    identity = identity_of(src) or {}
+def device_summary(device: Mapping[str, Any], identity: Mapping[str, Any]) -> str:
+    """One line naming the device: the device identity's own summary when the profile's identity has one."""
+    src = {**identity, **{k: v for k, v in device.items() if v not in (None, "", [], {})}}
+    identity = nested_device_identity(src) or {}
     sme2 = src.get("sme2")
     sme2_text = "" if sme2 is None else "SME2: " + ("yes" if sme2 else "no")
     summary = identity.get("summary") or identity.get("description")
@@ -677,7 +678,7 @@ def checks_table(test: TestResult) -> Table | None:
 
 # ---------------------------------------------------------------------------------- fingerprint
 
-#: Fingerprint keys the runner rows already show.
+#: Identity keys the runner rows already show.
 _SHOWN_WITH_RUNNER = frozenset({"runner", "runner_path", "variant", "threads", "extra"})
 
 
@@ -687,10 +688,10 @@ def _runner_line(p: Profile) -> str:
     return f"{p.runner} · {p.build or 'build unknown'}{where} · {p.threads} thread{'s' if p.threads != 1 else ''}"
 
 
-def fingerprint_table(test: TestResult) -> Table | None:
-    """Device and runner facts: a one-line device summary, each arm's runner, then every fingerprint key.
+def identity_table(test: TestResult) -> Table | None:
+    """Device and runner facts: a one-line device summary, each arm's runner, then every identity key.
 
-    Keys are whatever the profile's ``device`` and ``fingerprint`` mappings carry (nothing is
+    Keys are whatever the profile's ``device`` and ``identity`` mappings carry (nothing is
     assumed present); nested values are written on one line (:func:`~.cells.plain_value`), and a
     ``device_identity`` mapping is summarized on top and listed without its summary below.
     """
@@ -725,7 +726,7 @@ def fingerprint_table(test: TestResult) -> Table | None:
             rows.append([c.text("Baseline file"), c.code(test.baseline_path)])
     if not rows:
         return None
-    return _table("Device and runner fingerprint", (Column(""), Column("")), rows, keyed=True)
+    return _table("Device and runner identity", (Column(""), Column("")), rows, keyed=True)
 
 
 # ------------------------------------------------------------------------------ session tables

@@ -46,7 +46,7 @@ from pytest_sme2.report.kernel_view import (
     side_by_side_table,
 )
 from pytest_sme2.report.markdown import render_combined, render_markdown, render_table
-from pytest_sme2.report.tables import category_table, device_summary, fingerprint_table, recommendations
+from pytest_sme2.report.tables import category_table, device_summary, identity_table, recommendations
 from pytest_sme2.results import (
     SessionResults,
     TestResult,
@@ -684,7 +684,7 @@ def test_html_and_markdown_show_one_category_table(session: SessionResults, tt: 
         assert [x.strip("*") for x in row(md, texts[0] if texts[0] != "E2E (mean)" else "**E2E (mean)**")] == texts
 
 
-def test_fingerprint_shows_any_keys_nested_values_and_the_identity(tt: TestResult) -> None:
+def test_identity_table_shows_any_keys_nested_values_and_the_identity(tt: TestResult) -> None:
     # Hand-made device facts (not a measurement), in the shapes a device identity brings: nested
     # mappings, lists, lists of mappings.
     facts = {"device_identity": {"vendor": "Arm", "family": "Cortex-X", "model": "Cortex-X925", "stepping": "r0p1",
@@ -694,7 +694,7 @@ def test_fingerprint_shows_any_keys_nested_values_and_the_identity(tt: TestResul
              "runner_sha256": {"sme2_on": "e678bfeb", "sme2_off": "31778236"}, "sme2": True}
     assert tt.profile is not None
     test = replace(tt, profile=replace(tt.profile, identity={**tt.profile.identity, **facts}, device={}))
-    table = fingerprint_table(test)
+    table = identity_table(test)
     assert table is not None and table.keyed
     values = {cell_text(r[0]): cell_text(r[1]) for r in table.rows}
     assert table.rows[0][0].value == "Device"
@@ -716,13 +716,13 @@ def test_fingerprint_shows_any_keys_nested_values_and_the_identity(tt: TestResul
     assert device_summary({}, {"identity": "Apple M4"}) == "Apple M4"
 
 
-def test_fingerprint_with_missing_facts_and_the_runner_label(regression: TestResult) -> None:
+def test_identity_table_with_missing_facts_and_the_runner_label(regression: TestResult) -> None:
     assert regression.profile is not None and regression.profile.variant is None
     frag = html_section(regression)
     assert not re.search(r"runner \(runner\)", frag, flags=re.I)  # a single build has no variant to name
     assert "<th>Runner</th><td>host · simd-off · 1 thread</td>" in frag
     bare = replace(regression, profile=replace(regression.profile, identity={}, device={}, build=""))
-    values = {cell_text(r[0]): cell_text(r[1]) for r in fingerprint_table(bare).rows}  # type: ignore[union-attr]
+    values = {cell_text(r[0]): cell_text(r[1]) for r in identity_table(bare).rows}  # type: ignore[union-attr]
     assert values == {"Device": "—", "Runner": "host · build unknown · 1 thread",
                       "Baseline": "145 samples in 5 blocks, created 2026-11-20T10:00:00+00:00",
                       "Baseline file": ".sme2_baselines/test_latency.json"}

@@ -341,7 +341,7 @@ def test_example_suite_runs_unchanged_on_the_emulated_phone(
     assert "sme2 verdicts: 1 pass" in second.stdout
     record = json.loads((tmp_path / "results.json").read_text())["tests"][0]
     assert record["profile"]["device"]["serial"] == phone.serial
-    assert record["profile"]["fingerprint"]["os"] == "android"
+    assert record["profile"]["identity"]["os"] == "android"
     assert phone.history.taskset_masks and set(phone.history.taskset_masks) == {"80"}
 
 

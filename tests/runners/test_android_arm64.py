@@ -313,13 +313,13 @@ def test_example_suite_on_the_sme2_phone_sme2_on_and_off(make_emulated_phone: Ma
     assert any(f.startswith(f"One runner build for both arms (sha256 {on_sha[:12]}), not two builds") for f in findings)
     assert not any("Two runner builds" in f for f in findings), findings
     for arm in ("profile", "profile_off"):
-        assert f"-cpu max; {OFF_NAME} on -cpu max,sme=off)" in pair[arm]["fingerprint"]["emulator"]
+        assert f"-cpu max; {OFF_NAME} on -cpu max,sme=off)" in pair[arm]["identity"]["emulator"]
     assert f"{OFF_NAME} on -cpu max,sme=off" in (tmp_path / "r.md").read_text()
     # Emulated time: labelled in every report, the ratio never gated as a speedup.
     speedup = _check(pair, "min_speedup")
     assert speedup["advisory"] and speedup["message"].startswith("not a device: not gated")
     assert all(t["emulated"] for t in tests.values())
-    assert pair["profile"]["fingerprint"]["emulator"].startswith("Android emulator (ro.boot.qemu=1")
+    assert pair["profile"]["identity"]["emulator"].startswith("Android emulator (ro.boot.qemu=1")
     for node in tests:
         line = next(line for line in done.stdout.splitlines() if node in line and "median" in line)
         shown = line.split(node, 1)[1]
@@ -334,7 +334,7 @@ def test_example_suite_on_the_sme2_phone_sme2_on_and_off(make_emulated_phone: Ma
     named = {re.sub(r" #\d+$", "", str(n)) for n in read_etdump(traces[0]).operators()["event_name"]}
     top = latency["analysis"]["operator_details"][0]["name"]
     assert top in named and PACKED.search(top), top
-    assert latency["fingerprint"]["os"] == "android" and "sme2" in latency["fingerprint"]["isa"]
+    assert latency["identity"]["os"] == "android" and "sme2" in latency["identity"]["isa"]
     # Every runner process pinned to the big core and bounded by the device-side timeout.
     runs = [c for c in phone.history.commands if runs_binary(c, aarch64_runner_build.path.name) or
             runs_binary(c, OFF_NAME)]

@@ -253,8 +253,8 @@ def test_by_default_the_emulated_device_runs_each_arm_once_and_gates_no_time(emu
 
 def test_identity_names_the_emulator_and_keeps_baselines_apart(emulated: Sessions) -> None:
     profile = emulated.test("test_pairs.py::test_profile")["profile"]
-    assert re.match(r"qemu-aarch64 \d+\.\d+(\.\d+)?, -cpu max, .*SME2 yes", profile["fingerprint"]["emulator"])
-    assert profile["fingerprint"]["arch"] == "aarch64" and "sme2" in profile["fingerprint"]["isa"]
+    assert re.match(r"qemu-aarch64 \d+\.\d+(\.\d+)?, -cpu max, .*SME2 yes", profile["identity"]["emulator"])
+    assert profile["identity"]["arch"] == "aarch64" and "sme2" in profile["identity"]["isa"]
     # The host run recorded a baseline of this machine for test_profile; the emulated run with
     # --sme2-emulated-timing did not compare with it: it recorded its own, and says the other device's exists.
     assert "RECORDED" in emulated.host_out

@@ -1,0 +1,50 @@
+"""One name per concept (issue 27 item 5): files written under the old names still load under the new ones.
+
+The old files in ``tests/data/old_keys`` were written by the code before the renames (see its README).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pytest_sme2.cli import _recorded_by_test
+from pytest_sme2.measure.profile import Profile, stored_identity
+from pytest_sme2.results import load_results, write_results
+
+OLD = Path(__file__).parent / "data" / "old_keys"
+OLD_RESULTS = OLD / "results_fingerprint_key.json"
+
+
+def _old_profile() -> dict[str, object]:
+    profile = json.loads(OLD_RESULTS.read_text())["tests"][0]["profile"]
+    assert "fingerprint" in profile and "identity" not in profile  # the file is what the old code wrote
+    return dict(profile)
+
+
+def test_a_results_file_with_the_fingerprint_key_loads_its_identity(tmp_path: Path) -> None:
+    old_identity = _old_profile()["fingerprint"]
+    test = load_results(OLD_RESULTS).tests[0]
+    assert test.profile is not None and test.profile.identity == old_identity
+    assert test.profile.identity["cpu_model"] == "AMD EPYC"
+    # Written again, it says identity, once.
+    again = write_results(tmp_path / "again.json", load_results(OLD_RESULTS))
+    profile = json.loads(again.read_text())["tests"][0]["profile"]
+    assert profile["identity"] == old_identity and "fingerprint" not in profile
+    assert load_results(again).tests[0] == test
+
+
+def test_a_profile_prefers_identity_and_reads_fingerprint() -> None:
+    old = _old_profile()
+    assert Profile.from_dict(old).identity == old["fingerprint"]
+    new = {**old, "identity": {"arch": "aarch64"}}
+    assert Profile.from_dict(new).identity == {"arch": "aarch64"}
+    assert stored_identity({}) == {} and stored_identity({"fingerprint": "not a mapping"}) == {}
+
+
+def test_compare_reads_the_identity_of_an_old_profile_summary(tmp_path: Path) -> None:
+    old = _old_profile()
+    summary = tmp_path / "summary.json"  # what `pytest-sme2 profile` wrote: the analysis plus the profile
+    summary.write_text(json.dumps({**old["analysis"], "profile": old}))  # type: ignore[dict-item]
+    recorded = _recorded_by_test(summary)[""]
+    assert recorded.identity == old["fingerprint"]
