@@ -6,10 +6,14 @@ The old files in ``tests/data/old_keys`` were written by the code before the ren
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import pytest
 
 from pytest_sme2.cli import _recorded_by_test
 from pytest_sme2.measure.profile import Profile, stored_identity
+from pytest_sme2.plugin.measure import backend_and_variant
 from pytest_sme2.results import load_results, write_results
 
 OLD = Path(__file__).parent / "data" / "old_keys"
@@ -48,3 +52,28 @@ def test_compare_reads_the_identity_of_an_old_profile_summary(tmp_path: Path) ->
     summary.write_text(json.dumps({**old["analysis"], "profile": old}))  # type: ignore[dict-item]
     recorded = _recorded_by_test(summary)[""]
     assert recorded.identity == old["fingerprint"]
+
+
+# ------------------------------------------------------------------- backend (an export) vs variant (a runner build)
+
+
+def test_backend_is_its_own_keyword_and_the_old_variant_spelling_still_reads() -> None:
+    assert backend_and_variant("portable", None) == ("portable", None, "backend")
+    assert backend_and_variant(None, "sme2_off") == (None, "sme2_off", "backend")
+    assert backend_and_variant(None, None) == (None, None, "backend")
+    # What earlier releases wrote: a backend under variant=, read as backend= and named as the test wrote it.
+    assert backend_and_variant(None, "portable") == ("portable", None, "variant")
+    assert backend_and_variant(None, "xnnpack") == ("xnnpack", None, "variant")
+
+
+@pytest.mark.parametrize(("backend", "variant", "message"), [
+    (None, "sme3", "sme2_runner.profile(variant='sme3'): unknown variant; allowed: None (the default build), "
+                   "'sme2_on', 'sme2_off'; an export backend is backend= ('xnnpack', 'portable')"),
+    ("sme2_on", None, "sme2_runner.profile(backend='sme2_on'): unknown backend; allowed: None (the exported "
+                      "model's), 'xnnpack', 'portable'"),
+    ("portable", "sme2_on", "sme2_runner.profile(backend='portable', variant='sme2_on'): pass one"),
+])
+def test_a_wrong_backend_or_variant_fails_with_what_is_allowed(backend: str | None, variant: str | None,
+                                                               message: str) -> None:
+    with pytest.raises(pytest.fail.Exception, match=re.escape(message)):
+        backend_and_variant(backend, variant)

@@ -1,8 +1,9 @@
-"""The ``sme2_runner`` fixture's object: exports variants and measures exported models on the device.
+"""The ``sme2_runner`` fixture's object: exports for a backend and measures exported models on a runner build.
 
-Variant policy lives here: ``variant="portable"``/``"xnnpack"`` compare backends on the local runtime;
-``"sme2_on"``/``"sme2_off"`` need two runner builds, and are skipped with the reason where they cannot be
-measured (the local runtime, a missing build, a device without SME2) — never faked. So is a test whose
+The words: a *backend* is what a model is exported for (``backend="portable"``/``"xnnpack"``, compared on the
+local runtime); a *variant* is a runner build (``variant="sme2_on"``/``"sme2_off"``): variants need two runner
+builds, and are skipped with the reason where they cannot be measured (the local runtime, a missing build, a
+device without SME2) — never faked. So is a test whose
 ``sme2_threshold(require_sme2_kernels=True)`` cannot be met on a device without SME2.
 
 Each arm with an XNNPACK-logging build gets its kernel log (run once per session and model, see
@@ -32,7 +33,32 @@ MODEL_REQUEST_KEY = pytest.StashKey[ModelRequest]()
 EMULATED_ON_OFF = ("Run it on this machine with --sme2-device=qemu: an emulated Armv9 CPU with SME2 on and off "
                    "(which kernels ran and the outputs; emulated time), on any Linux machine with qemu-aarch64 "
                    "11.1+ (docs/arm-emulation.md)")
-LOCAL_VARIANTS = ("xnnpack", "portable")
+#: The export backends the local runtime compares (``profile(backend=...)``, ``compare_backends``).
+LOCAL_BACKENDS = ("xnnpack", "portable")
+#: The runner builds ``profile(variant=...)`` takes: the default build (None), SME2 on, SME2 off.
+VARIANTS = (None, "sme2_on", "sme2_off")
+
+
+def backend_and_variant(backend: str | None, variant: str | None) -> tuple[str | None, str | None, str]:
+    """``profile()``'s ``backend=`` and ``variant=``, checked: ``(backend, variant, the keyword naming the backend)``.
+
+    ``variant="portable"``/``"xnnpack"`` is the spelling of earlier releases for ``backend=``: still read, and the
+    messages about it name ``variant`` as the test wrote it. A bad value fails the test (not an error in pytest).
+    """
+    word = "backend"
+    if backend is None and variant in LOCAL_BACKENDS:
+        backend, variant, word = variant, None, "variant"
+    if variant not in VARIANTS:
+        pytest.fail(f"sme2_runner.profile(variant={variant!r}): unknown variant; allowed: None (the default build), "
+                    f"{', '.join(repr(v) for v in VARIANTS if v)}; an export backend is backend= "
+                    f"({', '.join(repr(b) for b in LOCAL_BACKENDS)})", pytrace=False)
+    if backend is not None and backend not in LOCAL_BACKENDS:
+        pytest.fail(f"sme2_runner.profile(backend={backend!r}): unknown backend; allowed: None (the exported "
+                    f"model's), {', '.join(repr(b) for b in LOCAL_BACKENDS)}", pytrace=False)
+    if backend is not None and variant is not None:
+        pytest.fail(f"sme2_runner.profile(backend={backend!r}, variant={variant!r}): pass one; a backend is compared "
+                    "on the local runtime, a runner build (variant) on a device", pytrace=False)
+    return backend, variant, word
 
 
 def _model_spec(request: ModelRequest) -> Any:
@@ -204,30 +230,31 @@ class Sme2Runner:
             min_block_ms=o.min_block_ms, max_block_ms=o.max_block_ms, lock_file=lock,
             precision=parse_threshold_marker(self._item).precision(o)))
 
-    def profile(self, exported: Any, *, variant: str | None = None, runs: int | None = None) -> Any:
-        """Measure ``exported`` (``--sme2-blocks`` blocks of ``--sme2-runs``); returns a Profile."""
+    def profile(self, exported: Any, *, variant: str | None = None, backend: str | None = None,
+                runs: int | None = None) -> Any:
+        """Measure ``exported`` (``--sme2-blocks`` blocks of ``--sme2-runs``); returns a Profile.
+
+        ``backend`` measures the model exported for that backend instead (local runtime); ``variant`` runs that
+        runner build (``sme2_on``/``sme2_off``) on a device.
+        """
         from pytest_sme2.measure.profile import measure
 
         check_exported(exported, "profile")
-        if variant not in _VARIANTS:
-            pytest.fail(f"sme2_runner.profile(variant={variant!r}): unknown variant; allowed: None (the default "
-                        f"build), {', '.join(repr(v) for v in _VARIANTS if v)}", pytrace=False)
+        backend, variant, word = backend_and_variant(backend, variant)
         target = exported
-        run_variant = variant
-        if variant in LOCAL_VARIANTS:
+        if backend is not None:
             if self.device != "local":
-                pytest.skip(f"variant {variant!r} compares backends on the local runtime only: run it with "
+                pytest.skip(f"{word} {backend!r} compares backends on the local runtime only: run it with "
                             "--sme2-device=local (the default)")
             req = self._item.stash.get(MODEL_REQUEST_KEY, None)
             if req is None:
-                pytest.fail("variant= needs the exported_model fixture of this test", pytrace=False)
-            if variant != exported.backend:
-                target = call(lambda: export(self._session, req, backend=variant))
-            run_variant = None
+                pytest.fail(f"{word}= needs the exported_model fixture of this test", pytrace=False)
+            if backend != exported.backend:
+                target = call(lambda: export(self._session, req, backend=backend))
         elif variant is not None:
             self._skip_without_sme2_builds(variant)
         self._skip_if_sme2_kernels_cannot_run()
-        m = self.measurement(target, variant=run_variant, runs=runs)
+        m = self.measurement(target, variant=variant, runs=runs)
         with self._session.third_party(self._item.nodeid):
             log = call(lambda: self._session.kernel_log(m))
             ran = call(lambda: self._session.executed_kernels(m))
@@ -270,9 +297,9 @@ class Sme2Runner:
 
         check_exported(exported, "compare_backends")
         for backend in (slower, faster):
-            if backend not in LOCAL_VARIANTS:
+            if backend not in LOCAL_BACKENDS:
                 pytest.fail(f"sme2_runner.compare_backends(): unknown backend {backend!r}; allowed: "
-                            f"{', '.join(LOCAL_VARIANTS)}", pytrace=False)
+                            f"{', '.join(LOCAL_BACKENDS)}", pytrace=False)
         if self.device != "local":
             pytest.skip("compare_backends() compares exports on the local runtime: run it with --sme2-device=local "
                         "(the default); on a device, SME2 on/off is the comparison (profile_on_off)")
@@ -295,9 +322,6 @@ class Sme2Runner:
         rec = record(self._item)
         rec.profile, rec.profile_off = pair.on.to_dict(), pair.off.to_dict()
         return pair
-
-
-_VARIANTS = (None, *LOCAL_VARIANTS, "sme2_on", "sme2_off")
 
 
 def check_exported(exported: Any, method: str) -> None:

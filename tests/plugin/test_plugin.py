@@ -371,7 +371,7 @@ def test_checking_one_profile_never_remeasures_another(run, pytester: pytest.Pyt
         @pytest.mark.sme2_threshold(latency_pct=25, planned_pct=100)  # a larger input plans more: allowed here
         def test_toy(exported_model, sme2_runner, sme2_baseline):
             fast = sme2_runner.profile(exported_model)
-            slow = sme2_runner.profile(exported_model, variant="portable", runs=3)
+            slow = sme2_runner.profile(exported_model, variant="portable", runs=3)  # backend='s older spelling
             assert slow.analysis.e2e.median > 5 * fast.analysis.e2e.median
             sme2_baseline.check(fast)
     """))
@@ -537,7 +537,7 @@ def test_local_variants_compare_real_configurations_and_skip_sme2(run, pytester:
         @pytest.mark.sme2_model("toy_cnn")
         def test_backends(exported_model, sme2_runner):
             fast = sme2_runner.profile(exported_model, runs=5)
-            slow = sme2_runner.profile(exported_model, variant="portable", runs=5)
+            slow = sme2_runner.profile(exported_model, backend="portable", runs=5)
             assert slow.model["backend"] == "portable"
             assert slow.analysis.e2e.median > 3 * fast.analysis.e2e.median
 
