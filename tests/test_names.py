@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ import pytest
 from pytest_sme2.cli import _recorded_by_test
 from pytest_sme2.measure.profile import Profile, stored_identity
 from pytest_sme2.plugin.measure import backend_and_variant
-from pytest_sme2.results import load_results, write_results
+from pytest_sme2.plugin.records import attach, carried_result, result_of, update
+from pytest_sme2.results import TestResult, load_results, write_results
 
 OLD = Path(__file__).parent / "data" / "old_keys"
 OLD_RESULTS = OLD / "results_fingerprint_key.json"
@@ -77,3 +79,27 @@ def test_a_wrong_backend_or_variant_fails_with_what_is_allowed(backend: str | No
                                                                message: str) -> None:
     with pytest.raises(pytest.fail.Exception, match=re.escape(message)):
         backend_and_variant(backend, variant)
+
+
+# --------------------------------------------------------------------------------------- one test-result type
+
+
+class _Item:
+    """What the plugin's result helpers use of a pytest item: its node id and its stash."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid, self.stash = nodeid, pytest.Stash()
+
+
+def test_the_plugin_carries_the_one_result_type_to_the_controller() -> None:
+    old = load_results(OLD_RESULTS).tests[0]
+    item = _Item(old.test_id)
+    assert result_of(item) == TestResult(old.test_id)  # type: ignore[arg-type]
+    update(item, model={"name": "toy_cnn"}, warnings=("repaired",))  # type: ignore[arg-type]
+    built = update(item, profile=old.profile, note="measured")  # type: ignore[arg-type]
+    assert built.model == {"name": "toy_cnn"} and built.warnings == ("repaired",) and built.profile == old.profile
+    report = pytest.TestReport(old.test_id, ("t.py", 1, "t"), {}, "passed", None, "call", [])
+    attach(item, report)  # type: ignore[arg-type]
+    carried = carried_result(report)
+    assert carried is not None and json.loads(json.dumps(carried)) == carried  # what xdist sends: plain JSON
+    assert TestResult.from_dict(carried) == replace(built, outcome="passed")

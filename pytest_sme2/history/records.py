@@ -4,6 +4,11 @@ A record is per test x device identity x artifact: the gate's median and status 
 recomputed), the per-block medians the series and the change-point search use, the per-category medians for the
 stacked breakdown, a short SME2 kernel-evidence summary, and for on/off tests the ratio of the two arms. The run
 it belongs to (commit, branch, time) is a :class:`RunInfo`, written once per run file.
+
+A record is not a third shape of a test's result: it is a projection of the one result type,
+:class:`pytest_sme2.results.TestResult`, made only by :func:`record_of` (TestResult -> HistoryRecord). It has a type
+of its own because the history store keeps the projection, not the results it came from, and is read back alone
+(:meth:`HistoryRecord.from_dict`) to draw and judge series.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ class RunInfo:
 
 @dataclass(frozen=True)
 class HistoryRecord:
-    """One test's result in one run (on one device identity, for one artifact)."""
+    """One test's result in one run (on one device identity, for one artifact): :func:`record_of` of a TestResult."""
 
     test_id: str
     #: ``name dtype backend`` of the model

@@ -84,7 +84,7 @@ class Collector:
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        record = records.record_of(report)
+        record = records.carried_result(report)
         if record is not None:
             self.config.stash[records.RESULTS_KEY].append(record)
 

@@ -15,7 +15,7 @@ import pytest
 from pytest_sme2.errors import Sme2Error
 from pytest_sme2.plugin.markers import min_speedup_without_pair, parse_threshold_marker
 from pytest_sme2.plugin.measure import Sme2Runner
-from pytest_sme2.plugin.records import record
+from pytest_sme2.plugin.records import result_of, update
 from pytest_sme2.plugin.session import Sme2Session, call
 
 
@@ -97,9 +97,7 @@ class Sme2Baseline:
         session = self._session
         o = session.options
         profile, off = (result.on, result.off) if isinstance(result, OnOff) else (result, None)
-        rec = record(self._item)
-        rec.profile = profile.to_dict()
-        rec.profile_off = off.to_dict() if off is not None else None
+        update(self._item, profile=profile, profile_off=off)
         config, policy = self.gate_config(), session.policy(self._item.nodeid)
         with session.third_party(self._item.nodeid):
             judgement = call(lambda: judge(
@@ -113,21 +111,18 @@ class Sme2Baseline:
             from pytest_sme2.measure.pair import report_of
 
             # The reports render the pair with the speedup check the verdict gated (decided in measure.pair).
-            rec.comparison = report_of(result, verdict, emulated=config.emulated).to_dict()
-        rec.baseline_path = str(judgement.baseline_path)
-        rec.baseline = judgement.baseline.to_dict() if judgement.baseline is not None else None
-        rec.reference = judgement.reference.to_dict() if judgement.reference is not None else None
+            update(self._item, comparison=report_of(result, verdict, emulated=config.emulated))
+        update(self._item, baseline_path=str(judgement.baseline_path), baseline=judgement.baseline,
+               reference=judgement.reference)
         if judgement.candidate is not None and judgement.candidate is not profile and off is None:
             # The candidate as measured beside the baseline's artifact. A pair keeps its own on arm: the reports show
             # its off and on arms side by side, and their speedup is the pair's (the verdict's E2E line gives the
             # numbers measured beside the baseline's artifact).
-            rec.profile = judgement.candidate.to_dict()
-        rec.verdict = verdict.to_dict()
-        rec.baseline_written = judgement.outcome == WRITTEN
-        rec.recorded = judgement.outcome == RECORDED
-        rec.note = judgement.message
-        rec.warnings = list(dict.fromkeys([*rec.warnings, *judgement.warnings]))  # the export's kept
-        rec.other_baselines = [o.to_dict() for o in judgement.others]
+            update(self._item, profile=judgement.candidate)
+        update(self._item, verdict=verdict, baseline_written=judgement.outcome == WRITTEN,
+               recorded=judgement.outcome == RECORDED, note=judgement.message,
+               warnings=tuple(dict.fromkeys([*result_of(self._item).warnings, *judgement.warnings])),  # the export's
+               other_baselines=tuple(judgement.others))
         if judgement.outcome == MISSING:
             pytest.fail(judgement.message, pytrace=False)
         if judgement.outcome == NOT_WRITTEN and o.update_baseline:

@@ -14,7 +14,7 @@ from pytest_sme2.options import Sme2Options
 from pytest_sme2.plugin.check import Sme2Baseline
 from pytest_sme2.plugin.markers import parse_model_marker
 from pytest_sme2.plugin.measure import MODEL_REQUEST_KEY, Sme2Runner, export, export_ahead
-from pytest_sme2.plugin.records import EXPORT_POOL_KEY, OPTIONS_KEY, record
+from pytest_sme2.plugin.records import EXPORT_POOL_KEY, OPTIONS_KEY, result_of, update
 from pytest_sme2.plugin.session import Sme2Session, call
 
 
@@ -53,14 +53,14 @@ def exported_model(request: pytest.FixtureRequest, sme2_session: Sme2Session) ->
         for caught in pool.warnings.get(exported.cache_key, ()):
             caught.reissue()
         repaired = repaired or pool.repaired.get(exported.cache_key, "")
-    rec = record(request.node)
-    rec.model = {"name": model_request.name, "dtype": model_request.dtype, "backend": model_request.backend,
-                 "pte": str(exported.pte_path), "export_cached": bool(exported.cached),
-                 # a cache hit the export pool made this session (not one from an earlier session)
-                 "export_pool": pool is not None and exported.cache_key in pool.keys,
-                 "export_seconds": round(float(exported.export_seconds), 2)}
+    update(request.node, model={
+        "name": model_request.name, "dtype": model_request.dtype, "backend": model_request.backend,
+        "pte": str(exported.pte_path), "export_cached": bool(exported.cached),
+        # a cache hit the export pool made this session (not one from an earlier session)
+        "export_pool": pool is not None and exported.cache_key in pool.keys,
+        "export_seconds": round(float(exported.export_seconds), 2)})
     if repaired:  # said once, in this test's lines of the terminal section: the next run hits the new entry
-        rec.warnings.append(repaired)
+        update(request.node, warnings=(*result_of(request.node).warnings, repaired))
     request.node.stash[MODEL_REQUEST_KEY] = model_request
     return exported
 

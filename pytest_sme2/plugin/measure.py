@@ -20,7 +20,7 @@ import pytest
 from pytest_sme2.errors import Sme2Error
 from pytest_sme2.measure.hostlock import heavy_work
 from pytest_sme2.plugin.markers import ModelRequest, parse_model_marker, parse_threshold_marker
-from pytest_sme2.plugin.records import EXPORT_POOL_KEY, record
+from pytest_sme2.plugin.records import EXPORT_POOL_KEY, update
 from pytest_sme2.plugin.session import Sme2Session, call, worker_id
 
 if TYPE_CHECKING:
@@ -261,7 +261,7 @@ class Sme2Runner:
             result = call(lambda: measure(self.runner, m, kernel_log=log, rules=self._session.rules, executed=ran,
                                           progress=self._session.progress))
         self._session.status.clear()
-        record(self._item).profile = result.to_dict()
+        update(self._item, profile=result)
         return result
 
     def profile_on_off(self, exported: Any, *, runs: int | None = None, blocks: int | None = None) -> Pair:
@@ -282,8 +282,7 @@ class Sme2Runner:
                                                      rules=self._session.rules, what=f"{exported.name} SME2 off/on",
                                                      executed=ran, progress=self._session.progress))
         self._session.status.clear()
-        rec = record(self._item)
-        rec.profile, rec.profile_off = pair.on.to_dict(), pair.off.to_dict()
+        update(self._item, profile=pair.on, profile_off=pair.off)
         return pair
 
     def compare_backends(self, exported: Any, slower: str = "portable", faster: str = "xnnpack") -> Pair:
@@ -319,8 +318,7 @@ class Sme2Runner:
                                                      what=f"{exported.name} {slower} vs {faster}", off_label=slower,
                                                      on_label=faster, progress=self._session.progress))
         self._session.status.clear()
-        rec = record(self._item)
-        rec.profile, rec.profile_off = pair.on.to_dict(), pair.off.to_dict()
+        update(self._item, profile=pair.on, profile_off=pair.off)
         return pair
 
 

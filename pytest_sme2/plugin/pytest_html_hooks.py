@@ -13,10 +13,10 @@ import pytest
 
 
 def _result_of(report: Any) -> Any:
-    from pytest_sme2.plugin.records import record_of
+    from pytest_sme2.plugin.records import carried_result
     from pytest_sme2.results import TestResult
 
-    record = record_of(report)
+    record = carried_result(report)
     return TestResult.from_dict(record) if record is not None else None
 
 
