@@ -44,6 +44,7 @@ from pytest_sme2.measure.profile import profile_exported
 from pytest_sme2.runners import SME2_OFF, SME2_ON, make_runner
 from pytest_sme2.runners.android import REMOTE_ROOT, AndroidRunner, choose_serial
 from pytest_sme2.runners.base import RunRequest
+from runners.test_host import _five
 
 pytestmark = pytest.mark.emulated_device
 
@@ -697,3 +698,14 @@ def test_cli_profile_on_the_phone(make_emulated_phone: MakePhone, tmp_path: Path
     assert summary["profile"]["device"]["serial"] == phone.serial
     assert main(["profile", "--model", "toy_cnn", "--serial", phone.serial]) == 2  # android-only option
     assert "apply to --device android only" in capsys.readouterr().err
+
+
+def test_android_runner_refuses_a_runner_that_ignores_num_executions(make_emulated_phone: MakePhone,
+                                                                     tmp_path: Path) -> None:
+    """Defect 5 on Android: the same check (the Android runner reads its result with the host's code)."""
+    phone = make_emulated_phone()
+    runner = AndroidRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE, fault="ignore_count"),
+                           serial=phone.serial, timeout_s=60.0)
+    with pytest.raises(RunnerError, match=r"asked for 5 executions \(--num_executions=5\), the trace holds 30") as info:
+        runner.run(_five(tmp_path))
+    assert f"on Android device {phone.serial}" in str(info.value)
