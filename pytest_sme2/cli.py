@@ -112,11 +112,11 @@ def _add_profile(sub: Any) -> None:
     p.add_argument("--runner", type=executable_file,
                    help="a tracer-enabled executor_runner; without it, the local executorch Python runtime "
                         "(which records an ETDump per block)")
-    p.add_argument("--device", choices=("local", "host", "android", "qemu"),
-                   help="where to run (default: host with --runner, else local); host without --runner builds "
+    from pytest_sme2.runners.registry import help_text
+
+    p.add_argument("--device", help=f"{help_text('host with --runner, else local')}. Host without --runner builds "
                    "pytest-sme2's own runner from the executorch wheel; android pushes --runner to a phone over adb "
-                   "(see docs/android.md); qemu runs the aarch64 runner on an emulated Armv9 CPU with SME2 "
-                   "(emulated time: see docs/arm-emulation.md)")
+                   "(see docs/android.md); qemu's time is emulated time (see docs/arm-emulation.md)")
     p.add_argument("--qemu", type=executable_file, help="qemu: the qemu-aarch64 binary (default: on PATH)")
     p.add_argument("--serial", help="android: adb serial (default $ANDROID_SERIAL, else the only device)")
     p.add_argument("--libcxx", type=existing_file, help="android: libc++_shared.so to push beside the runner")
@@ -321,20 +321,14 @@ def _profile(args: argparse.Namespace, progress: StreamProgress) -> int:
     from pytest_sme2.models import get_model, load_model_sources
     from pytest_sme2.program.export import export_model
     from pytest_sme2.report.text import category_table, latency_line, operator_table
-    from pytest_sme2.runners import make_runner
     from pytest_sme2.runners.local import check_input_files
+    from pytest_sme2.runners.registry import RunnerContext
+    from pytest_sme2.runners.registry import device as device_row
     from pytest_sme2.store.files import check_writable_dir, write_atomic
     from pytest_sme2.thirdparty import third_party_output
 
-    load_model_sources(_model_sources(args))
-    device = args.device or ("host" if args.runner else "local")
-    android: dict[str, Any] = {}
-    if device == "android":
-        android = {"libcxx": args.libcxx, "runner_libs": args.runner_libs, "big_cores": args.big_cores,
-                   "cooldown_s": args.cooldown, "fixed_performance": args.fixed_performance}
-    elif any((args.serial, args.libcxx, args.runner_libs, args.big_cores, args.fixed_performance, args.cooldown)):
-        raise ConfigError("--serial, --libcxx, --runner-libs, --big-cores, --cooldown and --fixed-performance apply to "
-                          f"--device android only (device is {device!r})")
+    load_model_sources(_model_sources(args))  # a module of them may register a device of the user's too
+    options = _device_options(args)
     if args.inputs and args.pte is None:
         raise ConfigError("--inputs goes with --pte; a registered model (--model) brings its own example inputs")
     rules = CategoryRules.load(args.rules) if args.rules else None
@@ -347,24 +341,20 @@ def _profile(args: argparse.Namespace, progress: StreamProgress) -> int:
         specs = [get_model(name) for name in args.models or ()]  # an unknown name fails here, before anything
     except ModelError as exc:
         raise ModelError(f"{exc} Model sources here: {args.models_where}.") from None
-    if args.qemu is not None and device != "qemu":
-        raise ConfigError(f"--qemu applies to --device qemu only (device is {device!r})")
-    own = {"qemu": args.qemu, "runner_cache": args.cache_dir / "runners", "progress": progress} if device in (
-        "host", "qemu") else {}
+    row = device_row(options.device)
     # Measuring on this host's CPUs waits for any other measurement here (a pytest run of the same project shares the
     # lock in its cache directory): two at once skew each other with nothing in the evidence. A phone is its own.
     # Builds and exports hold it shared: they wait for a measurement, never run beside one.
-    lock = args.cache_dir / LOCK_NAME if device in ("local", "host", "qemu") else None
-    builds = device in ("host", "qemu") and args.runner is None  # pytest-sme2's own runner, built (or cached) now
-    with heavy_work(lock if builds else None, what="building the runner", progress=progress):
-        runner = make_runner(device, runner_path=args.runner, serial=args.serial, timeout_s=args.timeout, **android,
-                             **own)
-    if hasattr(runner, "heartbeat"):
-        runner.heartbeat = progress.tick  # a long runner process (an emulated block) shows its elapsed time
+    lock = args.cache_dir / LOCK_NAME if row.host_lock else None
+    context = RunnerContext(progress=progress, runner_cache=args.cache_dir / "runners")
+    # pytest-sme2's own runner is built (or found in the cache) now
+    with heavy_work(lock if row.builds_own_runner(options) else None, what="building the runner", progress=progress):
+        runner = row.make(options, context)
+    runner.heartbeat = progress.tick  # a long runner process (an emulated block) shows its elapsed time
     check_writable_dir(args.out, what="--out directory")  # before minutes of export and measurement
     targets: list[Any] = []
     if args.pte is not None:
-        if args.inputs and device != "local":  # the local runner reads them itself, as bad input
+        if args.inputs and not runner.in_process:  # the local runner reads them itself, as bad input
             check_input_files(args.pte, args.inputs)
         targets.append(ProgramFile(args.pte, tuple(args.inputs), args.dtype or "unknown", args.backend or "unknown"))
     for spec in specs:
@@ -387,7 +377,7 @@ def _profile(args: argparse.Namespace, progress: StreamProgress) -> int:
         where = f"{runner.name} {profile.device.get('serial', '')}".rstrip()
         print(f"== {label} on {where} ({profile.build}), {args.threads} thread(s); {args.blocks} block(s) of "
               f"{args.warmup} warm-up + {args.runs} measured executions")
-        if getattr(runner, "emulated", False):
+        if runner.emulated:
             print("EMULATED: every time below is emulated time under QEMU, not device time (150-500x slower than "
                   "native; SME emulates more slowly than NEON): use it for which operators and kernels ran, not speed")
         if profile.invalid_reason:
@@ -409,6 +399,31 @@ def _profile(args: argparse.Namespace, progress: StreamProgress) -> int:
                             what="analysis summary")
         print(f"Wrote: {path} (runtime output: {third_party_log})\n")
     return EXIT_OK
+
+
+#: The device options ``profile`` has, as the registry's rows name them (Sme2Options fields), spelled ``--<name>``.
+PROFILE_DEVICE_OPTIONS = frozenset(("runner", "serial", "libcxx", "runner_libs", "big_cores", "cooldown",
+                                    "fixed_performance", "qemu"))
+
+
+def _device_options(args: argparse.Namespace) -> Any:
+    """``profile``'s device and its options as the plugin's :class:`~pytest_sme2.options.Sme2Options`, checked by the
+    device's registry row as the plugin checks them (the CLI's spelling in the messages)."""
+    import os
+
+    from pytest_sme2.options import Sme2Options
+    from pytest_sme2.runners import registry
+
+    name = args.device or ("host" if args.runner else "local")
+    registry.device(name, sources=f"a module of the model sources ({args.models_where}) or a pytest_sme2.devices "
+                    "entry point")
+    options = Sme2Options(device=name, runner=args.runner, serial=args.serial, libcxx=args.libcxx,
+                          runner_libs=args.runner_libs, big_cores=args.big_cores, cooldown=args.cooldown,
+                          fixed_performance=args.fixed_performance, qemu=args.qemu, timeout=args.timeout,
+                          threads=args.threads, cache_dir=args.cache_dir)
+    registry.check_options(options, registry.Spelling("--", "--device ", PROFILE_DEVICE_OPTIONS))
+    registry.check_threads_here(options, os.cpu_count() or 0)
+    return options
 
 
 def _model_sources(args: argparse.Namespace) -> tuple[str, ...]:

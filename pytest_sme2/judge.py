@@ -54,7 +54,7 @@ from pytest_sme2.gate.decide import (
 )
 from pytest_sme2.gate.memory import ADDED, Memory, MemoryThresholds, with_memory
 from pytest_sme2.measure.pair import Pair, decide_speedup, remeasure, with_speedup
-from pytest_sme2.measure.profile import Measurement, Profile, Progress, has_build, measure, measure_pair
+from pytest_sme2.measure.profile import Measurement, Profile, Progress, measure, measure_pair
 from pytest_sme2.measure.rebuild import Rebuilder, Recipe
 from pytest_sme2.measure.sequential import Looks, settled
 from pytest_sme2.runners.base import MODE_TIMING, Runner
@@ -142,15 +142,14 @@ def keep_artifacts(store: ArtifactStore, profile: Profile, runner: Runner) -> No
     store.put(m.pte)
     for path in m.inputs:
         store.put(path)
-    runner_for = getattr(runner, "runner_for", None)
-    binary = m.build or (runner_for(m.variant) if callable(runner_for) else None)
+    binary = m.build or runner.runner_for(m.variant)
     if binary is not None and Path(binary).is_file():
         store.put(binary, mode=0o755)
     # The timing build gives the latency when the artifact names it: keep it too, to re-measure it later.
     timing = profile.artifact.build.get("timing_runner_sha256") if profile.artifact is not None else None
-    binary_for = getattr(runner, "binary_for", None)
-    if timing and m.timing_build is None and callable(binary_for) and has_build(runner, m.variant, MODE_TIMING):
-        store.put(binary_for(m.variant, MODE_TIMING), mode=0o755)
+    timing_binary = runner.binary_for(m.variant, MODE_TIMING) if runner.has_build(m.variant, MODE_TIMING) else None
+    if timing and m.timing_build is None and timing_binary is not None:
+        store.put(timing_binary, mode=0o755)
     elif timing and m.timing_build is not None and Path(m.timing_build).is_file():
         store.put(m.timing_build, mode=0o755)
 

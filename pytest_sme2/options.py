@@ -238,8 +238,6 @@ def rules_file(text: str) -> Path:
 
 from dataclasses import dataclass  # noqa: E402 - the table below is the second half of this module
 
-DEVICES = ("local", "host", "android", "qemu")
-
 #: How many ms the measured runs of a block should take by default (``--sme2-min-block-ms``): a shorter block's
 #: median swings with one scheduler tick. On toy_cnn XNNPACK (~80 us; benchmarks/gate_paired.py, looks 8/15/22/30,
 #: margin 5 %) blocks of 10 runs (0.8 ms) caught a real +10 % in 88-96 % of same-session comparisons, blocks of 27
@@ -280,13 +278,10 @@ class OptionSpec:
 
 
 OPTION_TABLE: tuple[OptionSpec, ...] = (
-    OptionSpec("device", "where models run: local = the executorch Python runtime in this process (E2E and a "
-               "per-operator ETDump per block), "
-               "host = a runner on this machine (pytest-sme2's own, built from the executorch wheel, or "
-               "--sme2-runner), "
-               "android = a phone over adb, qemu = an emulated Armv9 CPU with SME2 on (-cpu max) and off "
-               "(sme=off) running the aarch64 runner under qemu-aarch64: real Arm code, emulated time "
-               "(default: local)", "local", choices=DEVICES),
+    # The devices, what each is and what it takes are the registry's (pytest_sme2.runners.registry): its names are the
+    # values, checked when the options are resolved (a device of one's own is registered by a module pytest-sme2
+    # imports, after this table is read); the plugin's help lists them.
+    OptionSpec("device", "where models run: a device of pytest_sme2.runners.registry (default: local)", "local"),
     OptionSpec("runner", "executor_runner build with SME2 ON (and the event tracer, for per-operator "
                "timing); needed by --sme2-device=android; host and qemu build pytest-sme2's own runner without it",
                type=executable_file),
@@ -488,11 +483,15 @@ class Sme2Options:
         """Where the gate's latency comes from: ``--sme2-latency``, else untraced when timing builds are given."""
         if self.latency is not None:
             return self.latency
-        if self.device == "host" and self.runner is None:
+        from pytest_sme2.runners.registry import device
+
+        if self.own_runner and device(self.device).own_runner_untraced:
             return "untraced"  # pytest-sme2's own runner is its own timing build
         return "untraced" if self.runner_timing is not None else "traced"
 
     @property
     def own_runner(self) -> bool:
         """Whether the device runs pytest-sme2's own runner (built from the wheel), not a user's build."""
-        return self.device in ("host", "qemu") and self.runner is None
+        from pytest_sme2.runners.registry import device
+
+        return device(self.device).builds_own_runner(self)

@@ -384,9 +384,7 @@ def identity_of(runner: Runner, measurement: Measurement) -> dict[str, Any]:
     identity = dict(device)
     with contextlib.suppress(Sme2Error):  # a stand-in runner's own identity is keyed as it is
         identity["summary"] = DeviceIdentity.from_dict(device).describe()
-    settings = getattr(runner, "run_settings", None)
-    if callable(settings):
-        identity.update(settings())
+    identity.update(runner.run_settings())
     identity.update({"runner": runner.name, "dtype": measurement.model.get("dtype", "unknown"),
                      "backend": measurement.model.get("backend", "unknown"), "threads": measurement.threads})
     if measurement.variant is not None:

@@ -462,12 +462,6 @@ def stored_identity(profile: Mapping[str, Any]) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
-def has_build(runner: Runner, variant: str | None, mode: str) -> bool:
-    """Whether ``runner`` has a build of ``variant`` that records ``mode`` (a runner that does not say: trace only)."""
-    check = getattr(runner, "has_build", None)
-    return bool(check(variant, mode)) if callable(check) else mode == MODE_TRACE
-
-
 def record_kernel_log(runner: Runner, measurement: Measurement) -> KernelLog:
     """Run the program once on ``measurement``'s XNNPACK-logging build and parse the log it wrote.
 
@@ -486,11 +480,10 @@ def record_kernel_log(runner: Runner, measurement: Measurement) -> KernelLog:
 def record_executed_kernels(runner: Runner, measurement: Measurement) -> ExecutedKernels | None:
     """On an emulated device, the kernels that executed in one execution of ``measurement`` (QEMU's own log of
     the code it translated, mapped to the libraries' exported symbols); None on a runner that cannot tell."""
-    record = getattr(runner, "record_executed", None)
-    if not callable(record):
+    if not runner.records_executed:
         return None
     with heavy_work(measurement.lock_file, what=f"{measurement.label}: the QEMU in_asm run"):
-        result = record(replace(measurement.request(MODE_TRACE), runs=1, warmup=0,
+        result = runner.record_executed(replace(measurement.request(MODE_TRACE), runs=1, warmup=0,
                                 label=f"{measurement.label}_in_asm"))
     return result if isinstance(result, ExecutedKernels) else None
 
@@ -757,14 +750,14 @@ def source_head(source: str) -> str:
 
 
 def _cost_of_tracer(runner: Runner) -> str:
-    return TRACER_COST["local" if runner.name == "local" else "executor_runner"]
+    return TRACER_COST["local" if runner.in_process else "executor_runner"]
 
 
 def _sources(runner: Runner, measurement: Measurement, analysis: Analysis, *, traced: list[RunResult],
              timing: list[RunResult], kernel_log: KernelLog | None) -> tuple[str, str, str, str]:
     """Where the latency, the breakdown and the kernel table came from, each as ``"<what>: <detail>"``, and why the
     arm has no kernel log ("" when it has one, or when the kernels QEMU executed stand in)."""
-    local = runner.name == "local"
+    local = runner.in_process  # the executorch runtime in this process, not a runner binary
     first = traced[0] if traced else None
     if timing:
         what = "local runtime, untraced runs" if local else "timing build"
@@ -781,7 +774,7 @@ def _sources(runner: Runner, measurement: Measurement, analysis: Analysis, *, tr
     else:
         note = next((r.per_operator_note for r in traced if r.per_operator_note), "")
         breakdown = f"none: no per-operator trace{f' ({note})' if note else ''}"
-    if getattr(runner, "emulated", False):
+    if runner.emulated:
         latency = f"emulated time (QEMU, not device time), {latency}"
     executed = analysis.executed_kernels
     missing = ""
@@ -794,7 +787,7 @@ def _sources(runner: Runner, measurement: Measurement, analysis: Analysis, *, tr
         if local:
             missing = ("the local runtime cannot record an XNNPACK log (the executorch wheel's XNNPACK is built "
                        "without logging)")
-        elif not has_build(runner, measurement.variant, MODE_LOG):
+        elif not runner.has_build(measurement.variant, MODE_LOG):
             missing = (f"no XNNPACK-logging build for this arm ({build_option(MODE_LOG, measurement.variant)}), so "
                        "which kernels ran is not recorded")
         else:
@@ -836,7 +829,7 @@ def _profile(runner: Runner, measurement: Measurement, blocks: list[Block], *, k
     mapped = [r.metadata[SHARED_OBJECTS] for block in blocks for r in block if SHARED_OBJECTS in r.metadata]
     objects = {name: sha for runs in mapped for name, sha in runs.items()} if mapped else None
     # The environment of a process on this host; a phone's runner has its own, not read here.
-    environment = code_path_environment() if runner.name in ("local", "host", "qemu") else None
+    environment = code_path_environment() if runner.on_this_host else None
     # Memory from the runs that give the latency (untraced when there are such: the tracer's buffers are no part of
     # the model's footprint): one program load and one process peak per block.
     try:

@@ -50,7 +50,7 @@ class Sme2Baseline:
 
     def emulated(self) -> bool:
         """The device is emulated (QEMU, or an Android emulator whose identity names it): its time is no device's."""
-        return bool(getattr(self._runner.runner, "emulated", False))
+        return self._runner.runner.emulated
 
     def rebuilder(self, profile: Any) -> Any:
         """How a missing reference program of this test is rebuilt (measure.rebuild), and the recipe its baseline
@@ -61,11 +61,11 @@ class Sme2Baseline:
         from pytest_sme2.measure.rebuild import Rebuilder, recipe_for
         from pytest_sme2.models import get_model
         from pytest_sme2.plugin.measure import MODEL_REQUEST_KEY
-        from pytest_sme2.runners.build import TARGET_HOST, TARGET_LINUX_AARCH64
+        from pytest_sme2.runners.registry import device
 
         o = self._session.options
         # pytest-sme2's own runner, where the device runs it: a baseline's build of it can be rebuilt too
-        target = {"host": TARGET_HOST, "qemu": TARGET_LINUX_AARCH64}.get(o.device) if o.own_runner else None
+        target = device(o.device).own_runner if o.own_runner else None
         make = partial(Rebuilder, cache_dir=o.cache_dir, progress=self._session.progress, runner_target=target,
                        runner_cache=o.cache_dir / "runners", aarch64_wheel=o.aarch64_wheel,
                        lock_file=self._session.host_lock)

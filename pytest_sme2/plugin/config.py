@@ -21,6 +21,10 @@ def addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("sme2", "pytest-sme2: performance regression testing of ExecuTorch models")
     for spec in OPTION_TABLE:
         kwargs: dict[str, Any] = {"dest": spec.dest, "help": spec.help, "default": None}
+        if spec.name == "device":
+            from pytest_sme2.runners.registry import help_text
+
+            kwargs["help"] = help_text()
         if spec.action:
             kwargs["action"] = spec.action
         else:
@@ -59,13 +63,6 @@ def _from_ini(config: pytest.Config, spec: OptionSpec) -> Any:
     return raw
 
 
-#: ``--sme2-device=qemu``'s defaults for the options the user did not set (command line or ini): one execution per
-#: arm gives the SME2 question's answers (the trace's operators, QEMU's log of the kernels that ran, the outputs) ...
-EMULATED_DEFAULTS = {"blocks": 1, "runs": 1, "warmup": 0}
-#: ... and with ``--sme2-emulated-timing``, emulated time measured in full, to be gated against the emulated baseline.
-EMULATED_TIMING_DEFAULTS = {"blocks": 6, "runs": 3, "warmup": 1}
-
-
 def build_options(config: pytest.Config) -> Sme2Options:
     """Resolve every ``--sme2-*`` option (command line, then ini, then default) and check conflicts."""
     _check_rootdir(config)
@@ -79,12 +76,6 @@ def build_options(config: pytest.Config) -> Sme2Options:
             value = spec.default
             defaulted.add(spec.dest.removeprefix("sme2_"))
         values[spec.dest.removeprefix("sme2_")] = value
-    if values["device"] == "qemu":
-        # Emulation runs 150-500x slower than native (and SME2 code far slower than that on some hosts: 48 s per
-        # tiny_transformer fp32 execution on an Intel Xeon, issue 30), and emulated time is no device's: what the
-        # emulated device is for is which kernels ran and whether the outputs agree, one execution per arm.
-        plan = EMULATED_TIMING_DEFAULTS if values["emulated_timing"] else EMULATED_DEFAULTS
-        values.update({k: v for k, v in plan.items() if k in defaulted})
     root = config.rootpath
     values["baseline_dir"] = root / str(values["baseline_dir"])
     values["cache_dir"] = root / str(values["cache_dir"])
@@ -107,6 +98,9 @@ def build_options(config: pytest.Config) -> Sme2Options:
 
         # Paths in an ini file are relative to that file, not to where pytest was started.
         values["models"] = resolve_model_sources(values["models"], config.inipath.parent)
+    row = _device(values["device"], values["models"])
+    if row.defaults is not None:  # the device's own defaults for what the user did not set (the emulated device's)
+        values.update({k: v for k, v in row.defaults(values).items() if k in defaulted})
     for key in ("update_baseline", "require_baseline", "strict"):
         values[key] = bool(values[key])
     values["fail_on"] = resolve_fail_on(values["fail_on"], strict=values["strict"],
@@ -115,6 +109,22 @@ def build_options(config: pytest.Config) -> Sme2Options:
     _check_conflicts(opts)
     _check_files(config, opts)
     return opts
+
+
+def _device(name: str, models: tuple[str, ...]) -> Any:
+    """The registry's row of ``--sme2-device``. A name it does not know may be a device of the user's: registered by a
+    module of ``sme2_models`` (imported here, before the session's first test, for that) or an installed package."""
+    from pytest_sme2.errors import Sme2Error
+    from pytest_sme2.models import load_model_sources
+    from pytest_sme2.runners import registry
+
+    try:
+        if name not in registry.names():
+            load_model_sources(models)
+        return registry.device(name, sources="a module of sme2_models / --sme2-models, or a pytest_sme2.devices "
+                               "entry point")
+    except Sme2Error as exc:
+        raise pytest.UsageError(f"--sme2-device={name}: {exc}") from None
 
 
 def _check_files(config: pytest.Config, opts: Sme2Options) -> None:
@@ -201,36 +211,19 @@ def _check_rootdir(config: pytest.Config) -> None:
 
 
 def _check_conflicts(opts: Sme2Options) -> None:
-    if opts.serial and opts.device != "android":
-        raise pytest.UsageError(
-            f"--sme2-serial {opts.serial} only applies to --sme2-device=android (device is {opts.device!r}); "
-            "add --sme2-device=android or drop --sme2-serial"
-        )
+    """The device's own conflicts and the options it does not take (the registry's rows), then the rules of every
+    device: the SME2-off arm's builds need the SME2-on arm's, and the latency source needs its builds."""
+    from pytest_sme2.errors import ConfigError
+    from pytest_sme2.runners import registry
+
+    try:
+        row = registry.check_options(opts)
+        registry.check_threads_here(opts, os.cpu_count() or 0)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
     builds = {"--sme2-runner": opts.runner, "--sme2-runner-off": opts.runner_off,
               "--sme2-runner-timing": opts.runner_timing, "--sme2-runner-off-timing": opts.runner_off_timing,
               "--sme2-runner-log": opts.runner_log, "--sme2-runner-off-log": opts.runner_off_log}
-    if opts.device == "local" and any(builds.values()):
-        given = "/".join(flag for flag, path in builds.items() if path is not None)
-        raise pytest.UsageError(
-            f"{given} are executor_runner builds for --sme2-device=host or android; "
-            "the local device uses the executorch Python runtime. Add --sme2-device=host (or android)."
-        )
-    if opts.device == "android" and opts.runner is None:
-        raise pytest.UsageError(
-            "--sme2-device=android needs --sme2-runner PATH: an Android arm64 executor_runner built with "
-            "-DEXECUTORCH_BUILD_DEVTOOLS=ON -DEXECUTORCH_ENABLE_EVENT_TRACER=ON (see docs/android.md)"
-        )
-    if opts.device == "qemu":
-        extra = [flag for flag, path in builds.items() if path is not None and flag != "--sme2-runner"]
-        if extra:
-            raise pytest.UsageError(
-                f"{', '.join(extra)}: --sme2-device=qemu runs one runner on two emulated CPUs (SME2 on: -cpu max; "
-                "off: -cpu max,sme=off), so it takes no second build; give only --sme2-runner (an aarch64 Linux "
-                "runner) or nothing (pytest-sme2's own, cross-built from the executorch wheel)")
-    for flag, value in (("--sme2-qemu", opts.qemu), ("--sme2-aarch64-wheel", opts.aarch64_wheel),
-                        ("--sme2-emulated-timing", opts.emulated_timing or None)):
-        if value is not None and opts.device != "qemu":
-            raise pytest.UsageError(f"{flag} only applies to --sme2-device=qemu (device is {opts.device!r})")
     if opts.runner_off is not None and opts.runner is None:
         raise pytest.UsageError("--sme2-runner-off needs --sme2-runner (the SME2-on build) as well")
     for kind in ("timing", "log"):
@@ -246,7 +239,7 @@ def _check_conflicts(opts: Sme2Options) -> None:
         raise pytest.UsageError(
             "--sme2-runner-timing with --sme2-runner-off needs --sme2-runner-off-timing (the SME2-off timing build): "
             "both arms of an on/off comparison must take their latency from the same kind of runs")
-    if opts.device != "local" and not opts.own_runner:
+    if row.takes("runner") and not opts.own_runner:  # a device that runs the user's executor_runner builds
         if opts.latency == "untraced" and opts.runner_timing is None:
             raise pytest.UsageError(
                 f"--sme2-latency=untraced on --sme2-device={opts.device} needs timing-only executor_runner builds "
@@ -258,17 +251,3 @@ def _check_conflicts(opts: Sme2Options) -> None:
                 "--sme2-latency=traced with --sme2-runner-timing: the timing builds would not be used. Drop "
                 "--sme2-latency (timing builds give untraced latency) or the timing builds"
             )
-    if opts.libcxx is not None and opts.device != "android":
-        raise pytest.UsageError("--sme2-libcxx only applies to --sme2-device=android")
-    if opts.runner_libs is not None and opts.device != "android":
-        raise pytest.UsageError("--sme2-runner-libs only applies to --sme2-device=android (host and qemu runners find "
-                                "their libraries on this machine)")
-    if opts.device in ("local", "host"):
-        from pytest_sme2.errors import ConfigError
-        from pytest_sme2.runners.base import check_threads
-
-        try:
-            check_threads(opts.threads, os.cpu_count() or 0, "this host")
-        except ConfigError as exc:
-            raise pytest.UsageError(str(exc)) from None
-

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     # Two interleaved measurements of one model (SME2 off/on, or two backends): ``sme2_baseline.check`` judges the
     # speedup ``off`` -> ``on`` on the pair, and ``on`` against the baseline (see pytest_sme2.measure.pair).
     from pytest_sme2.measure.pair import Pair
+    from pytest_sme2.runners.base import Runner
+    from pytest_sme2.runners.registry import Device
 
 MODEL_REQUEST_KEY = pytest.StashKey[ModelRequest]()
 #: The way to run an SME2 on/off comparison on any Linux machine, named by every skip that has no SME2 on/off.
@@ -171,29 +173,38 @@ class Sme2Runner:
         return self._session.options.device
 
     @property
-    def runner(self) -> Any:
+    def runner(self) -> Runner:
         return self._session.runner
 
+    @property
+    def _row(self) -> Device:
+        """This session's device in the registry: what it can compare, what it skips."""
+        from pytest_sme2.runners.registry import device
+
+        return device(self.device)
+
     def _skip_without_sme2_builds(self, variant: str) -> None:
+        from pytest_sme2.runners.registry import device
+
         o = self._session.options
-        if o.device == "local":
-            pytest.skip(f"variant {variant!r} needs two executor_runner builds (SME2 on/off); the local executorch "
-                        f"runtime has no SME2 build switch. {EMULATED_ON_OFF}; on SME2 hardware: "
-                        "--sme2-device=host or android with --sme2-runner/--sme2-runner-off")
+        row = device(o.device)
+        if not row.on_off:
+            pytest.skip(f"variant {variant!r} needs two executor_runner builds (SME2 on/off); {row.no_on_off}. "
+                        f"{EMULATED_ON_OFF}; on SME2 hardware: --sme2-device=host or android with "
+                        "--sme2-runner/--sme2-runner-off")
         if variant not in self.runner.variants():
-            if o.device == "host" and o.own_runner:
+            if o.own_runner:
                 # pytest-sme2's own runner is one build for this CPU: there is no SME2-off build of it to pass.
-                pytest.skip(f"variant {variant!r} needs SME2 on and off, and --sme2-device=host runs pytest-sme2's "
-                            "own runner as one build on this CPU. Run the SME2 on/off comparison with "
+                pytest.skip(f"variant {variant!r} needs SME2 on and off, and --sme2-device={o.device} runs "
+                            "pytest-sme2's own runner as one build on this CPU. Run the SME2 on/off comparison with "
                             "--sme2-device=qemu (an emulated Armv9 CPU with SME2 on and off, same runner), or pass "
                             "your own SME2-on/off executor_runner builds with --sme2-runner and --sme2-runner-off")
             pytest.skip(f"variant {variant!r} is not available: pass --sme2-runner-off with the SME2-off build. "
                         f"{EMULATED_ON_OFF}")
-        info = getattr(self.runner, "device_info", None)
-        device = info() if callable(info) else None
-        if variant == "sme2_on" and device is not None and device.sme2 is False:
-            pytest.skip(f"device {device.name or device.serial} has no SME2 (no 'sme2' in its CPU features): "
-                        f"an SME2-on measurement there would not measure SME2. {EMULATED_ON_OFF}")
+        device_info = self.runner.device_info()
+        if variant == "sme2_on" and device_info is not None and device_info.sme2 is False:
+            pytest.skip(f"device {device_info.name or device_info.serial} has no SME2 (no 'sme2' in its CPU "
+                        f"features): an SME2-on measurement there would not measure SME2. {EMULATED_ON_OFF}")
 
     def _skip_if_sme2_kernels_cannot_run(self) -> None:
         """``require_sme2_kernels`` on a device that reports no SME2 cannot be met: skip, with the reason."""
@@ -210,7 +221,7 @@ class Sme2Runner:
 
     def time_gated(self) -> bool:
         """Whether latency is judged: not on an emulated device measured for its evidence only (its default)."""
-        return not getattr(self.runner, "emulated", False) or self._session.options.emulated_timing
+        return not self.runner.emulated or self._session.options.emulated_timing
 
     def measurement(self, exported: Any, *, variant: str | None = None, runs: int | None = None,
                     blocks: int | None = None) -> Any:
@@ -243,7 +254,7 @@ class Sme2Runner:
         backend, variant, word = backend_and_variant(backend, variant)
         target = exported
         if backend is not None:
-            if self.device != "local":
+            if not self._row.compares_backends:
                 pytest.skip(f"{word} {backend!r} compares backends on the local runtime only: run it with "
                             "--sme2-device=local (the default)")
             req = self._item.stash.get(MODEL_REQUEST_KEY, None)
@@ -299,7 +310,7 @@ class Sme2Runner:
             if backend not in LOCAL_BACKENDS:
                 pytest.fail(f"sme2_runner.compare_backends(): unknown backend {backend!r}; allowed: "
                             f"{', '.join(LOCAL_BACKENDS)}", pytrace=False)
-        if self.device != "local":
+        if not self._row.compares_backends:
             pytest.skip("compare_backends() compares exports on the local runtime: run it with --sme2-device=local "
                         "(the default); on a device, SME2 on/off is the comparison (profile_on_off)")
         req = self._item.stash.get(MODEL_REQUEST_KEY, None)

@@ -10,12 +10,15 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
 from pytest_sme2.errors import ConfigError, Sme2Error
 from pytest_sme2.options import Sme2Options
+
+if TYPE_CHECKING:
+    from pytest_sme2.runners.base import Runner
 
 
 class Sme2Session:
@@ -36,7 +39,7 @@ class Sme2Session:
             from pytest_sme2.evidence.categories import CategoryRules
 
             self.rules = call(lambda: CategoryRules.load(rules_file))
-        self._runner: Any = None
+        self._runner: Runner | None = None
         #: (log build, program, inputs, threads) sha256s -> KernelLog: each log build runs once per model
         self._kernel_logs: dict[tuple[Any, ...], Any] = {}
         self._status: LiveStatus | None = None
@@ -74,14 +77,15 @@ class Sme2Session:
     def kernel_log(self, measurement: Any) -> Any:
         """The XNNPACK kernel log of ``measurement``'s arm, from its log build: run once per session per
         (log build, program, inputs), then reused; None when the arm has no log build."""
-        from pytest_sme2.measure.profile import has_build, record_kernel_log
+        from pytest_sme2.measure.profile import record_kernel_log
         from pytest_sme2.runners.base import MODE_LOG
         from pytest_sme2.store.artifacts import file_sha256
 
         runner = self.runner
-        if not has_build(runner, measurement.variant, MODE_LOG):
+        binary = runner.binary_for(measurement.variant, MODE_LOG) if runner.has_build(measurement.variant,
+                                                                                       MODE_LOG) else None
+        if binary is None:
             return None
-        binary = runner.binary_for(measurement.variant, MODE_LOG)
         key = (file_sha256(binary), file_sha256(measurement.pte),
                tuple(file_sha256(p) for p in measurement.inputs), measurement.threads)
         if key not in self._kernel_logs:
@@ -96,7 +100,7 @@ class Sme2Session:
         from pytest_sme2.measure.profile import record_executed_kernels
         from pytest_sme2.store.artifacts import file_sha256
 
-        if not callable(getattr(self.runner, "record_executed", None)):
+        if not self.runner.records_executed:
             return None
         # What runs the arm (binary, emulator, CPU) is part of the key, not just the arm's name: an arm whose CPU
         # changed within the session must not be shown the kernels another CPU ran.
@@ -121,45 +125,36 @@ class Sme2Session:
     @property
     def host_lock(self) -> Path | None:
         """The host's measuring lock (:mod:`measure.hostlock`) on this session's device: measurements on this host's
-        CPUs take turns across xdist workers and sessions, and exports and builds wait for them; None for a phone (each
-        worker's phone is its own device)."""
+        CPUs take turns across xdist workers and sessions, and exports and builds wait for them; None for a device
+        whose registry row says it does not measure here (a phone: each worker's phone is its own device)."""
         from pytest_sme2.measure.hostlock import LOCK_NAME
+        from pytest_sme2.runners.registry import device
 
         o = self.options
-        return o.cache_dir / LOCK_NAME if o.device in ("local", "host", "qemu") else None
+        return o.cache_dir / LOCK_NAME if device(o.device).host_lock else None
 
     @property
-    def runner(self) -> Any:
+    def runner(self) -> Runner:
         if self._runner is None:
             from pytest_sme2.measure.hostlock import heavy_work
-            from pytest_sme2.runners import make_runner
+            from pytest_sme2.runners.registry import RunnerContext, device
 
             o = self.options
-            extra: dict[str, Any] = {}
-            if o.device == "android":
-                extra = {"libcxx": o.libcxx, "runner_libs": o.runner_libs, "big_cores": o.big_cores,
-                         "cooldown_s": o.cooldown,
-                         "fixed_performance": o.fixed_performance, "worker": worker_id(self.config)}
-            if o.device in ("host", "qemu"):
-                # pytest-sme2's own runner is built once per content and kept beside the export cache.
-                extra = {"qemu": o.qemu, "runner_cache": o.cache_dir / "runners", "aarch64_wheel": o.aarch64_wheel,
-                         "progress": self.progress}
+            # pytest-sme2's own runner is built once per content and kept beside the export cache.
+            context = RunnerContext(progress=self.progress, worker=worker_id(self.config),
+                                    runner_cache=o.cache_dir / "runners")
             try:
+                row = device(o.device)
                 # Building pytest-sme2's own runner (a compiler, seconds of CPU) waits for a sibling's measurement.
-                builds = o.device in ("host", "qemu") and o.runner is None  # pytest-sme2's own runner
-                with heavy_work(self.host_lock if builds else None, what="building the runner",
+                with heavy_work(self.host_lock if row.builds_own_runner(o) else None, what="building the runner",
                                 progress=self.progress):
-                    runner = make_runner(
-                        o.device, runner_path=o.runner, runner_off=o.runner_off, serial=o.serial, timeout_s=o.timeout,
-                        runner_timing=o.runner_timing, runner_off_timing=o.runner_off_timing,
-                        runner_log=o.runner_log, runner_off_log=o.runner_off_log, **extra)
-                if hasattr(runner, "heartbeat"):
-                    runner.heartbeat = self.status.tick  # a long runner process shows its elapsed time
+                    runner = row.make(o, context)
+                runner.heartbeat = self.status.tick  # a long runner process shows its elapsed time
                 self._runner = runner
             except Sme2Error as exc:
                 error = exc
             else:
-                return self._runner
+                return runner
             if isinstance(error, ConfigError):
                 # A wrong choice of device or option (several phones and no serial, a mask naming no
                 # CPU) is wrong for every test: one usage error for the session, not a failure per test.

@@ -1,4 +1,4 @@
-"""The Runner protocol and the one result type every runner returns.
+"""The Runner interface and the one result type every runner returns.
 
 A runner takes a :class:`RunRequest` (a ``.pte``, how many executions, threads, where to put
 files) and returns a :class:`RunResult` (per-execution end-to-end times, the trace if the runtime
@@ -9,15 +9,20 @@ recorded one, and facts about the build that produced them). Local runtime, host
 from __future__ import annotations
 
 import platform
-from collections.abc import Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from pytest_sme2.device.load import BlockLoad
 from pytest_sme2.errors import ConfigError
 from pytest_sme2.store.artifacts import file_sha256
+
+if TYPE_CHECKING:
+    from pytest_sme2.device.facts import DeviceInfo
+    from pytest_sme2.evidence.qemu_log import ExecutedKernels
 
 SCHEMA_VERSION = 1
 
@@ -159,32 +164,73 @@ class RunResult:
         )
 
 
-@runtime_checkable
-class Runner(Protocol):
-    """Anything that can execute a ``.pte`` and report per-execution latency."""
+class Runner(ABC):
+    """Anything that can execute a ``.pte`` and report per-execution latency: every capability the library uses.
 
-    #: "local", "host" or "android"
-    name: str
+    A base class with the defaults, not a Protocol: a device of one's own (DEVELOPERS.md, "Adding a device")
+    implements :meth:`identity`, :meth:`build_identity` and :meth:`run` and inherits a sensible answer for every
+    other capability, so no caller probes for one with ``getattr`` and a runner missing one of the three fails
+    when it is made, naming the method, not in the middle of a measurement.
+    """
+
+    #: the device's name, as the registry names it (:mod:`pytest_sme2.runners.registry`): "local", "host", ...
+    name: str = ""
+    #: it runs the program in this Python process (the executorch runtime), not a runner binary: the profile's
+    #: sources say "local runtime", and the tracer's cost is the runtime's
+    in_process: bool = False
+    #: its runs are processes on this machine, so this process's environment (the code-path variables) is theirs
+    on_this_host: bool = False
+    #: it can record the kernels that executed (:meth:`record_executed`: QEMU's in_asm log)
+    records_executed: bool = False
+    #: called about once a second while a long run goes on (the plugin's status line and the CLI show the elapsed
+    #: time with it); set by the front end, None = nothing to tell
+    heartbeat: Callable[[], None] | None = None
+
+    @property
+    def emulated(self) -> bool:
+        """Its times are emulated time (QEMU, an Android emulator): labelled so everywhere, never an SME2 speedup."""
+        return False
 
     def variants(self) -> tuple[str | None, ...]:
         """Variants this runner can run (``(None,)`` when it has a single build)."""
-        ...
+        return (None,)
 
-    def fingerprint(self) -> Mapping[str, Any]:
-        """Stable facts that decide whether two results are comparable (device, build, versions)."""
-        ...
-
+    @abstractmethod
     def identity(self) -> Mapping[str, Any]:
         """The device's :class:`~pytest_sme2.device.identity.DeviceIdentity` as a dict; no runtime or runner facts."""
-        ...
 
+    @abstractmethod
     def build_identity(self, variant: str | None) -> Mapping[str, Any]:
         """What executes the ``.pte`` for ``variant`` besides the ``.pte``: runtime version, binary hashes."""
-        ...
 
+    @abstractmethod
     def run(self, request: RunRequest) -> RunResult:
         """Execute ``request``; raise :class:`~pytest_sme2.errors.RunnerError` when it fails."""
-        ...
+
+    def has_build(self, variant: str | None, mode: str) -> bool:
+        """Whether ``variant`` has a build that records ``mode`` (by default: traced runs only)."""
+        return mode == MODE_TRACE
+
+    def runner_for(self, variant: str | None) -> Path | None:
+        """The runner binary of ``variant``, kept in the artifact store beside a baseline; None = no binary."""
+        return None
+
+    def binary_for(self, variant: str | None, mode: str = MODE_TRACE) -> Path | None:
+        """The binary of ``variant`` that records ``mode`` (when :meth:`has_build`); None = no binary."""
+        return None
+
+    def device_info(self) -> DeviceInfo | None:
+        """Facts of the device (its SME2 support, for skips); None when the runner cannot tell."""
+        return None
+
+    def run_settings(self) -> Mapping[str, Any]:
+        """How runs are made on the device when that changes their speed (a phone's pinning): part of the identity
+        a baseline is keyed on."""
+        return {}
+
+    def record_executed(self, request: RunRequest) -> ExecutedKernels | None:
+        """Run ``request`` once and say which kernels executed (when :attr:`records_executed`); None otherwise."""
+        return None
 
 
 def inputs_argv(paths: Sequence[str], *, fix: str) -> list[str]:
@@ -214,8 +260,8 @@ def check_threads(threads: int, cores: int, where: str) -> None:
         )
 
 
-class BinaryBuilds:
-    """``variants``, ``runner_for`` and ``binary_for`` of a runner that runs ``executor_runner`` binaries.
+class BinaryBuilds(Runner):
+    """A runner of ``executor_runner`` binaries: its ``variants``, ``has_build``, ``runner_for`` and ``binary_for``.
 
     Subclasses set ``name``, ``builds`` (variant -> the traced binary; ``None`` is the single build) and,
     optionally, ``mode_builds`` (``MODE_TIMING`` / ``MODE_LOG`` -> variant -> binary): the timing-only and

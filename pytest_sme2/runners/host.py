@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_sme2.device.codepaths import SHARED_OBJECTS, runner_shared_objects
 from pytest_sme2.device.facts import host_device, host_identity
@@ -52,6 +52,8 @@ from pytest_sme2.runners.base import (
     MODE_LOG,
     MODE_TIMING,
     MODE_TRACE,
+    SME2_OFF,
+    SME2_ON,
     BinaryBuilds,
     RunRequest,
     RunResult,
@@ -61,6 +63,10 @@ from pytest_sme2.runners.base import (
 )
 from pytest_sme2.store.artifacts import file_sha256
 from pytest_sme2.store.files import ensure_dir
+
+if TYPE_CHECKING:
+    from pytest_sme2.options import Sme2Options
+    from pytest_sme2.runners.registry import RunnerContext
 
 #: ``Iteration 3 of 30: 0.079408 ms`` as executor_runner logs it (the file:line prefix varies by version).
 ITERATION_LINE = re.compile(r"Iteration (\d+) of (\d+): ([0-9.eE+-]+) ms")
@@ -143,12 +149,9 @@ class HostRunner(BinaryBuilds):
     """
 
     name = "host"
+    on_this_host = True
     #: what the reaped child's ``ru_maxrss`` is the peak of (QEMU: the emulator's process)
     peak_source = PeakSource.PROCESS
-    #: called about once a second while a runner process runs (the plugin's status line and the CLI show the
-    #: elapsed time of a long block with it); None = nothing to tell
-    heartbeat: Callable[[], None] | None = None
-
     def __init__(
         self,
         runner_path: str | Path | None = None,
@@ -669,3 +672,27 @@ def loaded_libraries(log_lines: Iterable[str], *, binary: Path | None = None) ->
         with contextlib.suppress(OSError):
             out[path] = file_sha256(path)
     return out
+
+
+def from_options(options: Sme2Options, context: RunnerContext) -> HostRunner:
+    """The registry's factory (:mod:`pytest_sme2.runners.registry`): the ``--sme2-runner*`` builds, or without them
+    pytest-sme2's own runner built against the installed executorch wheel (:mod:`pytest_sme2.runners.build`, cached
+    in ``context.runner_cache``). The own runner is its own timing build (no tracer unless asked for a trace)."""
+    if options.runner is None:
+        from pytest_sme2.runners.build import TARGET_HOST, build_runner
+
+        build = build_runner(TARGET_HOST, cache_dir=context.runner_cache, progress=context.progress)
+        own = build.path
+        # One binary, both run kinds: untraced without --etdump_path (the timing build), traced with it.
+        return HostRunner(own, variants={None: own, SME2_ON: own}, timeout_s=options.timeout, timing={None: own,
+                          SME2_ON: own}, write_outputs=True, runtime=build.runtime())
+
+    def arms(on: Path | None, off: Path | None) -> dict[str | None, Path]:
+        out: dict[str | None, Path] = {None: on, SME2_ON: on} if on is not None else {}
+        if off is not None:
+            out[SME2_OFF] = off
+        return out
+
+    return HostRunner(options.runner, variants=arms(options.runner, options.runner_off), timeout_s=options.timeout,
+                      timing=arms(options.runner_timing, options.runner_off_timing),
+                      log=arms(options.runner_log, options.runner_off_log))

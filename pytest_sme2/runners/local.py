@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_sme2.device.codepaths import SHARED_OBJECTS, runtime_shared_objects
 from pytest_sme2.device.facts import host_identity
@@ -57,9 +57,13 @@ from pytest_sme2.errors import ConfigError, RunnerError, TraceError
 from pytest_sme2.evidence.trace import read_etdump
 from pytest_sme2.gate.memory import LOAD_MS, PEAK_KB, PEAK_SOURCE, PeakDelta, PeakSource
 from pytest_sme2.program.export import load_pte_check
-from pytest_sme2.runners.base import MODE_LOG, MODE_TRACE, RunRequest, RunResult, check_threads
+from pytest_sme2.runners.base import MODE_LOG, MODE_TRACE, Runner, RunRequest, RunResult, check_threads
 from pytest_sme2.runners.host import host_facts, new_run_dir
 from pytest_sme2.store.artifacts import file_sha256
+
+if TYPE_CHECKING:
+    from pytest_sme2.options import Sme2Options
+    from pytest_sme2.runners.registry import RunnerContext
 
 #: How to get a runtime that records ETDumps; ends every "no per-operator timing" note.
 TRACER_FIX = (
@@ -157,7 +161,7 @@ def _describe_runtime_error(exc: BaseException) -> str:
     return text
 
 
-class LocalRunner:
+class LocalRunner(Runner):
     """Run ``.pte`` files in this process with the executorch pybindings runtime, traced or untraced.
 
     ``runtime`` is the object programs are loaded with: ``None`` = ``executorch.runtime.Runtime.get()``.
@@ -165,6 +169,8 @@ class LocalRunner:
     """
 
     name = "local"
+    in_process = True
+    on_this_host = True
 
     def __init__(self, *, method: str | None = None, runtime: Any = None) -> None:
         #: the method to run; ``None`` = ``forward`` if present, else the first one (as executor_runner)
@@ -556,3 +562,8 @@ def _execute_once(method: Any, args: tuple[Any, ...], pte: Path) -> list[Any]:
         return list(method.execute(args))
     except Exception as exc:
         raise RunnerError(f"executing {pte} failed: {_describe_runtime_error(exc)}") from None
+
+
+def from_options(options: Sme2Options, context: RunnerContext) -> LocalRunner:
+    """The registry's factory (:mod:`pytest_sme2.runners.registry`): the local runtime takes no option of its own."""
+    return LocalRunner()

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_sme2.device.facts import cpuinfo_features, linux_identity
 from pytest_sme2.device.identity import DeviceIdentity
@@ -37,6 +37,10 @@ from pytest_sme2.gate.memory import PeakSource
 from pytest_sme2.runners.base import MODE_TRACE, SME2_OFF, SME2_ON, RunRequest
 from pytest_sme2.runners.host import HostRunner, kill_group, wait_with_rusage
 from pytest_sme2.store.artifacts import file_sha256
+
+if TYPE_CHECKING:
+    from pytest_sme2.options import Sme2Options
+    from pytest_sme2.runners.registry import RunnerContext
 
 #: The emulated CPU of each arm. One binary, two CPUs: the on/off comparison by CPU feature.
 CPU_SME2_ON = "max"
@@ -167,6 +171,8 @@ class QemuRunner(HostRunner):
     name = "qemu"
     #: its time is emulated time (profile sources and reports say so)
     emulated = True
+    #: QEMU's in_asm log says which kernels executed (:meth:`record_executed`)
+    records_executed = True
     #: the peak wait4 gives is qemu-user's (and so is the runner's own getrusage: the guest asks the host's kernel)
     peak_source = PeakSource.EMULATOR
 
@@ -282,3 +288,24 @@ class QemuRunner(HostRunner):
 
     def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
         return f"{super().build_of(variant, build, mode)} under QEMU {self.version} -cpu {self.cpu_for(variant)}"
+
+
+def from_options(options: Sme2Options, context: RunnerContext) -> QemuRunner:
+    """The registry's factory (:mod:`pytest_sme2.runners.registry`): ``--sme2-runner`` (an aarch64 Linux runner) or
+    pytest-sme2's own, cross-built from the aarch64 executorch wheel, under ``--sme2-qemu`` (default: on PATH)."""
+    from pytest_sme2.runners.build import TARGET_LINUX_AARCH64, build_runner
+
+    emulator = find_qemu(options.qemu)  # before a build: a missing QEMU is the first thing to say
+    if options.runner is not None:
+        from pytest_sme2.runners.build import cross_compiler, cross_sysroot, host_is_aarch64
+
+        sysroot = "" if host_is_aarch64() else cross_sysroot(cross_compiler())
+        emulated = QemuRunner(options.runner, qemu=emulator, sysroot=sysroot, timeout_s=options.timeout)
+    else:
+        build = build_runner(TARGET_LINUX_AARCH64, cache_dir=context.runner_cache, wheel=options.aarch64_wheel,
+                             progress=context.progress)
+        emulated = QemuRunner(build.path, qemu=emulator, sysroot=build.sysroot, timeout_s=options.timeout,
+                              runtime=build.runtime())
+    # Probe the emulated CPUs now: a QEMU without SME2 is one usage error for the session, not a failure per test.
+    _ = emulated.probes
+    return emulated

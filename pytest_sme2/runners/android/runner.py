@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import adbutils
 
@@ -52,6 +52,10 @@ from pytest_sme2.runners.base import (
 )
 from pytest_sme2.runners.host import BUILD_HINT, DEFAULT_TRACE_NAME, new_run_dir, result_from_log, result_from_trace
 from pytest_sme2.store.artifacts import file_sha256
+
+if TYPE_CHECKING:
+    from pytest_sme2.options import Sme2Options
+    from pytest_sme2.runners.registry import RunnerContext
 
 #: The logcat tag XNNPACK logs under on Android.
 LOGCAT_TAG = "XNNPACK"
@@ -372,3 +376,17 @@ def read_logcat(link: AdbLink) -> str:
     out = link.shell(command, what="reading the XNNPACK log from logcat", timeout=LOGCAT_TIMEOUT)
     text = str(out.stdout)
     return f"--- logcat -s {LOGCAT_TAG}:* (cleared before the run; at most {LOGCAT_MAX_LINES} lines) ---\n{text}"
+
+
+def from_options(options: Sme2Options, context: RunnerContext) -> AndroidRunner:
+    """The registry's factory (:mod:`pytest_sme2.runners.registry`): every Android option passed through; the phone
+    chosen now, so several phones without ``--sme2-serial`` (a ConfigError) or none at all is found before anything
+    is exported or measured, not by the first test."""
+    android = AndroidRunner(runner_path=options.runner, runner_off=options.runner_off, serial=options.serial,
+                            timeout_s=options.timeout, runner_timing=options.runner_timing,
+                            runner_off_timing=options.runner_off_timing, runner_log=options.runner_log,
+                            runner_off_log=options.runner_off_log, libcxx=options.libcxx,
+                            runner_libs=options.runner_libs, big_cores=options.big_cores, cooldown_s=options.cooldown,
+                            fixed_performance=options.fixed_performance, worker=context.worker)
+    _ = android.serial
+    return android
