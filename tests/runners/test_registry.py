@@ -16,7 +16,7 @@ import pytest
 
 from pytest_sme2.evidence.trace import read_etdump
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"
 TOY_TRACE = DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"
 
