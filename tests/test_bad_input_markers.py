@@ -1,4 +1,4 @@
-"""Bad input to the markers, options and CLI arguments (issue 29, item 3): refused before anything measures.
+"""Bad input to the markers, options and CLI arguments: refused before anything measures.
 
 Two markers where a test takes one are refused at collection (the closest would win without a word); a
 threshold that cannot apply to what the test measures fails that test naming the marker and what would make it

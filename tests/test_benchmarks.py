@@ -1,4 +1,4 @@
-"""The benchmark script (``benchmarks/run.py``, issue #6): its JSON line, and its pieces on real data.
+"""The benchmark script (``benchmarks/run.py``): its JSON line, and its pieces on real data.
 
 The full benchmark takes minutes; these tests run a fast section of the real script and the
 analysis-vs-Inspector agreement check on a small recorded trace, in well under a minute.
@@ -48,11 +48,7 @@ def _bench(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]
 
 @pytest.mark.slow
 def test_quick_benchmark_run_exits_0_and_prints_every_section() -> None:
-    """Issue 18 defect 11: ``python benchmarks/run.py --quick`` as the README gives it (~70 s here).
-
-    Before the fix its plugin section's temp project named toy_cnn without registering it ("baseline session
-    failed (exit 1)") and its gate section imported ``gate_confirmed``, which the gate no longer has.
-    """
+    """``python benchmarks/run.py --quick`` as the README gives it (~70 s here) runs every section to the end."""
     # The busy check is off for the plugin section (as for gate_sessions below): beside other tests on two cores the
     # default finds every block disturbed and writes no baseline, which is the gate's rule, not a broken benchmark.
     proc = _bench(str(ROOT / "benchmarks" / "run.py"), "--quick", "--busy-limit", "100")
@@ -68,7 +64,7 @@ def test_quick_benchmark_run_exits_0_and_prints_every_section() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["gate_power.py", "tracing_overhead.py"])
 def test_quick_runs_of_the_gate_and_tracing_benchmarks_exit_0(script: str, tmp_path: Path) -> None:
-    """Issue 18 defect 11: the benchmarks with a quick mode of their own run it to the end.
+    """The benchmarks with a quick mode of their own run it to the end.
 
     ~20 s each here (gate_sessions.py --quick has its own test below). Their results go to a temp dir, never over
     the committed ``benchmarks/results``.
@@ -197,7 +193,7 @@ def test_replay_runner_gives_back_a_judgements_runs_in_order_and_measures_what_i
     assert runner.live_runs == 1
     # Every replay starts from the tape's beginning: a third judgement that measures again (a stored comparison
     # inconclusive at margin + allowance, after two that confirmed) gets the strictest one's runs, not a used-up tape
-    # (the CI failure of stop 26: 15 live runs in a stored comparison).
+    # (15 live runs in a stored comparison).
     runner.replay()
     assert [runner.run(ref), runner.run(ref), runner.run(cand)] == [first[0], first[3], first[1]]
     assert real.calls == 5 and runner.live_runs == 0
@@ -284,7 +280,7 @@ def test_runner_speed_quick_measures_every_arm_side_by_side(tmp_path: Path) -> N
     assert start["ours_wall_ms"] > start["ours_load_ms"] > 0
     if shutil.which("qemu-aarch64") and shutil.which("aarch64-linux-gnu-g++"):
         [emu] = data["emulated"]
-        # The emulated device's defaults since issue 30: one traced execution per arm (the evidence and outputs).
+        # The emulated device's defaults: one traced execution per arm (the evidence and outputs).
         assert emu["emulated"] and emu["design"] == {"blocks": 1, "warmup": 0, "runs": 1}
         for arm in ("sme2_on", "sme2_off"):
             assert emu["arms"][arm]["blocks"] == 1 and emu["arms"][arm]["executions_per_block"] == 1
@@ -295,7 +291,7 @@ def test_runner_speed_quick_measures_every_arm_side_by_side(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_quick_memory_section_measures_peak_noise_and_its_cost() -> None:
-    """Issue 21: run.py's memory section (memory_noise.py --quick: toy_cnn, 2 sessions x 3 blocks) ends with its keys;
+    """run.py's memory section (memory_noise.py --quick: toy_cnn, 2 sessions x 3 blocks) ends with its keys;
     the runner-process noise is a fraction, the local runtime's VmHWM reset and reads a fraction of a millisecond."""
     proc = _bench(str(ROOT / "benchmarks" / "run.py"), "--quick", "--only", "memory", timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -306,7 +302,7 @@ def test_quick_memory_section_measures_peak_noise_and_its_cost() -> None:
 
 
 def test_quick_run_of_the_paired_gate_study_exits_0_with_every_comparison_kind() -> None:
-    """Issue 18 defect 4: benchmarks/gate_paired.py (offline, on the recorded A/A rounds) runs to the end (~2 s)."""
+    """benchmarks/gate_paired.py (offline, on the recorded A/A rounds) runs to the end (~2 s)."""
     proc = _bench(str(ROOT / "benchmarks" / "gate_paired.py"), "--quick", timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     for kind in ("session (paired)", "session (unpaired, before)", "stored (+50% allowance)", "unchanged"):
@@ -314,7 +310,7 @@ def test_quick_run_of_the_paired_gate_study_exits_0_with_every_comparison_kind()
 
 
 def test_ci_green_rates_read_consecutive_windows_and_count_inconclusive_as_red() -> None:
-    """Issue 28 item 3: benchmarks/ci_green.py (offline, recorded A/A rounds) says what "not decided is not green"
+    """benchmarks/ci_green.py (offline, recorded A/A rounds) says what "not decided is not green"
     costs. Its windows are consecutive rounds (one start round each), and red now counts inconclusive too."""
     sys.path.insert(0, str(ROOT))
     from benchmarks import ci_green
@@ -332,7 +328,7 @@ def test_ci_green_rates_read_consecutive_windows_and_count_inconclusive_as_red()
 
 
 def test_the_calibrated_fallback_study_runs_and_never_passes_without_history() -> None:
-    """Issue 28 items 2 and 9: benchmarks/gate_calibrated.py judges the cross-session fallback on the real separate
+    """benchmarks/gate_calibrated.py judges the cross-session fallback on the real separate
     sessions (results/gate_sessions.json, data/history_toy_cnn_sessions.jsonl), calibrated beside hand-set.
 
     What must hold whatever the numbers: a comparison whose history was too short is inconclusive, never a pass; on

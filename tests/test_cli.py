@@ -97,7 +97,7 @@ def test_compare_names_both_files_and_which_statistic_each_line_uses(tmp_path: P
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     old = _results(tmp_path / "before.json", {"t::test_mobilenet": MN_ON})
     new = _results(tmp_path / "after.json", {"t::test_mobilenet": MN_OFF})
-    # Two files are two sessions: without a drift allowance (a hand-set 0 % here) nothing is decided (issue 28).
+    # Two files are two sessions: without a drift allowance (a hand-set 0 % here) nothing is decided.
     code, out, _ = _cli(capsys, "compare", str(old), str(new), "--drift-allowance", "0")
     assert code == 1
     lines = out.splitlines()
@@ -155,7 +155,7 @@ def test_compare_reports_tests_missing_from_the_new_results_and_fails(tmp_path: 
     assert code == 0 and "MISSING" not in out
 
 
-# ------------------------------------------------------------------ compare: two files are two sessions (issue 18)
+# ------------------------------------------------------------------ compare: two files are two sessions
 
 ZEN3 = {"vendor": "AuthenticAMD", "family": 25, "model": 1, "threads": 1, "dtype": "fp32", "backend": "xnnpack"}
 ZEN4 = {**ZEN3, "model": 17}
@@ -165,9 +165,9 @@ PTE_B = Artifact("3" * 64, ("2" * 64,), RUNTIME)
 
 
 def test_compare_refuses_measurements_of_another_identity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 18 defect 7: a Zen 3 baseline against a Zen 4 run is not a comparison; it says which fields differ.
+    """A Zen 3 baseline against a Zen 4 run is not a comparison; it says which fields differ.
 
-    Before: the two files were judged as one session (the recorded 2.3x slower build "regressed", exit 1).
+    Two files of different devices are never judged as one session (the recorded 2.3x slower build is no regression).
     """
     old = _results(tmp_path / "zen3.json", {"t::test_mobilenet": MN_ON}, identity=ZEN3, artifact=PTE_A)
     new = _results(tmp_path / "zen4.json", {"t::test_mobilenet": MN_OFF}, identity=ZEN4, artifact=PTE_A)
@@ -182,7 +182,7 @@ def test_compare_refuses_measurements_of_another_identity(tmp_path: Path, capsys
 
 def test_compare_of_an_unchanged_artifact_is_drift_never_a_failure(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 18 defect 7: the same program, inputs and runtime, slower in another session, is the machine."""
+    """The same program, inputs and runtime, slower in another session, is the machine."""
     old = _results(tmp_path / "monday.json", {"t::test_mobilenet": MN_ON}, identity=ZEN3, artifact=PTE_A)
     new = _results(tmp_path / "tuesday.json", {"t::test_mobilenet": MN_OFF}, identity=ZEN3, artifact=PTE_A)
     code, out, _ = _cli(capsys, "compare", str(old), str(new))
@@ -194,9 +194,9 @@ def test_compare_of_an_unchanged_artifact_is_drift_never_a_failure(tmp_path: Pat
 
 def test_compare_of_a_changed_artifact_takes_the_stored_rule_and_the_drift_allowance(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 18 defect 7: a changed program is judged on the stored samples, the margin widened by the drift allowance.
+    """A changed program is judged on the stored samples, the margin widened by the drift allowance.
 
-    Issue 28 item 2: without an allowance (none calibrated from --history, none set by hand) it is not decided, never a
+    Without an allowance (none calibrated from --history, none set by hand) it is not decided, never a
     pass or a regression; a hand-set --drift-allowance still applies and says it is uncalibrated. The recorded toy_cnn
     fp16 runs are 1.43x the fp32 ones (0.1122 / 0.0787 ms): a regression at a hand-set 0 %, within 5 % + 50 %.
     """
@@ -225,7 +225,7 @@ def test_compare_of_a_changed_artifact_takes_the_stored_rule_and_the_drift_allow
 
 def test_compare_judges_planned_memory_exactly_by_the_files_comparison(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 21: ``compare`` gates memory as the plugin does. The same recorded runs (latency passes), the plan of
+    """``compare`` gates memory as the plugin does. The same recorded runs (latency passes), the plan of
     another real program: toy_cnn portable plans 196,608 B where the XNNPACK one plans 12,400 B."""
     xnn = memory_of(DATA / "toy_cnn_fp32_xnnpack.pte", [])
     portable = memory_of(DATA / "toy_cnn_fp32_portable.pte", [])
@@ -349,7 +349,7 @@ def test_profile_keeps_the_runtimes_output_out_of_the_terminal(tmp_path: Path) -
     assert "[sme2] toy_cnn_fp32_xnnpack: block 1/" in proc.stderr and "[sme2]" not in log.read_text()
 
 
-# ------------------------------------------------------------------ profile: the project's models (issue 18)
+# ------------------------------------------------------------------ profile: the project's models
 
 MODELS_PY = """
 from pytest_sme2.models import register_model
@@ -364,9 +364,9 @@ def make():
 
 def test_profile_reads_the_projects_ini_upward_as_pytest_does(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 18 defect 11: ``profile`` imports the ``sme2_models`` of the ini pytest would use, relative to it.
+    """``profile`` imports the ``sme2_models`` of the ini pytest would use, relative to it.
 
-    Before the fix the CLI read no ini: the project's model was "unknown; registered models: (none)".
+    The project's model is found from a directory below the ini, as pytest would find it.
     """
     project = tmp_path / "project"
     (project / "models").mkdir(parents=True)
@@ -420,8 +420,8 @@ def test_find_inifile_follows_pytests_order(tmp_path: Path, files: dict[str, str
 
 @pytest.mark.slow
 def test_the_readmes_profile_line_works_in_this_repository(tmp_path: Path) -> None:
-    """Issue 18 defect 11: ``pytest-sme2 profile --model toy_cnn``, run in this repository, finds the example models
-    through pyproject.toml's ``sme2_models``, as the plugin does (before: "unknown model 'toy_cnn'")."""
+    """``pytest-sme2 profile --model toy_cnn``, run in this repository, finds the example models
+    through pyproject.toml's ``sme2_models``, as the plugin does."""
     proc = subprocess.run(
         [sys.executable, "-m", "pytest_sme2", "profile", "--model", "toy_cnn", "--runs", "2", "--warmup", "0",
          "--blocks", "1", "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")],

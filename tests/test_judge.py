@@ -28,7 +28,7 @@ from pytest_sme2.store.baseline import BaselineStore
 
 
 def test_an_invalid_measurement_never_becomes_a_baseline_and_strict_fails_it(tmp_path: Path) -> None:
-    """Defect 2: --sme2-update-baseline refuses an invalid profile; strict fails invalid like inconclusive."""
+    """--sme2-update-baseline refuses an invalid profile; strict fails invalid like inconclusive."""
     hot = toy_profile("thermal throttling: status went from none to severe while measuring")
     baselines = BaselineStore(tmp_path / "baselines")
     common = {"test_id": "t.py::test_a", "runner": None, "baselines": baselines,
@@ -57,10 +57,10 @@ def _recorded_profile(inputs_sha: str = "in-a", pte_sha: str = "pte-a") -> Profi
 
 
 def test_update_baseline_keeps_the_previous_baseline_when_the_measurement_failed(tmp_path: Path) -> None:
-    """Issue 18 defect 10: ``--sme2-update-baseline`` does not replace a baseline with a failed or invalid measurement.
+    """``--sme2-update-baseline`` does not replace a baseline with a failed or invalid measurement.
 
-    Before: the p50 budget failed and the baseline was overwritten all the same (only invalid ones were refused,
-    without saying that the previous one stays).
+    A measurement that fails its own checks (here the p50 budget) or is invalid leaves the previous baseline, and says
+    that it is kept.
     """
     baselines = BaselineStore(tmp_path / "baselines")
     common = {"test_id": "t.py::test_a", "runner": None, "baselines": baselines,
@@ -82,7 +82,7 @@ def test_update_baseline_keeps_the_previous_baseline_when_the_measurement_failed
 
 
 def test_inputs_that_differ_from_the_baselines_are_warned_about(tmp_path: Path) -> None:
-    """Issue 18 defect 10: other input files than the baseline's (unseeded ``torch.randn`` in a marker) are a warning.
+    """Other input files than the baseline's (unseeded ``torch.randn`` in a marker) are a warning.
 
     Not an error: the test is judged as before (a changed artifact); the warning says why it is one.
     """
@@ -119,11 +119,10 @@ def _judge_twice(tmp_path: Path, runner: HostRunner, first: Measurement, second:
 
 def test_runs_warmup_and_the_measuring_code_are_part_of_the_artifact(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 18 defect 9: other ``--sme2-runs`` / ``--sme2-warmup`` or another measuring code make a changed artifact.
+    """Other ``--sme2-runs`` / ``--sme2-warmup`` or another measuring code make a changed artifact.
 
-    Before: the artifact held the program, inputs and build only, so a baseline of 4 runs after 1 warm-up judged a
-    measurement of 6 runs after 0 as ``unchanged`` (drift at worst, never failed), and so did a measurement made by
-    other measuring code (``tool_version`` was stored, never compared).
+    A baseline of 4 runs after 1 warm-up and a measurement of 6 runs after 0 are a changed artifact, not
+    ``unchanged``, and so are two measurements made by other measuring code (the measurement recipe's version).
     """
     from pytest_sme2.measure import profile as profile_module
 
@@ -146,7 +145,7 @@ def test_runs_warmup_and_the_measuring_code_are_part_of_the_artifact(tmp_path: P
 
 
 def test_a_baseline_without_a_recipe_keeps_working_and_says_what_is_not_compared(tmp_path: Path) -> None:
-    """Issue 18 defect 9: a baseline written before the recipe was recorded is still ``unchanged`` for the same
+    """A baseline written before the recipe was recorded is still ``unchanged`` for the same
     program, inputs and build (its runs and warm-up are unknown, not changed), and the verdict says so."""
     runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
     m = standin_measurement(tmp_path)
@@ -184,11 +183,11 @@ def _libz() -> Path:
 
 
 def test_a_runners_non_system_shared_libraries_are_part_of_its_build(tmp_path: Path) -> None:
-    """Issue 18 defect 9: the same runner binary over a rebuilt shared library is a changed artifact, named.
+    """The same runner binary over a rebuilt shared library is a changed artifact, named.
 
     The runner process prints its ``/proc/self/maps`` (pytest-sme2's own runner does; the stand-in prints the real
-    maps of the library it really loaded). Before: only the binary's sha256 was recorded, so a rebuilt
-    ``libexecutorch*.so`` beside it was ``unchanged``. The baseline's libraries cannot run here (the store keeps
+    maps of the library it really loaded), so a rebuilt ``libexecutorch*.so`` beside the same binary is not
+    ``unchanged``. The baseline's libraries cannot run here (the store keeps
     binaries, not what they load), so the verdict is the ``runtime`` comparison, never a same-session one that would
     re-measure the new libraries twice.
     """
@@ -221,13 +220,12 @@ class _OnArmChangesLater(HostRunner):
 
 
 def test_a_changed_models_speedup_is_judged_on_its_own_pair_and_reported_as_gated(tmp_path: Path) -> None:
-    """Issue 18 defect 3: a changed model of an on/off pair, compared in the same session with its baseline's artifact.
+    """A changed model of an on/off pair, compared in the same session with its baseline's artifact.
 
     The same-session comparison measures the SME2-on arm again, beside the baseline's artifact, minutes after the
-    pair. Before, the gated speedup divided the pair's SME2-off arm by that later SME2-on measurement (another
-    thermal state; here the later recording), and the report showed it beside the pair's own arms. Now the speedup
-    is the pair's own off/on, the report renders the verdict's check, and the latency is still judged against the
-    re-measured reference.
+    pair (another thermal state; here a later recording). The gated speedup is the pair's own off/on, never the pair's
+    off arm over that later on arm; the report renders the verdict's check, and the latency is still judged against
+    the re-measured reference.
     """
     from pytest_sme2.measure.pair import measure_on_off, report_of
 
@@ -267,10 +265,10 @@ def test_a_changed_models_speedup_is_judged_on_its_own_pair_and_reported_as_gate
 
 
 def test_the_sme2_off_runner_of_a_pair_is_part_of_the_measured_arms_artifact(tmp_path: Path) -> None:
-    """Issue 18 defect 9: a new SME2-off runner changes what the pair's speedup is over: a changed artifact, named.
+    """A new SME2-off runner changes what the pair's speedup is over: a changed artifact, named.
 
-    Before: the SME2-on arm's artifact held its own program and build only, so a rebuilt SME2-off runner (which
-    moves the gated speedup) left the test ``unchanged``.
+    The SME2-on arm's artifact holds the SME2-off arm's build too, so a rebuilt SME2-off runner (which moves the gated
+    speedup) does not leave the test ``unchanged``.
     """
     from pytest_sme2.measure.pair import measure_on_off
 

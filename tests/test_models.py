@@ -4,10 +4,10 @@ from __future__ import annotations
 
 
 def test_a_readme_style_factory_builds_the_same_weights_and_inputs_every_time() -> None:
-    """Issue 18 defect 10: random weights and ``torch.randn`` inputs in a factory are the same on every build.
+    """Random weights and ``torch.randn`` inputs in a factory are the same on every build.
 
-    The README's factory (``MyNet().eval(), (torch.randn(...),)``) without a seed gave other weights and inputs
-    every session: a changed artifact and an export-cache miss each time. The caller's RNG is left alone.
+    The README's factory (``MyNet().eval(), (torch.randn(...),)``) is built under a fixed seed, so its weights and
+    inputs (the artifact, the export cache's key) do not change between sessions. The caller's RNG is left alone.
     """
     import torch
 

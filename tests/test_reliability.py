@@ -1,4 +1,4 @@
-"""Issue #7, reliability: every bad input and fault gets one clear message, its exit code, and intact data.
+"""Reliability: every bad input and fault gets one clear message, its exit code, and intact data.
 
 Cases already covered well elsewhere are listed in ``docs/reliability.md`` with their tests; this file
 adds the rest: the CLI's exit codes, the huge trace's memory, baseline schema checks, unsafe test ids,

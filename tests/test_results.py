@@ -9,7 +9,7 @@ from pytest_sme2.results import TestResult
 
 
 def test_a_test_failing_after_check_is_failed_not_pass() -> None:
-    """Defect 6: a functional assert after a passing check() makes the result 'failed' in JSON and HTML."""
+    """A functional assert after a passing check() makes the result 'failed' in JSON and HTML."""
     blocks = (4, 4, 3, 3)
     verdict = gate(toy_samples(1, 15, blocks), toy_samples(15, 29, blocks), GateConfig(margin=5.0))
     assert verdict.status is Status.PASS

@@ -187,8 +187,8 @@ def test_a_log_that_cannot_be_written_never_fails_the_caller(tmp_path: Path, cap
 @pytest.mark.slow
 def test_analyze_with_an_etrecord_keeps_torch_and_torchao_output_in_the_log(example_export: Any,
                                                                              tmp_path: Path) -> None:
-    """Issue 29: ``analyze --etrecord`` imports executorch's devtools, torch and torchao outside any block, and their
-    load messages (torchao's "Failed to load ..._C_mxfp8...so", torch's _pytree notice) reached the terminal."""
+    """``analyze --etrecord`` imports executorch's devtools, torch and torchao outside any block; their load
+    messages (torchao's "Failed to load ..._C_mxfp8...so", torch's _pytree notice) go to the log, not the terminal."""
     exported = example_export("fp32", "xnnpack")
     trace = Path(__file__).parent / "data" / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"
     out = tmp_path / "out"

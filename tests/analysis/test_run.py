@@ -497,7 +497,7 @@ def _union_ms(intervals: list[tuple[int, int]]) -> float:
 
 
 def test_inner_events_inside_a_recorded_operator_add_nothing() -> None:
-    """Defect 4: each leaf event also recorded as an inner event of itself (a kernel that emits its own event).
+    """Each leaf event also recorded as an inner event of itself (a kernel that emits its own event).
 
     Constructed from the real tiny_transformer recording: every leaf event is duplicated with its
     recorded span, so it lies fully inside the original. Counted once, every category and Other is
@@ -519,7 +519,7 @@ def test_inner_events_inside_a_recorded_operator_add_nothing() -> None:
 
 
 def test_overlapping_leaf_events_count_their_union() -> None:
-    """Defect 4: partly overlapping leaf events count the union of their spans, computed here independently.
+    """Partly overlapping leaf events count the union of their spans, computed here independently.
 
     Constructed from the real tiny_transformer recording: in every run, a copy of each leaf event
     (its recorded duration) is moved to start in the middle of the event before it, so it overlaps

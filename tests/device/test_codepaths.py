@@ -1,4 +1,4 @@
-"""Issue 28 item 5: the shared objects a runner maps, the code-path environment and the effective warm-up and runs are
+"""The shared objects a runner maps, the code-path environment and the effective warm-up and runs are
 part of the artifact: a change in one is judged, never excused as drift, and the verdict names it.
 
 The runners are real processes: the ``executor_runner`` stand-in (``tests/standin``: a ``/bin/sh`` wrapper that
@@ -69,7 +69,7 @@ def test_a_runner_process_is_read_at_its_exit_with_what_it_loaded_late() -> None
 def test_a_rebuilt_preloaded_library_and_the_preload_itself_make_the_artifact_changed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same runner, program and inputs; the library it preloads is rebuilt (other bytes), then no longer
-    preloaded. Before, both were the baseline's unchanged artifact (drift, never failed); now each is a changed one,
+    preloaded. Each is a changed artifact,
     judged as a runtime change (its reference cannot run with the baseline's library), the verdict naming it."""
     library = tmp_path / "lib" / "libz.so.1"
     library.parent.mkdir()
@@ -101,7 +101,7 @@ def test_a_rebuilt_preloaded_library_and_the_preload_itself_make_the_artifact_ch
 @linux_only
 def test_the_warm_up_block_sizing_chose_is_part_of_the_artifact(tmp_path: Path) -> None:
     """The same runs and warm-up asked for (the recipe), but block sizing (``max_block_ms``: a slower machine, or a
-    tighter setting) cut the warm-up from 3 to 1 per block: the first executions now count. Before, unchanged."""
+    tighter setting) cut the warm-up from 3 to 1 per block: the first executions now count, so the artifact changed."""
     runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
     assert _judge(_measure(runner, tmp_path), runner, tmp_path).outcome == RECORDED
     cut = _measure(runner, tmp_path, max_block_ms=1e-6)

@@ -302,7 +302,7 @@ def test_across_architectures_the_message_stays_short() -> None:
 
 
 def test_short_names_and_differences_of_the_committed_baselines_identities() -> None:
-    """What the once-per-session line says of another device (issue 30): a few words, not the identity's dict."""
+    """What the once-per-session line says of another device: a few words, not the identity's dict."""
     from pytest_sme2.device.identity import short_differences, short_name
 
     root = Path(__file__).resolve().parents[2] / ".sme2_baselines"

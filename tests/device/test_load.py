@@ -265,7 +265,7 @@ def test_run_delay_counts_time_waiting_for_a_cpu() -> None:
 
 @linux_only
 def test_a_busy_machine_gives_an_invalid_verdict_never_a_regression(tmp_path: Path) -> None:
-    """Issue 10: a changed program (same toy_cnn, one extra byte after the program: another artifact, the same
+    """A changed program (same toy_cnn, one extra byte after the program: another artifact, the same
     speed) is judged against stored samples recorded before; while two CPU burners compete for the two cores
     it runs slower, and the gate must say it could not measure (INVALID, with the evidence), not REGRESSION."""
     from pytest_sme2.gate.decide import GateConfig, Status
@@ -304,7 +304,7 @@ def test_a_busy_machine_gives_an_invalid_verdict_never_a_regression(tmp_path: Pa
     assert "stayed busy" in busy.invalid_reason and "preempted" in busy.invalid_reason
 
 
-# ------------------------------------------------------------- issue 18 defect 8: busy hosts, one measurement at a time
+# ------------------------------------------------------------- busy hosts, one measurement at a time
 
 #: Measures toy_cnn on a replaying stand-in runner with the measuring lock ``argv[2]`` ("" = none) once the file
 #: ``argv[3]`` exists, printing progress lines and then the (start, end) of every run, from this process's own clock.
@@ -382,10 +382,9 @@ def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> bool
 
 @linux_only
 def test_two_processes_measuring_on_one_host_never_overlap(tmp_path: Path) -> None:
-    """Issue 18 defect 8: with the host's measuring lock, two processes' measurements run one after the other.
+    """With the host's measuring lock, two processes' measurements run one after the other.
 
-    Before, xdist workers measured at once, each one's blocks skewed by the other's (4-14 % for one busy process on
-    the other core, unflagged). Without the lock (the control) the same two measurements overlap; with it they never
+    Without the lock (the control) the same two measurements overlap; with it they never
     do, and the one that waited said so as progress (its runs, and its time budget, start after the wait).
     """
     (a, _), (b, _) = _two_measurements(tmp_path / "free", None)
@@ -412,7 +411,7 @@ def _recorded_block(name: str) -> list[BlockLoad]:
 
 
 def test_a_busy_neighbour_on_the_other_core_marks_the_block_disturbed() -> None:
-    """Issue 18 defect 8: one CPU burner on the other core: not preempted, 4 % slower, and now disturbed.
+    """One CPU burner on the other core: not preempted, 4 % slower, and now disturbed.
 
     The recorded blocks (``benchmarks/disturbance.py``): alone, and beside one burner. Beside it the measuring thread
     was preempted ~1 % and waited ~1 % for a CPU — under every old limit, so the block counted — while the host was
@@ -436,7 +435,7 @@ def test_a_busy_neighbour_on_the_other_core_marks_the_block_disturbed() -> None:
 
 @linux_only
 def test_a_live_block_beside_one_burner_is_disturbed(tmp_path: Path) -> None:
-    """Issue 18 defect 8, live: a MobileNetV3 block on the local runtime while one real burner spins is disturbed."""
+    """A MobileNetV3 block on the local runtime while one real burner spins is disturbed."""
     from pytest_sme2.measure.profile import disturbance_of
 
     with burners(1):
@@ -446,7 +445,7 @@ def test_a_live_block_beside_one_burner_is_disturbed(tmp_path: Path) -> None:
     assert disturbance_of(busy) != ""
 
 
-# ------------------------------------------------------------- issue 28 item 7: busy evidence for every block length
+# ------------------------------------------------------------- busy evidence for every block length
 
 
 def _fake_proc(root: Path, total: int, idle: int) -> Path:
@@ -484,9 +483,9 @@ def test_host_window_spans_min_ticks_and_takes_its_own_cpu_off(tmp_path: Path, m
 
 @linux_only
 def test_short_blocks_beside_a_busy_neighbour_have_evidence_and_are_disturbed(tmp_path: Path) -> None:
-    """Issue 28 item 7: toy_cnn on XNNPACK, blocks of 3 executions (well under a millisecond: under one /proc/stat
+    """toy_cnn on XNNPACK, blocks of 3 executions (well under a millisecond: under one /proc/stat
     tick), measured on one CPU while a real burner spins on the other. Not preempted (another CPU), so only the host's
-    busy ticks can tell; before, a block that short carried no host share at all, and the check never ran. Now every
+    busy ticks can tell. Every
     block carries the share of its window of recent blocks, and the burner's ~50 % of the host marks them disturbed."""
     from pytest_sme2.measure.profile import Measurement, ProgramFile, measure
 
@@ -561,9 +560,9 @@ def _joined(thread: threading.Thread) -> None:
 
 @linux_only
 def test_heavy_work_and_measurements_take_turns_across_processes(tmp_path: Path) -> None:
-    """Issue 28 item 7: a sibling worker's export, build or analysis (``heavy_work``) waits while another process
+    """A sibling worker's export, build or analysis (``heavy_work``) waits while another process
     measures, and a measurement waits while another process does heavy work; structural (who waited, in what order),
-    not timed. Before, the lock made measurements take turns only with each other."""
+    not timed."""
     from pytest_sme2.measure.hostlock import heavy_work, measuring
 
     lock = tmp_path / "cache" / "measuring.lock"

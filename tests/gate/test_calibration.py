@@ -1,8 +1,7 @@
-"""Issue 28 item 2: the cross-session fallback is calibrated from the test's own history, or it does not pass.
+"""The cross-session fallback is calibrated from the test's own history, or it does not pass.
 
-A ``stored`` or ``runtime`` comparison (the baseline's artifact cannot be re-measured in this session) used to take
-one hand-set global percentage (this repository's 50 %: 0/40 real +11.9 % and +19.9 % slowdowns caught), or none (the
-plugin's default: whatever the machine drifted became the verdict). Now the allowance is the measured between-session
+A ``stored`` or ``runtime`` comparison (the baseline's artifact cannot be re-measured in this session) takes as its
+allowance the measured between-session
 variation of that test on that device, from the history store; with too little history the comparison is
 inconclusive and says what to do; a hand-set allowance still applies and says it is uncalibrated.
 
@@ -101,8 +100,8 @@ def test_the_t_quantile_matches_a_printed_table(df: int, table: float) -> None:
 
 
 def test_a_cross_session_comparison_without_calibration_is_never_a_pass() -> None:
-    """Before, the default (no allowance) passed the A/A and failed the slowdown on the bare margin, whatever the
-    machine did between the sessions; now neither is decided: both are inconclusive and say why."""
+    """Without an allowance, neither the A/A sessions nor the slowdown is decided on the bare margin: both are
+    inconclusive and say why."""
     rows = _plugin_sessions()
     baseline, candidate = _blocks(rows[0]), _blocks(rows[-1])  # two real sessions of the same program
     for comparison in (Comparison.STORED, Comparison.RUNTIME):

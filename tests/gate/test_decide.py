@@ -27,10 +27,9 @@ DATA = Path(__file__).parents[1] / "data"
 
 
 def test_a_category_at_zero_ms_with_its_own_threshold_gates_in_ms() -> None:
-    """Defect 3: Data Movement 0.0 -> 0.03 ms with its own 15 % threshold is a regression, judged in ms.
+    """Data Movement 0.0 -> 0.03 ms with its own 15 % threshold is a regression, judged in ms.
 
-    (Before: a 0 ms baseline had no ratio, so the check became advisory-inconclusive and passed,
-    even with --sme2-strict.) The interval itself is tested in
+    A 0 ms baseline has no ratio, so the check is judged as a difference in ms. The interval itself is tested in
     tests/gate/test_intervals.py::test_difference_scale_for_categories_at_zero_ms.
     """
     blocks = (4, 4, 3, 3)
@@ -46,7 +45,7 @@ def test_a_category_at_zero_ms_with_its_own_threshold_gates_in_ms() -> None:
 
 
 def test_a_category_threshold_without_per_operator_data_says_so() -> None:
-    """Defect 3: a category threshold on E2E-only samples is not dropped without a word."""
+    """A category threshold on E2E-only samples is not dropped without a word."""
     blocks = (4, 4, 3, 3)
     ref, cand = toy_samples(1, 15, blocks), toy_samples(15, 29, blocks)
     e2e_only = Samples(cand.e2e_ms, cand.block_sizes)
@@ -58,13 +57,13 @@ def test_a_category_threshold_without_per_operator_data_says_so() -> None:
 
 
 def test_one_current_median_per_result_and_which_samples_it_is_from() -> None:
-    """Defect 7: the verdict, the result and the summary line show one median: that of the judged samples."""
+    """The verdict, the result and the summary line show one median: that of the judged samples."""
     blocks = (4, 4, 3, 3)
     ref, first = toy_samples(1, 15, blocks), toy_samples(15, 29, blocks, data_movement_plus_ms=0.005)
     config = GateConfig(margin=0.02)
     again = toy_samples(1, 15, blocks, label="confirming measurement")  # A/A: does not confirm
     verdict = decide((ref, first, None), lambda: (ref, again, None), config)
-    # Issue 18 defect 6: the verdict is decided on both measurements pooled, and says so.
+    # The verdict is decided on both measurements pooled, and says so.
     assert verdict.attempts == 2 and verdict.samples == "two measurements pooled"
     assert verdict.median_ms == pytest.approx(float(np.median(first.e2e_ms + again.e2e_ms)))
     result = TestResult("t.py::test_a", outcome="passed", verdict=verdict)
@@ -74,7 +73,7 @@ def test_one_current_median_per_result_and_which_samples_it_is_from() -> None:
 
 
 def test_the_sme2_speedup_is_computed_once_and_confirmed_like_latency() -> None:
-    """Defect 7: min_speedup is one check (not recomputed elsewhere) and a failing one is re-measured."""
+    """min_speedup is one check (not recomputed elsewhere) and a failing one is re-measured."""
     blocks = (4, 4, 3, 3)
     on, off = toy_samples(1, 15, blocks), toy_samples(15, 29, blocks)  # A/A: speedup ~1.0x
     config = GateConfig(min_speedup=2.0)
@@ -83,7 +82,7 @@ def test_the_sme2_speedup_is_computed_once_and_confirmed_like_latency() -> None:
     speedups = [c for c in verdict.checks if c.name in ("speedup", "min_speedup")]
     assert len(speedups) == 1 and verdict.speedup is speedups[0]
     # The first measurement said 1.0x < 2.0x; the second (off arm 1 ms slower per run) does not agree, and both
-    # pooled are too spread to decide (issue 18 defect 6: one decision, on the pooled blocks).
+    # pooled are too spread to decide (one decision, on the pooled blocks).
     assert verdict.attempts == 2 and verdict.status is Status.INCONCLUSIVE
     assert ("measured twice: the first measurement said regression, the second alone pass; the verdict is that of "
             "both pooled (inconclusive)") in verdict.summary()
@@ -92,9 +91,7 @@ def test_the_sme2_speedup_is_computed_once_and_confirmed_like_latency() -> None:
     assert first.speedup.interval.high < 2.0
 
 
-# ======================================================================================== issue 18
-
-# ------------------------------------------------------------------- defect 10: seeds, inputs, updates, ticks
+# ------------------------------------------------------------------- a category near the clock's tick
 
 
 def _toy_samples_with_operators(first: int, last: int, blocks: tuple[int, ...], *, elementwise_plus_ms: float
@@ -108,10 +105,10 @@ def _toy_samples_with_operators(first: int, last: int, blocks: tuple[int, ...], 
 
 
 def test_a_category_of_one_xnnpack_operator_allows_a_couple_of_ticks() -> None:
-    """Issue 18 defect 10: a category near XNNPACK's 1 µs tick is not failed by one tick.
+    """A category near XNNPACK's 1 µs tick is not failed by one tick.
 
     toy_cnn's Elementwise is one XNNPACK Add, recorded at exactly 0.001 ms in every run (one tick). One tick more
-    is +100 %; before, the allowance was 15 % of 2 % of E2E (0.0002 ms) and that one tick was a regression. The
+    is +100 %. The
     floor is 2 ticks per operator: +1 tick passes, +3 ticks still fail.
     """
     blocks = (4, 4, 3, 3)
@@ -127,7 +124,7 @@ def test_a_category_of_one_xnnpack_operator_allows_a_couple_of_ticks() -> None:
     assert next(c for c in three.checks if c.name == "category:Elementwise").status is Status.REGRESSION
 
 
-# ------------------------------------------------------------------- defect 2: one rule per comparison
+# ------------------------------------------------------------------- one rule per comparison kind
 
 
 def _session_shift(samples: Samples, factor: float, label: str = "first measurement") -> Samples:
@@ -141,10 +138,10 @@ def _session_shift(samples: Samples, factor: float, label: str = "first measurem
 
 
 def test_a_session_drift_in_a_stored_comparison_does_not_fail_a_category_and_is_not_confirmed() -> None:
-    """Issue 18 defect 2: +30 % session drift, no model change, stored comparison: Convolution at 15 % passes.
+    """+30 % session drift, no model change, stored comparison: Convolution at 15 % passes.
 
-    Before, E2E got the 10 % + 50 % drift allowance and the Convolution category only its 15 %: E2E passed and
-    Convolution failed, and the confirming measurement (the same session, the same drift) "confirmed" it.
+    A category takes the same drift allowance as E2E (one rule per comparison kind), and a confirming measurement of
+    the same session is not asked for.
     """
     blocks = (4, 4, 3, 3)
     ref = toy_samples(1, 15, blocks)
@@ -164,7 +161,7 @@ def test_a_session_drift_in_a_stored_comparison_does_not_fail_a_category_and_is_
 
 
 def test_a_runtime_upgrade_judged_on_stored_samples_does_not_fail_every_category_at_once() -> None:
-    """Issue 18 defect 2: an executorch upgrade (a changed runtime: the stored rule) that moves every operator by
+    """An executorch upgrade (a changed runtime: the stored rule) that moves every operator by
     +20 % fails no category with a 10 % threshold; a category that really doubled still fails under the same rule."""
     blocks = (3, 3, 3, 3, 2)  # 5 blocks: four gated categories (Bonferroni, 98.75 % each) need them
     ref = toy_samples(1, 15, blocks)
@@ -182,13 +179,13 @@ def test_a_runtime_upgrade_judged_on_stored_samples_does_not_fail_every_category
     assert next(c for c in verdict.checks if c.name == "category:Convolution").status is Status.REGRESSION
 
 
-# ------------------------------------------------------------------- defect 6: confirmation
+# ------------------------------------------------------------------- confirmation
 
 
 def test_a_first_regression_is_decided_on_both_measurements_pooled_like_a_first_inconclusive() -> None:
-    """Issue 18 defect 6: real runs, +10 % first, +2.5 % second (alone inconclusive at a 2 % margin): pooled, the
-    interval is past the margin, so a regression. Before, the second had to be a regression on its own ("not
-    confirmed": inconclusive), while a first inconclusive was pooled: the asymmetry cost detection."""
+    """Real runs, +10 % first, +2.5 % second (alone inconclusive at a 2 % margin): pooled, the
+    interval is past the margin, so a regression: a first regression is pooled with its confirmation, as a first
+    inconclusive is."""
     blocks = (4, 4, 3, 3)
     ref = toy_samples(1, 15, blocks)
     first, second = _session_shift(toy_samples(15, 29, blocks), 1.10), _session_shift(ref, 1.025)
@@ -203,8 +200,8 @@ def test_a_first_regression_is_decided_on_both_measurements_pooled_like_a_first_
 
 
 def test_absolute_checks_of_an_unchanged_artifact_are_measured_again_before_they_fail() -> None:
-    """Issue 18 defect 6: a p50 budget that fails on an unchanged artifact is measured again (pooled) as the
-    README says, like any other comparison; before, an unchanged artifact failed on one measurement."""
+    """A p50 budget that fails on an unchanged artifact is measured again (pooled) as the
+    README says, like any other comparison."""
     blocks = (4, 4, 3, 3)
     ref = toy_samples(1, 15, blocks)
     slow_once = _session_shift(toy_samples(15, 29, blocks), 1.5)
@@ -222,7 +219,7 @@ def test_absolute_checks_of_an_unchanged_artifact_are_measured_again_before_they
 
 
 def test_a_stored_regression_says_re_measuring_cannot_separate_the_model_from_the_session() -> None:
-    """Issue 18 defect 6: against stored samples a second measurement repeats the session; the verdict says so."""
+    """Against stored samples a second measurement repeats the session; the verdict says so."""
     blocks = (4, 4, 3, 3)
     ref = toy_samples(1, 15, blocks)
     slow = _session_shift(toy_samples(15, 29, blocks), 1.3)
@@ -233,8 +230,3 @@ def test_a_stored_regression_says_re_measuring_cannot_separate_the_model_from_th
     assert "re-measuring cannot separate the model from this session" in verdict.summary()
     session = decide((ref, slow, None), lambda: (ref, _session_shift(ref, 1.3), None), config)
     assert session.status is Status.REGRESSION and "cannot separate" not in session.summary()
-
-
-# ------------------------------------------------------------------- defect 12: measure until decided
-
-

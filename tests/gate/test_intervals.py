@@ -1,4 +1,4 @@
-"""Intervals and rank tests on blocks (issue 12, items 8 and 9): exact values, coverage, and the gate's rule.
+"""Intervals and rank tests on blocks: exact values, coverage, and the gate's rule.
 
 Blocks (program loads) are the independent units of a measurement; runs of one block share the
 machine's state. These tests check the exact machinery against scipy and published tables, then the
@@ -356,7 +356,7 @@ def test_paired_variant_in_the_coverage_benchmark_uses_the_signed_rank_tables() 
     assert signed_rank_interval(d[:5]) is None  # 5 pairs reach 93.75 % at most
 
 
-# ------------------------------------------------------------------- issue 18 defect 4: paired rounds
+# ------------------------------------------------------------------- paired rounds
 
 
 def test_paired_interval_is_the_signed_rank_walsh_interval_and_its_test_is_scipys() -> None:
@@ -396,9 +396,9 @@ def _rounds_window(real_aa: dict[str, list[np.ndarray]], start: int, rounds: int
 
 def test_same_session_rounds_are_judged_paired_so_drift_between_rounds_cancels(
         real_aa: dict[str, list[np.ndarray]]) -> None:
-    """Issue 18 defect 4: real interleaved A/A rounds with a 3 % per-round common drift, 15 rounds x 10 runs.
+    """Real interleaved A/A rounds with a 3 % per-round common drift, 15 rounds x 10 runs.
 
-    The same 60 disjoint windows of the recording judged both ways. Unpaired (before: the rounds dropped), the
+    The same 60 disjoint windows of the recording judged both ways. Unpaired (the rounds dropped), the
     drift between rounds and the machine's slow swings are noise: median interval 14.9 % wide, a real +10 % past
     the 5 % margin in 19 of 60; paired (the rounds kept, as measure_pair now gives them), they cancel within each
     round: 9.5 % wide, 34 of 60. No A/A false alarm either way. (benchmarks/gate_paired.py has the full study with

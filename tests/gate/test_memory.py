@@ -1,4 +1,4 @@
-"""Memory and size (issue 21): the plan and the size read from real ``.pte`` files, peaks from real runs, every check.
+"""Memory and size: the plan and the size read from real ``.pte`` files, peaks from real runs, every check.
 
 The planned sizes are checked against ExecuTorch's own deserializer; peaks come from real local-runtime runs of the
 recorded programs in ``tests/data`` (the checks' thresholds are exercised on those peaks scaled, never on invented
@@ -193,9 +193,9 @@ def _session_peaks(row: str = "host toy_cnn") -> list[tuple[int, ...]]:
 
 
 def test_a_stored_peak_takes_memorys_own_between_session_allowance() -> None:
-    """Issue 28 item 6: a stored comparison gave the peak the latency's drift allowance, so at this repository's 50 %
-    a +50 % peak passed ("margin ±55 %") though a runner's peak moved 0.57 % between real sessions. Memory now has
-    its own allowance, measured: every pair of those sessions passes at 5 % + 1 %, and +7 % fails."""
+    """A stored comparison gives the peak memory's own between-session allowance, not the latency's drift
+    allowance (a runner's peak moved 0.57 % between real sessions): every pair of those sessions passes at 5 % + 1 %,
+    and +7 % fails."""
     from pytest_sme2.judge import Recorded, compare_recorded
 
     sessions = _session_peaks()
@@ -264,7 +264,7 @@ def test_budgets(local_memory: Memory) -> None:
 def test_an_old_baseline_without_memory_is_not_gated_and_says_so(local_memory: Memory) -> None:
     committed = sorted((REPO / ".sme2_baselines").glob("*toy_cnn*int8-xnnpack*.json"))[0]
     data = json.loads(committed.read_text())
-    data.pop("memory", None)  # as every baseline was written before issue 21 (a run since may have added it)
+    data.pop("memory", None)  # as baselines written before memory was recorded (a run since may have added it)
     old = Baseline.from_dict(data, source=str(committed))
     assert old.memory is None
     v = with_memory(_verdict(Comparison.UNCHANGED), old.memory, local_memory, _cfg())  # type: ignore[arg-type]
@@ -316,7 +316,7 @@ FAST = ("--sme2-runs=6", "--sme2-warmup=2", "--sme2-blocks=4", "--sme2-busy-limi
 @pytest.mark.slow
 def test_a_wider_model_fails_on_planned_memory_alone(pytester: pytest.Pytester, sme2_shared_cache: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 21: a model whose hidden layer is 64 -> 80 wide (portable: the activations are planned) fails on its
+    """A model whose hidden layer is 64 -> 80 wide (portable: the activations are planned) fails on its
     planned memory, exactly, with the bytes, in the same run where its latency stays within the 50 % margin."""
     import textwrap
 

@@ -9,7 +9,7 @@ from pytest_sme2.gate.rule import Comparison, ComparisonRule
 
 
 def test_one_rule_per_comparison_kind_widens_and_maps_every_relative_check_alike() -> None:
-    """Issue 18 defect 2: the rule (pytest_sme2/gate/rule.py) is the one place a comparison kind means something."""
+    """The rule (pytest_sme2/gate/rule.py) is the one place a comparison kind means something."""
     stored, session = ComparisonRule.of(Comparison.STORED, 0.5), ComparisonRule.of(Comparison.SESSION, 0.5)
     unchanged = ComparisonRule.of(Comparison.UNCHANGED, 0.5)
     assert stored.margin(0.1) == pytest.approx(0.6) and session.margin(0.1) == unchanged.margin(0.1) == 0.1

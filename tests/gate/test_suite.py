@@ -1,4 +1,4 @@
-"""Issue 28 item 8: the session's tests together (pytest_sme2/gate/suite.py).
+"""The session's tests together (pytest_sme2/gate/suite.py).
 
 A stated suite-level false-alarm budget, checked on the project's real recorded A/A rounds (consecutive windows, as a
 real measurement takes them); and stored comparisons that move together judged against the session's unchanged tests,
@@ -51,7 +51,7 @@ def _samples(arm: np.ndarray, start: int, factor: float, n: int = 15) -> Samples
 def _stored(rounds: tuple[np.ndarray, np.ndarray], start: int, factor: float, comparison: Comparison) -> Verdict:
     """A baseline recorded from rounds 0-14 (arm A), judged in a later session from round ``start`` on (arm B)."""
     a, b = rounds
-    config = GateConfig(margin=0.10, drift_allowance=0.0)  # hand-set 0 %: the bare margin (issue 28 item 2)
+    config = GateConfig(margin=0.10, drift_allowance=0.0)  # hand-set 0 %: the bare margin
     return gate(_samples(a, 0, 1.0), _samples(b, start, factor), config, comparison=comparison)
 
 
@@ -73,7 +73,8 @@ def test_the_suite_false_alarm_budget_holds_on_recorded_consecutive_windows() ->
 
 
 def test_a_stored_regression_that_the_unchanged_tests_moved_with_is_the_machine(rounds) -> None:
-    """Before: every stored comparison of a session run 50 % slower failed as its own regression."""
+    """Stored comparisons of a session run 50 % slower, which the unchanged tests moved with, are the machine, not
+    each its own regression."""
     a, b = rounds
     verdict = _stored(rounds, 100, MOVED, Comparison.STORED)
     assert verdict.status is Status.REGRESSION
@@ -171,7 +172,7 @@ def test_a_session_whose_stored_comparisons_moved_with_its_unchanged_tests_repor
     pytester.makepyfile(test_machine=MACHINE_TEST)
     cache = tmp_path_factory.getbasetemp() / "suite_cache"
     # A hand-set 0 % drift allowance: the stored comparisons at the bare margin (without it, and without a history
-    # that calibrates one, they are not decided: issue 28 item 2).
+    # that calibrates one, they are not decided).
     fast = (f"--sme2-cache-dir={cache}", "--sme2-runs", "4", "--sme2-warmup", "1", "--sme2-blocks", "6",
             "--sme2-busy-limit=100", "--sme2-drift-allowance=0", "-p", "no:cacheprovider", "-p", "no:randomly")
     monkeypatch.setenv("SME2_TEST_VALUE", "1")

@@ -1,4 +1,4 @@
-"""History across commits (issue 20): the store, change points, acknowledgements, creep, the PR view, the page.
+"""History across commits: the store, change points, acknowledgements, creep, the PR view, the page.
 
 The end-to-end tests build a small model project in a temporary git repository, make real commits (a docs-only
 change, then a real model change: a larger input, really slower), run the suite once per commit in its own

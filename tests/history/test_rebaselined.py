@@ -1,10 +1,10 @@
-"""Issue 28 item 5: a baseline re-recorded in a change is compared with the merge-base's, and fails unless acknowledged.
+"""A baseline re-recorded in a change is compared with the merge-base's, and fails unless acknowledged.
 
 A real project in a git repository (``tmp_path``): ``main`` holds a baseline recorded from a MobileNetV3 program; a
 branch changes the program (one byte more: another artifact) and re-records the baseline with
 ``--sme2-update-baseline``'s policy. The runner is the ``executor_runner`` stand-in replaying real recorded traces:
 the same model with XNNPACK's SIMD kernels on (the baseline) and off (the change: a real slowdown of this model, as
-recorded, not invented). Before, nothing compared the two baselines: the branch's own CI judged its program unchanged.
+recorded, not invented).
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def test_the_plugin_fails_a_session_whose_change_committed_a_slower_baseline(pyt
     _record(repo, program, SIMD_OFF)
     _git(repo, "commit", "-qam", "heavier model, baseline re-recorded")
 
-    # Without a drift allowance (none set, no history to calibrate one: issue 28 item 2) the two recordings cannot be
+    # Without a drift allowance (none set, no history to calibrate one) the two recordings cannot be
     # told from the machines' drift: not decided, and not green either.
     result = pytester.runpytest("--sme2-base-ref=main", "-p", "no:cacheprovider")
     out = result.stdout.str()

@@ -16,7 +16,7 @@ from pytest_sme2.runners.host import HostRunner
 
 
 def test_a_speedup_is_confirmed_on_the_pair_measured_again() -> None:
-    """Issue 18 defect 3: a failing speedup is re-measured as a pair, both arms, never one arm against an old one."""
+    """A failing speedup is re-measured as a pair, both arms, never one arm against an old one."""
     from pytest_sme2.measure.pair import decide_speedup
 
     blocks = (4, 4, 3, 3)
@@ -34,7 +34,7 @@ def test_a_speedup_is_confirmed_on_the_pair_measured_again() -> None:
     verdict = decide_speedup(pair, GateConfig(min_speedup=2.0), measure_again)
     assert calls == [1] and verdict.attempts == 2
     assert verdict.speedup is not None
-    # Decided on both pairs pooled (defect 6): each arm with its own arm of the fresh pair, never one pair's off arm
+    # Decided on both pairs pooled: each arm with its own arm of the fresh pair, never one pair's off arm
     # over the other's on arm alone.
     fresh_off, fresh_on = again.samples()
     first_off, first_on = pair.samples()
@@ -45,7 +45,7 @@ def test_a_speedup_is_confirmed_on_the_pair_measured_again() -> None:
 
 
 def test_a_pair_outside_a_same_session_comparison_stops_when_both_arms_are_precise(tmp_path: Path) -> None:
-    """Issue 18 defect 12: an on/off (or backend) pair whose arms both ask for a precision stops at the first look
+    """An on/off (or backend) pair whose arms both ask for a precision stops at the first look
     where both medians are known to it: 6 rounds of each arm, still interleaved and paired (6 rounds reach the 95 %
     signed-rank interval of the speedup)."""
     from pytest_sme2.measure.pair import measure_on_off

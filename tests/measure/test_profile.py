@@ -26,7 +26,7 @@ from pytest_sme2.runners.host import HostRunner
 
 
 def test_an_interleaved_pair_carries_its_rounds_and_the_gate_judges_it_paired(tmp_path: Path) -> None:
-    """Issue 18 defect 4: measure_pair's two arms share one id per round (block i of each ran in round i), so the
+    """measure_pair's two arms share one id per round (block i of each ran in round i), so the
     gate judges them with the paired signed-rank interval; separate measurements never pair."""
     from pytest_sme2.measure.profile import measure, measure_pair
 
@@ -61,7 +61,7 @@ class _TwoSpeeds(HostRunner):
 
 
 def test_a_precise_measurement_stops_after_six_blocks_and_a_noisy_one_runs_them_all(tmp_path: Path) -> None:
-    """Issue 18 defect 12: the same recorded trace every block (block medians equal) is known precisely after 6 of 15
+    """The same recorded trace every block (block medians equal) is known precisely after 6 of 15
     blocks: 6 measured, and the profile says why; asked for no precision, all 15 run; blocks alternating between two
     real recordings far apart never reach ±5 %: all 15 run, nothing stopped early."""
     runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
@@ -82,7 +82,7 @@ def test_a_precise_measurement_stops_after_six_blocks_and_a_noisy_one_runs_them_
 
 
 def test_a_model_too_fast_for_its_blocks_gets_more_runs_per_block_not_another_recipe(tmp_path: Path) -> None:
-    """Issue 18 defect 4: blocks of 10 runs of toy_cnn's 80 us caught a real +10 % in 88-96 % of same-session
+    """Blocks of 10 runs of toy_cnn's 80 us caught a real +10 % in 88-96 % of same-session
     comparisons, blocks of 30 in 99.5-100 % (benchmarks/gate_paired.py). A block whose runs take under
     ``min_block_ms`` gets more runs after the first, up to 3 x the runs asked for counting the warm-up; the recipe
     (what the artifact compares) keeps the runs asked for. The recorded toy_cnn trace: ~0.08 ms per execution."""
@@ -103,7 +103,7 @@ def test_a_model_too_fast_for_its_blocks_gets_more_runs_per_block_not_another_re
 
 
 def test_a_model_too_slow_for_its_blocks_gets_one_warm_up_and_fewer_runs_not_another_recipe(tmp_path: Path) -> None:
-    """Issue 18 defect 12: the README's main job spent most of its time in 13-execution blocks of portable programs
+    """The README's main job spent most of its time in 13-execution blocks of portable programs
     (230-340 ms each). A block whose executions, warm-up included, take over ``max_block_ms`` gets one warm-up and
     the runs that fit after the first block, never fewer than 3; the recipe keeps the runs and warm-up asked for.
     The recorded toy_cnn portable trace: ~10.7 ms per execution."""
@@ -172,11 +172,10 @@ class _SlowStart(HostRunner):
 
 def test_a_slow_first_block_does_not_cut_the_warm_up_of_a_model_that_fits_its_time_budget(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In a CI run the session's first MobileNetV3 block took 4.2 s for 13 executions of 2 ms (the runtime's
-    import), and the 60 s budget cut its warm-up to 1. The budget reads the second block: 4 blocks of a toy_cnn
-    after a 3 s first block fit an 8 s budget (read from the first block they would take 12 s), warm-up and runs as
-    asked; a model really over the budget still shrinks. The blocks' durations are scripted (3 s, then 0.1 s):
-    under load a real stand-in block took 0.5 s, and a test of the rule must not depend on that."""
+    """A session's first block is slow (the runtime's import), so the time budget reads the second block: 4 blocks
+    of a toy_cnn after a 3 s first block fit an 8 s budget (read from the first block they would take 12 s),
+    warm-up and runs as asked; a model really over the budget still shrinks. The blocks' durations are scripted
+    (3 s, then 0.1 s): under load a real stand-in block took 0.5 s, and a test of the rule must not depend on that."""
     import pytest_sme2.measure.profile as profile_module
 
     clock = _ScriptedClock()
@@ -199,7 +198,7 @@ def test_a_slow_first_block_does_not_cut_the_warm_up_of_a_model_that_fits_its_ti
 
 
 def test_an_interleaved_pair_stops_at_the_first_look_whose_verdict_is_settled(tmp_path: Path) -> None:
-    """Issue 18 defect 12: the same recorded trace in both arms (a ratio of exactly 1 every round) is a settled pass at
+    """The same recorded trace in both arms (a ratio of exactly 1 every round) is a settled pass at
     the first look: 8 rounds measured, not 15 (or 30), and the profile says why; without a stop rule all 15 run."""
     from pytest_sme2.gate.decide import measured_status
     from pytest_sme2.measure.profile import measure_pair
@@ -262,7 +261,7 @@ def test_a_sequential_pair_analyzes_each_run_once_across_its_looks(tmp_path: Pat
 
 def test_a_time_budget_is_the_time_spent_not_only_the_time_predicted(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 29: ``pytest-sme2 profile --blocks 1000 --time-budget 5`` took 63 s. The budget's prediction assumes a
+    """The time budget is the time spent, not only the time predicted. The budget's prediction assumes a
     block costs its executions, but a tiny model's block is mostly fixed cost (loading, tracing), so fewer runs per
     block do not make it cheaper. Scripted: every block takes 1 s whatever its runs; a budget of 8 s predicts 10
     blocks of 1 + 3 runs (10 s). The measurement ends once 8 s are spent, with the blocks the gate needs, and says

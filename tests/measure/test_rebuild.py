@@ -1,4 +1,4 @@
-"""Issue 28 item 1: a same-session reference on every fresh runner, without an artifact cache.
+"""A same-session reference on every fresh runner, without an artifact cache.
 
 A small project in git records its baselines and commits them; fresh clones (no ``.sme2_artifacts/``, no export
 cache) then change the model. The baseline's own program is rebuilt from the commit it was recorded at (or, for a

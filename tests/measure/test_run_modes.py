@@ -270,7 +270,7 @@ def test_traced_only_latency_says_it_includes_the_tracer(tmp_path: Path) -> None
     assert "µs per recorded operator event" in p.latency_source and "--sme2-runner-timing" in p.latency_source
     assert p.breakdown_source.startswith("trace build")
     assert p.kernel_source.startswith("none: no XNNPACK-logging build") and "--sme2-runner-log" in p.kernel_source
-    # Why there is no log is a field of its own (issue 18, the house: no behaviour reads a source string's prefix),
+    # Why there is no log is a field of its own (no behaviour reads a source string's prefix),
     # kept by the results file; a file written before the field had only the "none: <why>" source text.
     assert p.no_kernel_log.startswith("no XNNPACK-logging build") and p.kernel_source.endswith(p.no_kernel_log)
     assert Profile.from_dict(p.to_dict()).no_kernel_log == p.no_kernel_log
@@ -599,7 +599,7 @@ def test_emulated_device_defaults_apply_only_to_options_left_unset(pytester: pyt
         """))
     result = pytester.runpytest("--sme2-device=qemu", "-s", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    # One execution per arm (issue 30: the evidence and the outputs need no more), warm-up from the ini ...
+    # One execution per arm (the evidence and the outputs need no more), warm-up from the ini ...
     result.stdout.fnmatch_lines(["*DESIGN qemu 1 1 2"])
     result = pytester.runpytest("--sme2-device=qemu", "--sme2-blocks=4", "-s", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*DESIGN qemu 4 1 2"])
@@ -614,7 +614,7 @@ def test_emulated_device_defaults_apply_only_to_options_left_unset(pytester: pyt
 
 def test_an_emulated_device_without_emulated_timing_gates_evidence_and_writes_no_baseline(
         pytester: pytest.Pytester, tmp_path: Path) -> None:
-    """Issue 30: the qemu device's default measures one execution per arm and gates no emulated time, so it never
+    """The qemu device's default measures one execution per arm and gates no emulated time, so it never
     makes a baseline of it (one execution is no reference); --sme2-update-baseline there says how to record one.
     A host runner marked emulated stands in for QEMU here (the plan and the judgement are the plugin's, not QEMU's)."""
     on, off = make_standin(tmp_path / "on", trace=ON_TRACE), make_standin(tmp_path / "off", trace=OFF_TRACE)

@@ -10,7 +10,7 @@ from pytest_sme2.gate.decide import GateConfig, gate
 
 
 def test_the_sequential_plan_looks_at_half_all_and_twice_the_blocks_at_the_bonferroni_share() -> None:
-    """Issue 18 defect 12: 15 blocks -> looks after 8, 15, 22 and 30 rounds, each at 1 - 0.05/4; cut by a budget, the
+    """15 blocks -> looks after 8, 15, 22 and 30 rounds, each at 1 - 0.05/4; cut by a budget, the
     share stays; too few blocks for a look's interval: one fixed look at the asked confidence."""
     from pytest_sme2.measure.sequential import Looks
 
@@ -31,7 +31,7 @@ def test_the_sequential_plan_looks_at_half_all_and_twice_the_blocks_at_the_bonfe
 
 
 def test_the_precision_plan_looks_after_six_blocks_half_way_and_at_the_last() -> None:
-    """Issue 18 defect 12: a measurement outside a same-session pair stops when its median is known to ±target: looks
+    """A measurement outside a same-session pair stops when its median is known to ±target: looks
     after every block from the 6th (6: the fewest whose [min, max] covers 96.9 %; from 9 the interval drops the
     extremes, so one outlying block does not hold a measurement to the end); nothing to look at without a target
     or with 6 blocks or fewer. The rule reads the spread of the block medians, never their level."""

@@ -1,4 +1,4 @@
-"""Issue 18 defect 5: green must mean something was gated. Where ``CI`` is set the defaults fail closed.
+"""Green must mean something was gated. Where ``CI`` is set the defaults fail closed.
 
 A missing baseline fails (with the command that records it) instead of recording into a workspace CI throws away,
 and a session whose performance tests gated nothing is not green; ``--sme2-fail-on`` chooses what fails besides a
@@ -125,7 +125,7 @@ def test_nothing_gated_counts_only_comparisons_with_a_baseline() -> None:
     assert not nothing_gated(measured, open_)
     assert not nothing_gated([{"outcome": "skipped"}], closed)  # pytest's exit 5 covers a session of skips
     assert not nothing_gated([], closed)
-    # The emulated device's default judges the kernel evidence and the outputs, not emulated time (issue 30): that is
+    # The emulated device's default judges the kernel evidence and the outputs, not emulated time: that is
     # gated when those checks passed, and not when only advisory ones ran.
     from pytest_sme2.gate.decide import TIME_NOT_GATED
 
@@ -139,7 +139,7 @@ def test_nothing_gated_counts_only_comparisons_with_a_baseline() -> None:
     assert nothing_gated(evidence({"name": "sme2_kernels", "status": "pass", "advisory": True}), closed)
 
 
-# ---------------------------------------------------------------- issue 28 item 3: in CI, not decided is not green
+# ---------------------------------------------------------------- in CI, not decided is not green
 
 BUSY = "preempted 38% of wall time; load 2.9 on 2 CPUs"
 
@@ -156,8 +156,8 @@ def _verdict(status: Status, comparison: Comparison, fail_on: tuple[str, ...] = 
 
 
 def test_in_ci_the_default_fails_what_a_changed_artifact_left_undecided(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 28 item 3: with CI set, an invalid or inconclusive verdict of a changed artifact fails by default (it was
-    green: only ``missing`` was the CI default), with the reason and what to do; drift of an unchanged one does not."""
+    """With CI set, an invalid or inconclusive verdict of a changed artifact fails by default, with the reason and
+    what to do; drift of an unchanged one does not."""
     monkeypatch.setenv("CI", "true")
     default = resolve_fail_on(None, strict=False, require_baseline=False)
     assert {"missing", "invalid", "inconclusive"} <= set(default) and "drift" not in default

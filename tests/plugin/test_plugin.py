@@ -306,7 +306,7 @@ def test_real_slowdown_fails_with_interval(run, pytester: pytest.Pytester, monke
 
 def test_the_example_suites_margin_fails_a_real_20_percent_slowdown(run, pytester: pytest.Pytester,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 10: at the example suite's margin (10 %) and the default 15 blocks x 10 runs, a changed model ~20 %
+    """At the example suite's margin (10 %) and the default 15 blocks x 10 runs, a changed model ~20 %
     slower than its baseline's fails: same test id, the baseline's program re-measured in the same session.
     toy_cnn on 35x35 instead of 32x32 inputs: 20 % more pixels through the same convolutions, measured 1.18-1.19x
     on the Zen 3 machine under load (intervals 1.16-1.19: the lower bound clears the 10 % margin)."""
@@ -341,11 +341,11 @@ def test_changed_model_without_its_reference_uses_stored_samples(run, pytester: 
     result = run("--sme2-json", "results.json", "--sme2-drift-allowance", "20")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
-    # Issue 28 item 1: a model built in the test cannot be rebuilt in another process, so the stored samples decide.
+    # A model built in the test cannot be rebuilt in another process, so the stored samples decide.
     assert "compared with the stored samples" in out and "the baseline's program cannot be rebuilt" in out
     assert "25% + 20% drift allowance, hand-set, not calibrated" in out
     assert json.loads((pytester.path / "results.json").read_text())["tests"][0]["verdict"]["comparison"] == "stored"
-    # Issue 28 item 2: with no allowance set and no history of this test to calibrate one, nothing is decided.
+    # With no allowance set and no history of this test to calibrate one, nothing is decided.
     run("--sme2-json", "results.json", "--sme2-history=none")
     verdict = json.loads((pytester.path / "results.json").read_text())["tests"][0]["verdict"]
     assert verdict["comparison"] == "stored" and verdict["status"] == "inconclusive", verdict
@@ -355,11 +355,11 @@ def test_changed_model_without_its_reference_uses_stored_samples(run, pytester: 
 
 def test_checking_one_profile_never_remeasures_another(run, pytester: pytest.Pytester,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 12 defect 1: profile xnnpack, then portable, then check the xnnpack profile.
+    """Profile xnnpack, then portable, then check the xnnpack profile.
 
     The model changed since its baseline, so the check re-measures in this session: the program it
     re-measures is the checked profile's own (xnnpack), never the last one profiled (portable, ~100x
-    slower here, which once gave REGRESSION +14950 %).
+    slower here).
     """
     pytester.makepyfile(test_perf=textwrap.dedent("""
         import os
@@ -447,8 +447,8 @@ def _move_baselines_to(root: Path, **device: object) -> list[str]:
 
 
 def test_a_new_cpu_is_said_once_per_session_with_the_other_devices_in_short(run, pytester: pytest.Pytester) -> None:
-    """Issue 30: a first run on a new CPU printed two ~1,000-character 'a baseline exists for another device ...
-    isa: [...]' lines under every test. Now: one line for the session, one short sentence per test."""
+    """A first run on a new CPU says so in one line for the session and one short sentence per test, not the
+    other devices' identities in full."""
     pytester.makepyfile(test_perf=textwrap.dedent('''
         import pytest
 
@@ -571,7 +571,7 @@ def test_local_variants_compare_real_configurations_and_skip_sme2(run, pytester:
 
 
 def test_compare_backends_gates_the_speedup_and_reports_it_per_category(run, pytester: pytest.Pytester) -> None:
-    """Issue 11: XNNPACK vs the portable kernels of one model, interleaved on the local runtime, traced: the speedup
+    """XNNPACK vs the portable kernels of one model, interleaved on the local runtime, traced: the speedup
     is gated (min_speedup), labelled as a backend pair, and the reports carry the per-category speedups."""
     pytester.makepyfile(test_b="""
         import pytest
@@ -696,7 +696,7 @@ def test_host_runner_on_off_speedup(run, pytester: pytest.Pytester, tmp_path: Pa
 
 @pytest.mark.slow
 def test_unseeded_marker_inputs_are_warned_about_in_the_terminal(pytester: pytest.Pytester, run) -> None:
-    """Issue 18 defect 10: the README's marker with an unseeded ``torch.randn`` (evaluated at import) gives other
+    """The README's marker with an unseeded ``torch.randn`` (evaluated at import) gives other
     inputs every session; the second session says so in one line under the test, and still judges it."""
     pytester.makepyfile(test_unseeded="""
         import pytest, torch

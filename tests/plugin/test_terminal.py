@@ -161,7 +161,7 @@ ON_OFF = textwrap.dedent(f"""
 
 
 def test_a_long_block_shows_the_test_arm_block_and_elapsed_time_on_pytests_line(tmp_path: Path) -> None:
-    """Issue 30: 'A 3-minute emulated block shows nothing but the test file's name.'"""
+    """A long block shows the test, the arm, the block and the elapsed time on pytest's progress line."""
     from standin import make_standin
 
     project = tmp_path / "project"

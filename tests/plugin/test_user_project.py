@@ -107,7 +107,7 @@ def factory():
 
 def test_a_models_file_is_the_module_its_tests_import(tmp_path: Path, registry: object) -> None:
     """``--sme2-models my_models.py`` and ``from my_models import MyNet`` in a test are one module, so the
-    model is registered once (before: a second copy under a private name, and "registered twice")."""
+    model is registered once."""
     _project(tmp_path, {"my_models.py": REGISTERS.format(name="mine")})
     models.load_model_sources(["my_models.py"], base_dir=tmp_path)
     import my_models  # type: ignore[import-not-found]  # what the user's test file does

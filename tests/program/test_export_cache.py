@@ -1,8 +1,7 @@
-"""Damaged cache entries are detected, said once, rebuilt once and never served again (issue 29, item 4).
+"""Damaged cache entries are detected, said once, rebuilt once and never served again.
 
-A damaged export-cache entry (meta.json cut off, model.pte deleted or cut off) used to be re-exported on every run
-and then reported as "vanished right after it was written", or served as it was; a damaged file in the artifact
-store (a reference ``.pte`` cut off) was served on every run.
+A damaged export-cache entry (meta.json cut off, model.pte deleted or cut off) is set aside and exported again
+once; a damaged file in the artifact store (a reference ``.pte`` cut off) is not served.
 """
 
 from __future__ import annotations

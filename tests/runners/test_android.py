@@ -702,7 +702,7 @@ def test_cli_profile_on_the_phone(make_emulated_phone: MakePhone, tmp_path: Path
 
 def test_android_runner_refuses_a_runner_that_ignores_num_executions(make_emulated_phone: MakePhone,
                                                                      tmp_path: Path) -> None:
-    """Defect 5 on Android: the same check (the Android runner reads its result with the host's code)."""
+    """The same check (the Android runner reads its result with the host's code)."""
     phone = make_emulated_phone()
     runner = AndroidRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE, fault="ignore_count"),
                            serial=phone.serial, timeout_s=60.0)

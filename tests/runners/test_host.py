@@ -28,7 +28,7 @@ def _five(tmp_path: Path) -> RunRequest:
 
 
 def test_host_runner_refuses_a_runner_that_ignores_num_executions(tmp_path: Path) -> None:
-    """Defect 5: asked for 5 executions, a runner that replays all 30 recorded runs is an error, not 30 samples."""
+    """Asked for 5 executions, a runner that replays all 30 recorded runs is an error, not 30 samples."""
     runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE, fault="ignore_count"))
     with pytest.raises(RunnerError, match=r"asked for 5 executions \(--num_executions=5\), the trace holds 30") as info:
         runner.run(_five(tmp_path))
@@ -50,7 +50,7 @@ def test_host_runner_refuses_a_runner_that_ignores_num_executions(tmp_path: Path
 )
 def test_a_runner_log_without_its_success_line_is_an_error(tmp_path: Path, edit: Callable[[str], str],
                                                            match: str) -> None:
-    """Defect 5: a log in executor_runner's format must end with the success line for the executions asked."""
+    """A log in executor_runner's format must end with the success line for the executions asked."""
     request = RunRequest(pte=TOY_PTE, runs=29, warmup=1)
     log = RECORDED_LOG.read_text()
     check_what_ran("executor_runner x", request, 30, log, cmd=["x"], log_path=RECORDED_LOG, log_tail="")  # as recorded

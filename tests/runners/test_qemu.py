@@ -232,7 +232,7 @@ def test_every_report_says_emulated(emulated: Sessions) -> None:
 
 
 def test_by_default_the_emulated_device_runs_each_arm_once_and_gates_no_time(emulated: Sessions) -> None:
-    """Issue 30: emulated time gates nothing of the SME2 question, and one tiny_transformer fp32 execution with SME2
+    """Emulated time gates nothing of the SME2 question, and one tiny_transformer fp32 execution with SME2
     on took 48 s under QEMU on an Intel Xeon: the default is the evidence (the trace, QEMU's log of the kernels that
     ran) and the outputs, from one execution per arm, its time shown as emulated, never compared or recorded."""
     for node in [*PAIR_TESTS, "test_pairs.py::test_profile"]:
@@ -303,7 +303,7 @@ def test_a_perturbed_arm_fails_the_numerics_check(emulated: Sessions) -> None:
 
 @pytest.mark.parametrize("node", PAIR_TESTS)
 def test_the_reports_say_it_was_one_runner_on_two_cpus(emulated: Sessions, node: str) -> None:
-    """Issue 19: whether on/off was two builds or one runner on two CPUs, said from the arms' artifacts."""
+    """Whether on/off was two builds or one runner on two CPUs, said from the arms' artifacts."""
     test = emulated.test(node)
     on, off = test["profile"]["artifact"]["build"], test["profile_off"]["artifact"]["build"]
     assert on["runner_sha256"] == off["runner_sha256"]  # read independently: one binary

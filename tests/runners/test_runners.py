@@ -489,7 +489,7 @@ def test_more_threads_than_cpus_is_refused_before_running(capsys: pytest.Capture
 def test_a_relative_out_dir_still_gives_the_runner_paths_that_exist(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The runner runs in its run directory: a relative ``--sme2-out-dir`` handed to it as is pointed nowhere (QEMU's
-    ``-D`` in_asm log, issue 30). Run directories are absolute."""
+    ``-D`` in_asm log). Run directories are absolute."""
     monkeypatch.chdir(tmp_path)
     runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
     result = runner.run(_request(tmp_path, out_dir=Path("rel"), runs=3))

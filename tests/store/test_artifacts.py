@@ -1,8 +1,7 @@
-"""Issue 18 defect 1: the same-session reference is seeded whenever the artifact is the baseline's.
+"""The same-session reference is seeded whenever the artifact is the baseline's.
 
-Before, the artifact store got files only when a baseline was recorded or updated: a CI whose cache was evicted,
-or whose baselines were recorded on another machine, could never again compare a changed model with its
-baseline's program in the same session (only with stored samples, at margin + drift allowance). Now an unchanged
+A CI whose cache was evicted, or whose baselines were recorded on another machine, can still compare a changed
+model with its baseline's program in the same session: an unchanged
 run stores its artifact (by content), artifacts are stored before the baseline (a kill between the two never
 leaves a baseline without its reference), and the store cleans what a killed writer left behind.
 """
@@ -79,11 +78,11 @@ def test_the_store_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
 
 
 def test_a_runtime_change_is_its_own_verdict_and_says_what_it_can_catch(tmp_path: Path) -> None:
-    """Issue 18 defect 1, the rest: a new runtime on the local device (an executorch patch release, a rebuilt wheel).
+    """A new runtime on the local device (an executorch patch release, a rebuilt wheel).
 
     The baseline's runtime cannot run in this process, so its artifact cannot be re-measured: the stored samples
-    decide, at the margin plus the drift allowance. Before, that verdict was the plain ``stored`` one, as if the
-    artifact cache had merely been evicted; now it is ``runtime``, and it says that only a slowdown beyond margin +
+    decide, at the margin plus the drift allowance. The verdict is ``runtime`` (not ``stored``, as for an evicted
+    artifact cache), and it says that only a slowdown beyond margin +
     allowance is caught and how to gate later changes in the same session again (re-record on this runtime).
     """
     from pytest_sme2.gate.decide import Comparison, GateConfig

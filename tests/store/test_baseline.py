@@ -11,7 +11,7 @@ from pytest_sme2.store.baseline import Baseline, BaselineStore
 
 
 def test_a_baseline_with_a_negative_other_is_not_written(tmp_path: Path) -> None:
-    """Defect 4: named categories adding up to more than E2E (a negative Other) are refused before writing."""
+    """Named categories adding up to more than E2E (a negative Other) are refused before writing."""
     bad = Baseline(test_id="t.py::test_a", identity={"arch": "x"}, samples_ms=(1.0, 1.1), block_sizes=(2,),
                    category_per_run_ms={"Convolution": (1.5, 0.9), "Other": (-0.5, 0.2)}, category_block_sizes=(2,),
                    per_operator=True)
