@@ -26,7 +26,7 @@ from pytest_sme2.errors import ConfigError, ExportError, RunnerError, TraceError
 from pytest_sme2.evidence.trace import read_etdump
 from pytest_sme2.runners import SME2_OFF, SME2_ON, make_runner
 from pytest_sme2.runners.base import MODE_TIMING, MODE_TRACE, RunRequest
-from pytest_sme2.runners.host import HostRunner, parse_iteration_ms
+from pytest_sme2.runners.host import HostRunner, check_what_ran, parse_iteration_ms
 from pytest_sme2.runners.local import LocalRunner, timer_overhead_ns
 
 DATA = Path(__file__).parents[1] / "data"
@@ -495,3 +495,43 @@ def test_a_relative_out_dir_still_gives_the_runner_paths_that_exist(tmp_path: Pa
     result = runner.run(_request(tmp_path, out_dir=Path("rel"), runs=3))
     assert result.trace_path is not None and result.trace_path.is_absolute() and result.trace_path.is_file()
     assert str(result.trace_path).startswith(str(tmp_path / "rel"))
+
+
+#: a real executor_runner log (30 executions, its success line 'Model executed successfully 30 time(s)')
+RECORDED_LOG = DATA / "toy_cnn_fp16_xnnpack_simd-on_t1.log"
+
+
+def _five(tmp_path: Path) -> RunRequest:
+    return RunRequest(pte=TOY_PTE, runs=4, warmup=1, out_dir=tmp_path / "out", inputs=(TOY_INPUT,), timeout_s=120.0)
+
+
+def test_host_runner_refuses_a_runner_that_ignores_num_executions(tmp_path: Path) -> None:
+    """Asked for 5 executions, a runner that replays all 30 recorded runs is an error, not 30 samples."""
+    runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE, fault="ignore_count"))
+    with pytest.raises(RunnerError, match=r"asked for 5 executions \(--num_executions=5\), the trace holds 30") as info:
+        runner.run(_five(tmp_path))
+    assert "honours --num_executions" in str(info.value) and ".log" in str(info.value)
+    # The honest stand-in, asked the same, gives exactly 5.
+    assert len(HostRunner(make_standin(tmp_path / "ok", trace=TOY_TRACE)).run(_five(tmp_path)).e2e_ms) == 5
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda log: log.replace("Model executed successfully 30 time(s)", "Model executed"),
+         r"its log has no 'Model executed successfully 30 time\(s\)' line"),
+        (lambda log: log.replace("Model executed successfully 30 time(s)", "Model executed successfully 29 time(s)"),
+         r"asked for 30 executions \(--num_executions=30\), its log says 'Model executed successfully 29 time\(s\)'"),
+    ],
+    ids=["no-success-line", "other-count"],
+)
+def test_a_runner_log_without_its_success_line_is_an_error(tmp_path: Path, edit: Callable[[str], str],
+                                                           match: str) -> None:
+    """A log in executor_runner's format must end with the success line for the executions asked."""
+    request = RunRequest(pte=TOY_PTE, runs=29, warmup=1)
+    log = RECORDED_LOG.read_text()
+    check_what_ran("executor_runner x", request, 30, log, cmd=["x"], log_path=RECORDED_LOG, log_tail="")  # as recorded
+    with pytest.raises(RunnerError, match=match):
+        check_what_ran("executor_runner x", request, 30, edit(log), cmd=["x"], log_path=RECORDED_LOG, log_tail="")
+    # A build with logging off prints nothing: then the trace's count is all there is to check.
+    check_what_ran("executor_runner x", request, 30, "", cmd=["x"], log_path=RECORDED_LOG, log_tail="")
