@@ -44,7 +44,7 @@ from pytest_sme2.measure.profile import profile_exported
 from pytest_sme2.runners import SME2_OFF, SME2_ON, make_runner
 from pytest_sme2.runners.android import REMOTE_ROOT, AndroidRunner, choose_serial
 from pytest_sme2.runners.base import RunRequest
-from runners.test_runners import _five
+from runners.test_host import _five
 
 pytestmark = pytest.mark.emulated_device
 
