@@ -356,7 +356,8 @@ class SessionResults:
                 if p is None:
                     continue
                 dev, fp = p.device, p.identity
-                name = dev.get("model") or dev.get("name") or fp.get("model") or fp.get("cpu_model")
+                name = (dev.get("product") or dev.get("model") or dev.get("name") or fp.get("model")
+                        or fp.get("cpu_model"))
                 if name:
                     return str(name)
         return str(self.environment.get("host", "")) or "unknown device"

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from pytest_sme2.cli import _recorded_by_test
+from pytest_sme2.device.facts import device_facts, device_info_from_facts
 from pytest_sme2.measure.profile import Profile, stored_identity
 from pytest_sme2.plugin.measure import backend_and_variant
 from pytest_sme2.plugin.records import attach, carried_result, result_of, update
+from pytest_sme2.report.tables import device_summary
 from pytest_sme2.results import TestResult, load_results, write_results
 
 OLD = Path(__file__).parent / "data" / "old_keys"
@@ -103,3 +105,34 @@ def test_the_plugin_carries_the_one_result_type_to_the_controller() -> None:
     carried = carried_result(report)
     assert carried is not None and json.loads(json.dumps(carried)) == carried  # what xdist sends: plain JSON
     assert TestResult.from_dict(carried) == replace(built, outcome="passed")
+
+
+# ------------------------------------------------------------------------------ one device-facts vocabulary
+
+OLD_DEVICE = OLD / "android_device_info.json"
+SME2_PHONE = (Path(__file__).parent / "data" / "device" / "android_facts_sme2_phone.txt").read_text()
+
+
+def test_device_facts_and_the_identity_name_one_fact_alike() -> None:
+    info = device_info_from_facts("EMU1", SME2_PHONE)
+    facts, ident = info.to_dict(), info.identity().to_dict()
+    for name in ("cpu_name", "logical_cpus", "product", "soc", "abi", "sdk", "arch"):
+        assert name in facts and name in ident, name
+    assert (facts["product"], facts["logical_cpus"]) == (ident["product"], ident["logical_cpus"])
+    assert (facts["product"], facts["logical_cpus"]) == ("EmuPhone SME2", 8)
+    assert not {"cpu_model", "cores", "model"} & set(facts)
+    # The fixture's older attribute names still read.
+    assert (info.cpu_model, info.cores, info.model) == (info.cpu_name, info.logical_cpus, info.product)
+
+
+def test_device_facts_recorded_under_the_old_names_still_read() -> None:
+    old = json.loads(OLD_DEVICE.read_text())
+    assert {"cpu_model", "cores", "model"} <= set(old)  # the file is what the old code wrote
+    now = device_info_from_facts("EMU1", SME2_PHONE).to_dict()
+    assert device_facts(old) == now  # every fact, under today's name
+    assert device_facts(now) == now
+    profile = Profile.from_dict({**_old_profile(), "device": old})
+    assert profile.device == now
+    assert device_summary(profile.device, {}) == device_summary(old, {})
+    # what the code before the renames said of it
+    assert device_summary(old, {}) == "EmuPhone SME2, Mediatek MT6993, aarch64, 16, 8 cores, SME2: yes"

@@ -6,8 +6,16 @@ and test for the token ``sme2``, never a substring ``sme``. On macOS ``sysctl hw
 is 1 on M4 and later. The parsers here take text, so the Android code feeds them what ``adb shell``
 returned and tests feed them recorded files.
 
-Each :class:`DeviceInfo` carries the device's :class:`~pytest_sme2.device.identity.DeviceIdentity` (what
-decides kernel choice and speed, nothing that drifts), built here from the same texts:
+Two types, one vocabulary. :class:`DeviceInfo` is the live facts of a device, as read now: what runs use (the
+clusters' CPUs to pin, the thermal status, the serial) and reports show.
+:class:`~pytest_sme2.device.identity.DeviceIdentity` is what a baseline is keyed on: the facts that decide kernel
+choice and speed, nothing that drifts. A fact both hold has one name in both (``arch``, ``cpu_name``,
+``logical_cpus``, ``product``, ``soc``, ``abi``, ``sdk``); the two ``clusters`` are two views of the cores (the
+CPUs of each cluster here, the core types there), and ``features`` (every token the kernel prints) is more than
+the identity's ``isa`` (the dispatch features). ``DeviceInfo.to_dict()`` from before the names were one said
+``cpu_model``, ``cores`` and ``model``: :func:`device_facts` reads them.
+
+Each :class:`DeviceInfo` carries the device's identity, built here from the same texts:
 :func:`linux_identity` from ``/proc/cpuinfo`` (x86 CPUID values, or arm64 MIDR fields per cluster),
 :func:`darwin_identity` from ``sysctl hw`` output, :func:`device_info_from_facts` from the one round
 trip the Android runner makes (:data:`ANDROID_FACTS_SCRIPT`).
@@ -269,17 +277,19 @@ class DeviceInfo:
     is its successor: the :class:`~pytest_sme2.device.identity.DeviceIdentity` read with these facts.
     """
 
-    kind: str  # "host" | "android"
+    kind: str  # "host" | "android" | "qemu"
     name: str
     arch: str
-    cpu_model: str = ""
-    cores: int = 0
+    #: the CPU's name (``model name`` of /proc/cpuinfo, the brand string)
+    cpu_name: str = ""
+    logical_cpus: int = 0
     sme2: bool | None = None
     features: tuple[str, ...] = ()
     cpu_parts: tuple[str, ...] = ()
     clusters: tuple[Cluster, ...] = ()
     serial: str = ""
-    model: str = ""
+    #: the phone model (``ro.product.model``)
+    product: str = ""
     soc: str = ""
     abi: str = ""
     os_version: str = ""
@@ -299,10 +309,23 @@ class DeviceInfo:
         feats = frozenset(self.features)
         return DeviceIdentity(
             os="android" if self.kind == "android" else platform.system().lower(), arch=self.arch,
-            logical_cpus=self.cores, cpu_name=self.cpu_model,
+            logical_cpus=self.logical_cpus, cpu_name=self.cpu_name,
             isa=isa_order(feats & frozenset((*X86_ISA, *ARM_ISA))),
-            soc=self.soc, product=self.model, sdk=self.sdk, abi=self.abi,
+            soc=self.soc, product=self.product, sdk=self.sdk, abi=self.abi,
         )
+
+    # The names before DeviceInfo took DeviceIdentity's (the ``android_device`` fixture is public): read-only.
+    @property
+    def cpu_model(self) -> str:
+        return self.cpu_name
+
+    @property
+    def cores(self) -> int:
+        return self.logical_cpus
+
+    @property
+    def model(self) -> str:
+        return self.product
 
     @property
     def big_cores(self) -> tuple[int, ...]:
@@ -313,23 +336,35 @@ class DeviceInfo:
         return cpu_mask(self.big_cores) if self.big_cores else ""
 
     def fingerprint(self) -> dict[str, Any]:
-        fp: dict[str, Any] = {"device_kind": self.kind, "arch": self.arch, "cpu_model": self.cpu_model,
-                              "cores": self.cores, "sme2": self.sme2}
+        # The keys of the first release's fingerprint, unchanged (what the runners' fingerprint() returns).
+        fp: dict[str, Any] = {"device_kind": self.kind, "arch": self.arch, "cpu_model": self.cpu_name,
+                              "cores": self.logical_cpus, "sme2": self.sme2}
         if self.kind == "android":
-            fp.update({"model": self.model, "soc": self.soc, "abi": self.abi, "sdk": self.sdk,
+            fp.update({"model": self.product, "soc": self.soc, "abi": self.abi, "sdk": self.sdk,
                        "cpu_parts": sorted(set(self.cpu_parts)),
                        "clusters": [c.to_dict() for c in self.clusters]})
         return fp
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kind": self.kind, "name": self.name, "arch": self.arch, "cpu_model": self.cpu_model,
-            "cores": self.cores, "sme2": self.sme2, "cpu_parts": list(self.cpu_parts),
-            "clusters": [c.to_dict() for c in self.clusters], "serial": self.serial, "model": self.model,
+            "kind": self.kind, "name": self.name, "arch": self.arch, "cpu_name": self.cpu_name,
+            "logical_cpus": self.logical_cpus, "sme2": self.sme2, "cpu_parts": list(self.cpu_parts),
+            "clusters": [c.to_dict() for c in self.clusters], "serial": self.serial, "product": self.product,
             "soc": self.soc, "abi": self.abi, "os_version": self.os_version, "sdk": self.sdk,
             "thermal_status": self.thermal_status, "big_core_mask": self.big_core_mask,
             "extra": dict(self.extra),
         }
+
+
+#: ``DeviceInfo.to_dict()`` keys before they were DeviceIdentity's names -> the names now.
+OLD_FACT_NAMES = {"cpu_model": "cpu_name", "cores": "logical_cpus", "model": "product"}
+
+
+def device_facts(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored ``DeviceInfo.to_dict()`` under today's names: older files' ``cpu_model``/``cores``/``model`` are
+    read as ``cpu_name``/``logical_cpus``/``product`` (a key under today's name wins)."""
+    renamed = {OLD_FACT_NAMES[k]: v for k, v in stored.items() if k in OLD_FACT_NAMES}
+    return {**renamed, **{k: v for k, v in stored.items() if k not in OLD_FACT_NAMES}}
 
 
 def _read(path: str) -> str:
@@ -383,8 +418,8 @@ def host_device() -> DeviceInfo:
         sme2_flag = _macos_sysctl("hw.optional.arm.FEAT_SME2")
         return DeviceInfo(
             kind="host", name=platform.node(), arch=arch,
-            cpu_model=_macos_sysctl("machdep.cpu.brand_string") or platform.processor(),
-            cores=cores, sme2=(sme2_flag == "1") if sme2_flag else False,
+            cpu_name=_macos_sysctl("machdep.cpu.brand_string") or platform.processor(),
+            logical_cpus=cores, sme2=(sme2_flag == "1") if sme2_flag else False,
             device_identity=darwin_identity(_macos_sysctl_text(), arch=arch, logical_cpus=cores),
         )
     text = _read("/proc/cpuinfo")
@@ -398,7 +433,7 @@ def host_device() -> DeviceInfo:
         identity = DeviceIdentity(os=system.lower(), arch=arch, logical_cpus=cores, cpu_name=platform.processor())
     return DeviceInfo(
         kind="host", name=platform.node(), arch=arch,
-        cpu_model=cpuinfo_model_name(text) or platform.processor(), cores=cores,
+        cpu_name=cpuinfo_model_name(text) or platform.processor(), logical_cpus=cores,
         # On x86 the question has a definite answer (no SME2); on arm64 the Features line decides.
         sme2=has_sme2(feats) if is_arm else False,
         features=tuple(sorted(feats)) if is_arm else (), cpu_parts=cpuinfo_parts(text),
@@ -504,15 +539,15 @@ def device_info_from_facts(serial: str, text: str) -> DeviceInfo:
         kind="android",
         name=model or serial,
         arch=arch,
-        cpu_model=cpuinfo_model_name(cpuinfo) or soc,
-        cores=cores,
+        cpu_name=cpuinfo_model_name(cpuinfo) or soc,
+        logical_cpus=cores,
         # No Features line at all means "could not tell", not "no SME2".
         sme2=has_sme2(features) if features else None,
         features=tuple(sorted(features)),
         cpu_parts=cpuinfo_parts(cpuinfo),
         clusters=clusters_from_max_freq(max_khz, capacity) if max_khz else (),
         serial=serial,
-        model=model,
+        product=model,
         soc=soc,
         abi=abi,
         os_version=props.get("ro.build.version.release", ""),

@@ -16,7 +16,9 @@ the kernel choice and the speed depend on:
 Not in it: current clocks, temperature, battery, load, host name, serial numbers, kernel or build
 versions — two units of one phone model share an identity, and so does one machine on a hot day.
 
-This module is pure data: :mod:`pytest_sme2.device.facts` reads the facts and builds identities.
+This module is pure data: :mod:`pytest_sme2.device.facts` reads the facts and builds identities. There,
+``DeviceInfo`` is the live facts of a device (what runs use and reports show, drifting facts included); a
+:class:`DeviceIdentity` is what a baseline is keyed on. A fact both hold has the same name in both.
 """
 
 from __future__ import annotations

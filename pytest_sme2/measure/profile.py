@@ -41,6 +41,7 @@ from typing import Any, Protocol, TextIO
 
 from pytest_sme2.analysis.run import Analysis, analyze_e2e, analyze_trace, merge
 from pytest_sme2.device.codepaths import SHARED_OBJECTS, code_path_environment
+from pytest_sme2.device.facts import device_facts
 from pytest_sme2.device.identity import LATENCY_MODES, LATENCY_TRACED, LATENCY_UNTRACED, identity_of
 from pytest_sme2.device.load import HostWindow
 from pytest_sme2.errors import ConfigError, Sme2Error
@@ -432,7 +433,7 @@ class Profile:
             model=dict(d.get("model", {})), variant=d.get("variant"), runner=str(d["runner"]),
             build=str(d.get("build", "")), threads=int(d.get("threads", 1)),
             identity=stored_identity(d), analysis=Analysis.from_dict(d["analysis"]),
-            runs=tuple(RunResult.from_dict(r) for r in d.get("runs", [])), device=dict(d.get("device", {})),
+            runs=tuple(RunResult.from_dict(r) for r in d.get("runs", [])), device=device_facts(d.get("device", {})),
             invalid_reason=str(d.get("invalid_reason", "")), note=str(d.get("note", "")),
             latency_ms=tuple(float(x) for x in d.get("latency_ms", ())),
             latency_blocks=tuple(int(n) for n in d.get("latency_blocks", ())),

@@ -169,11 +169,12 @@ def device_summary(device: Mapping[str, Any], identity: Mapping[str, Any]) -> st
         known = "sme2" in str(summary).lower()
         return ", ".join(p for p in (str(summary), "" if known else sme2_text) if p)
     parts = [str(identity[k]) for k in ("vendor", "family", "model", "stepping") if identity.get(k)]
-    for key in ("model", "name", "soc", "cpu_model", "arch", "os_version"):
+    for key in ("product", "model", "name", "soc", "cpu_name", "cpu_model", "arch", "os_version"):
         if src.get(key):
             parts.append(str(src[key]))
-    if src.get("cores"):
-        parts.append(f"{src['cores']} cores")
+    cores = src.get("logical_cpus") or src.get("cores")
+    if cores:
+        parts.append(f"{cores} cores")
     if sme2_text:
         parts.append(sme2_text)
     return ", ".join(dict.fromkeys(parts)) or "—"

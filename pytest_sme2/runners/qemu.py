@@ -229,7 +229,7 @@ class QemuRunner(HostRunner):
 
         on = self.probes[CPU_SME2_ON]
         return DeviceInfo(kind="qemu", name=f"QEMU {self.version} -cpu {CPU_SME2_ON}", arch="aarch64",
-                          cpu_model=f"emulated ({self.emulator(None)})", cores=1, sme2=on.sme2,
+                          cpu_name=f"emulated ({self.emulator(None)})", logical_cpus=1, sme2=on.sme2,
                           features=tuple(sorted(on.features)),
                           device_identity=DeviceIdentity.from_dict(self.identity()))
 

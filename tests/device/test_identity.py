@@ -238,8 +238,8 @@ def test_host_identity_reads_this_machine() -> None:
 
 
 def test_a_hand_made_device_info_still_has_an_identity() -> None:
-    info = DeviceInfo(kind="android", name="x", arch="aarch64", cpu_model="X", cores=8,
-                      features=("asimd", "sme2", "evtstrm"), soc="S", model="M", sdk="35", abi="arm64-v8a")
+    info = DeviceInfo(kind="android", name="x", arch="aarch64", cpu_name="X", logical_cpus=8,
+                      features=("asimd", "sme2", "evtstrm"), soc="S", product="M", sdk="35", abi="arm64-v8a")
     ident = info.identity()
     assert (ident.os, ident.isa, ident.product, ident.logical_cpus) == ("android", ("asimd", "sme2"), "M", 8)
 

@@ -72,15 +72,15 @@ def recorded_profile(stem: str, variant: str | None) -> Profile:
     """A Profile of one recorded trace: its analysis plus the facts its manifest records."""
     man = json.loads((DATA / f"{stem}.json").read_text())
     analysis = analyze(read_etdump(DATA / f"{stem}.etdump"), kernel_log=read_xnnpack_log(DATA / f"{stem}.xnnlog"))
-    fingerprint = {"device_kind": "host", "arch": "x86_64", "cpu_model": man["cpu_model"],
+    identity = {"device_kind": "host", "arch": "x86_64", "cpu_model": man["cpu_model"],
                    "cores": man["logical_cpus"], "sme2": False, "dtype": man["dtype"], "backend": man["backend"],
                    "threads": man["threads"]}
     return Profile(
         model={"name": man["model"], "dtype": man["dtype"], "backend": man["backend"],
                "pte_path": man["files"]["pte"], "executorch_version": man["executorch_version"]},
-        variant=variant, runner="host", build=man["runner"], threads=man["threads"], identity=fingerprint,
+        variant=variant, runner="host", build=man["runner"], threads=man["threads"], identity=identity,
         analysis=analysis,
-        device={"kind": "host", "arch": "x86_64", "cpu_model": man["cpu_model"], "cores": man["logical_cpus"],
+        device={"kind": "host", "arch": "x86_64", "cpu_name": man["cpu_model"], "logical_cpus": man["logical_cpus"],
                 "sme2": False, "os_version": man["os"]},
     )
 

@@ -251,7 +251,7 @@ class AndroidRunner(BinaryBuilds):
         traced = request.mode == MODE_TRACE
         load_pte_check(request.pte)  # a foreign or cut .pte: say so here, before anything is pushed
         info = self.device_info()
-        check_threads(request.threads, info.cores, f"Android device {self.serial}")
+        check_threads(request.threads, info.logical_cpus, f"Android device {self.serial}")
         timeout = min(t for t in (self.timeout_s, request.timeout_s) if t is not None)
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         files = [runner, *self.shared_libs, request.pte, *(Path(p) for p in request.inputs or ())]
