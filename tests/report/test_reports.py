@@ -73,8 +73,8 @@ def recorded_profile(stem: str, variant: str | None) -> Profile:
     man = json.loads((DATA / f"{stem}.json").read_text())
     analysis = analyze(read_etdump(DATA / f"{stem}.etdump"), kernel_log=read_xnnpack_log(DATA / f"{stem}.xnnlog"))
     identity = {"device_kind": "host", "arch": "x86_64", "cpu_model": man["cpu_model"],
-                   "cores": man["logical_cpus"], "sme2": False, "dtype": man["dtype"], "backend": man["backend"],
-                   "threads": man["threads"]}
+                "cores": man["logical_cpus"], "sme2": False, "dtype": man["dtype"], "backend": man["backend"],
+                "threads": man["threads"]}
     return Profile(
         model={"name": man["model"], "dtype": man["dtype"], "backend": man["backend"],
                "pte_path": man["files"]["pte"], "executorch_version": man["executorch_version"]},
