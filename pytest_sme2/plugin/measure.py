@@ -322,10 +322,10 @@ class Sme2Runner:
                 return exported
             return call(lambda: export(self._session, req, backend=backend))
 
-        arms = [export_for(b) for b in (slower, faster)]
-        a_m, b_m = (self.measurement(x) for x in arms)
+        off_arm, on_arm = (export_for(b) for b in (slower, faster))
+        off_m, on_m = self.measurement(off_arm), self.measurement(on_arm)
         with self._session.third_party(self._item.nodeid):
-            pair: Pair = call(lambda: measure_on_off(self.runner, a_m, b_m, rules=self._session.rules,
+            pair: Pair = call(lambda: measure_on_off(self.runner, off_m, on_m, rules=self._session.rules,
                                                      what=f"{exported.name} {slower} vs {faster}", off_label=slower,
                                                      on_label=faster, progress=self._session.progress))
         self._session.status.clear()
