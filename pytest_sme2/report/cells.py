@@ -73,7 +73,7 @@ class Table:
     """Columns, rows of cells and the notes a reader needs to read them.
 
     A ``keyed`` table has one name cell and one value cell per row (a key/value list such as the
-    device fingerprint); its columns are untitled.
+    device identity); its columns are untitled.
     """
 
     title: str
@@ -180,7 +180,7 @@ def cell_text(cell: Cell) -> str:
 
 
 def plain_value(value: Any, *, nested: bool = False) -> str:
-    """Any JSON-like fingerprint value as one readable line.
+    """Any JSON-like identity value as one readable line.
 
     Scalars as they are (booleans as yes/no), lists joined with commas, mappings as ``key=value``;
     inside a list or mapping, a mapping is written ``key=value key=value`` and a list of scalars
