@@ -132,14 +132,15 @@ def load(recording: Recording) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]
 
 
 def _samples(values: np.ndarray, factor: float, rounds: tuple[str, ...] = ()) -> Any:
-    from pytest_sme2.gate.decide import Samples
+    from pytest_sme2.gate.verdict import Samples
 
     return Samples(tuple((values * factor).ravel().tolist()), (values.shape[1],) * values.shape[0], rounds=rounds)
 
 
 def session(ref: np.ndarray, cand: np.ndarray, start: int, *, margin: float, slowdown: float) -> str:
     """The verdict of a same-session comparison measured from round ``start`` on, as the plugin measures it."""
-    from pytest_sme2.gate.decide import Comparison, GateConfig, decide, gate, measured_status
+    from pytest_sme2.gate.decide import decide, gate, measured_status
+    from pytest_sme2.gate.verdict import Comparison, GateConfig
     from pytest_sme2.measure.sequential import settled
 
     looks = Looks.for_blocks(BLOCKS)
@@ -163,7 +164,8 @@ def stored(ref: np.ndarray, cand: np.ndarray, base_start: int, start: int, *, ma
            slowdown: float) -> str:
     """The verdict against a baseline recorded from round ``base_start`` on, the candidate measured from ``start``
     (both stopped by the plugin's precision rule, ± half the margin), confirmation on the rounds after it."""
-    from pytest_sme2.gate.decide import Comparison, GateConfig, decide
+    from pytest_sme2.gate.decide import decide
+    from pytest_sme2.gate.verdict import Comparison, GateConfig
     from pytest_sme2.measure.sequential import Precision
 
     rule = Precision(margin / 2)

@@ -49,7 +49,7 @@ MARGINS = (0.05, 0.10)
 
 
 def _rule(allowance: float | None, calibration: Any) -> Any:
-    from pytest_sme2.gate.decide import Comparison, GateConfig
+    from pytest_sme2.gate.verdict import Comparison, GateConfig
 
     return GateConfig(drift_allowance=allowance, drift_calibration=calibration).rule(Comparison.STORED)
 
@@ -86,7 +86,8 @@ def sessions_run(path: Path = SESSIONS_RUN) -> list[dict[str, Any]]:
 def light_run(path: Path = LIGHT) -> list[dict[str, Any]]:
     """Baseline round i (32x32), candidate round i + 1 (each size), history up to round i; one measurement."""
     from pytest_sme2.gate.calibration import calibrate
-    from pytest_sme2.gate.decide import Comparison, GateConfig, Samples, gate
+    from pytest_sme2.gate.decide import gate
+    from pytest_sme2.gate.verdict import Comparison, GateConfig, Samples
 
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     light = [r for r in rows if r["bench"]["plan"] == "light"]

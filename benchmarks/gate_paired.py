@@ -87,7 +87,7 @@ class Draw:
 
 
 def samples(arm: np.ndarray, draw: Draw, runs: int, factor: float, ids: tuple[str, ...]) -> Any:
-    from pytest_sme2.gate.decide import Samples
+    from pytest_sme2.gate.verdict import Samples
 
     values = arm[draw.rounds, :runs] * draw.drift[:, None] * factor
     return Samples(tuple(values.ravel().tolist()), (runs,) * len(draw.rounds), rounds=ids)
@@ -118,7 +118,8 @@ def one(kind: str, a: np.ndarray, b: np.ndarray, rng: np.random.Generator, *, bl
 
     ``consecutive``: the rounds of each measurement are consecutive in the recording (:func:`consecutive_picks`), so
     the machine's own drift between neighbouring rounds is kept; else drawn at random from the whole recording."""
-    from pytest_sme2.gate.decide import Comparison, GateConfig, decide
+    from pytest_sme2.gate.decide import decide
+    from pytest_sme2.gate.verdict import Comparison, GateConfig
 
     looks = SEQUENTIAL.get(kind)
     blocks = looks[-1] if looks else blocks
@@ -165,7 +166,8 @@ def sequential(a: np.ndarray, b: np.ndarray, draws: list[Draw], ids: list[tuple[
                slowdown: float, margin: float, looks: tuple[int, ...]) -> tuple[str, int, float, int]:
     """A same-session paired comparison measured with the stopping rule in place: each measurement (the first and
     the confirming one) stops at the first look whose verdict, at the per-look confidence, is settled."""
-    from pytest_sme2.gate.decide import Comparison, GateConfig, decide, gate, measured_status
+    from pytest_sme2.gate.decide import decide, gate, measured_status
+    from pytest_sme2.gate.verdict import Comparison, GateConfig
     from pytest_sme2.measure.sequential import Looks, settled
 
     plan = Looks(looks)
@@ -197,7 +199,8 @@ def precision_stopped(kind: str, a: np.ndarray, b: np.ndarray, draws: list[Draw]
                       slowdown: float, margin: float) -> tuple[str, int, float, int]:
     """A stored or unchanged comparison whose measurements (baseline, candidate, confirmation) each stop by the
     precision rule: at the first look where the median of the block medians is known to ±target."""
-    from pytest_sme2.gate.decide import Comparison, GateConfig, decide
+    from pytest_sme2.gate.decide import decide
+    from pytest_sme2.gate.verdict import Comparison, GateConfig
     from pytest_sme2.measure.sequential import Precision
 
     rule = Precision(PRECISION[kind] * margin)

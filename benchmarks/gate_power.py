@@ -123,7 +123,7 @@ def interleaved(runner: Any, arms: Sequence[tuple[str, Any]], blocks: int, *, ex
 
 
 def samples(blocks: Sequence[Block], design: Design) -> Any:
-    from pytest_sme2.gate.decide import Samples
+    from pytest_sme2.gate.verdict import Samples
 
     used = [b.used(design) for b in blocks[: design.blocks]]
     pooled = np.concatenate(used)
@@ -177,7 +177,8 @@ def judge(arm_a: Sequence[Block], arm_b: Sequence[Block], arm_c: Sequence[Block]
     The reference (arm A) is the same blocks in the confirmation: this study measures the gate's rule, the
     plugin's same-session comparison re-measures both arms.
     """
-    from pytest_sme2.gate.decide import Comparison, GateConfig, decide
+    from pytest_sme2.gate.decide import decide
+    from pytest_sme2.gate.verdict import Comparison, GateConfig
 
     config = GateConfig(margin=margin)
     confirm_used = False

@@ -225,7 +225,7 @@ class Session:
         A measurement the machine disturbed is not recorded (``not-written``, the library's rule); the slot
         is measured again, up to ``RECORD_ATTEMPTS`` times, and the attempts are counted.
         """
-        from pytest_sme2.gate.decide import GateConfig
+        from pytest_sme2.gate.verdict import GateConfig
         from pytest_sme2.judge import RECORDED, Policy, judge
         from pytest_sme2.measure.profile import measure
 
@@ -248,7 +248,7 @@ class Session:
 
     def compare(self, record: Mapping[str, Any], experiment: str, burners_running: int) -> list[dict[str, Any]]:
         """Judge one recorded baseline in one experiment, at every (margin, allowance) on the same measurements."""
-        from pytest_sme2.gate.decide import GateConfig
+        from pytest_sme2.gate.verdict import GateConfig
         from pytest_sme2.judge import Policy, judge
         from pytest_sme2.measure.profile import measure
 

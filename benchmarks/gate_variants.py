@@ -62,7 +62,7 @@ def collect(reps: dict[str, int], progress: Callable[[str], None] = print) -> di
 
 
 def samples(blocks: Sequence[np.ndarray], k: int, warmup: int = 3, runs: int = 30) -> Any:
-    from pytest_sme2.gate.decide import Samples
+    from pytest_sme2.gate.verdict import Samples
 
     used = [np.asarray(b)[warmup : warmup + runs] for b in blocks[:k]]
     return Samples(tuple(np.concatenate(used).tolist()), block_sizes=tuple(len(u) for u in used))
@@ -79,7 +79,8 @@ def trimmed(blocks: Sequence[np.ndarray], k: int, floor: float = 0.05, mads: flo
 
 
 def judge(variant: str, arms: Arms, margin: float) -> str:
-    from pytest_sme2.gate.decide import GateConfig, Status, decide, gate
+    from pytest_sme2.gate.decide import decide, gate
+    from pytest_sme2.gate.verdict import GateConfig, Status
 
     config = GateConfig(margin=margin)
     a, b, c = arms["A"], arms["B"], arms["C"]

@@ -215,7 +215,7 @@ def _add_rebaselined(sub: Any) -> None:
 
 
 def cmd_rebaselined(args: argparse.Namespace) -> int:
-    from pytest_sme2.gate.decide import GateConfig
+    from pytest_sme2.gate.verdict import GateConfig
     from pytest_sme2.history import acknowledge
     from pytest_sme2.history.rebaselined import rebaselined
 
@@ -457,8 +457,8 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
     an ``analyze`` summary has neither).
     """
     from pytest_sme2.analysis.run import Analysis
-    from pytest_sme2.gate.decide import Samples
     from pytest_sme2.gate.memory import Memory
+    from pytest_sme2.gate.verdict import Samples
     from pytest_sme2.judge import Recorded
     from pytest_sme2.measure.profile import stored_identity
     from pytest_sme2.store.artifacts import Artifact
@@ -521,7 +521,7 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pytest_sme2.gate.decide import GateConfig
+    from pytest_sme2.gate.verdict import GateConfig
     from pytest_sme2.judge import compare_recorded
     from pytest_sme2.store.files import write_atomic
 

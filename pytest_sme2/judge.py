@@ -7,13 +7,13 @@ This is the library half of ``sme2_baseline.check()`` (the plugin only applies t
    requires a baseline: then the caller fails the test with the command that creates one). A baseline of
    the first release (no identity) is named and never compared.
 2. The profile's *artifact* (program, inputs, runtime or runner build) is compared with the baseline's:
-   - the same -> :attr:`~pytest_sme2.gate.decide.Comparison.UNCHANGED`: a slower median is machine drift,
+   - the same -> :attr:`~pytest_sme2.gate.verdict.Comparison.UNCHANGED`: a slower median is machine drift,
      reported as ``drift``, never failed;
    - changed, and the artifact store holds the baseline's artifact -> the baseline's artifact is measured
      again in this session, in blocks interleaved with the candidate's
-     (:attr:`~pytest_sme2.gate.decide.Comparison.SESSION`), and the gate judges that ratio;
+     (:attr:`~pytest_sme2.gate.verdict.Comparison.SESSION`), and the gate judges that ratio;
    - changed, and the baseline's artifact is not available -> the stored samples, with the margin widened by
-     the drift allowance (:attr:`~pytest_sme2.gate.decide.Comparison.STORED`), and the verdict says so.
+     the drift allowance (:attr:`~pytest_sme2.gate.verdict.Comparison.STORED`), and the verdict says so.
 3. A regression or an inconclusive verdict is measured once more and decided on both measurements pooled
    (:func:`pytest_sme2.gate.decide.decide`), whatever the comparison (an unchanged artifact's budgets too).
 
@@ -36,23 +36,16 @@ from pytest_sme2.evidence.categories import CategoryRules
 from pytest_sme2.evidence.kernels import KernelLog
 from pytest_sme2.evidence.numerics import NumericsComparison
 from pytest_sme2.gate.calibration import DriftCalibration
-from pytest_sme2.gate.decide import (
+from pytest_sme2.gate.checks import (
     EVIDENCE_CHECKS,
     REQUIRED_BY_MARKER,
     REQUIRED_BY_ON_OFF,
-    TIME_NOT_GATED,
-    Comparison,
-    GateConfig,
-    Samples,
     Sme2Evidence,
-    Status,
-    Verdict,
-    decide,
-    gate,
-    measured_status,
     sme2_kernel_checks,
 )
+from pytest_sme2.gate.decide import decide, gate, measured_status
 from pytest_sme2.gate.memory import ADDED, Memory, MemoryThresholds, with_memory
+from pytest_sme2.gate.verdict import TIME_NOT_GATED, Comparison, GateConfig, Samples, Status, Verdict
 from pytest_sme2.measure.pair import Pair, decide_speedup, remeasure, with_speedup
 from pytest_sme2.measure.profile import Measurement, Profile, Progress, measure, measure_pair
 from pytest_sme2.measure.rebuild import Rebuilder, Recipe
@@ -161,7 +154,7 @@ class Reference:
     measurement: Measurement | None
     why: str = ""
     #: the reason is another runtime (executorch, or the libraries a runner loads), not a missing file: the verdict
-    #: is then :attr:`~pytest_sme2.gate.decide.Comparison.RUNTIME`
+    #: is then :attr:`~pytest_sme2.gate.verdict.Comparison.RUNTIME`
     runtime_changed: bool = False
     #: the reason is that the store lacks the baseline's program or inputs (which :mod:`pytest_sme2.measure.rebuild` can
     #: rebuild from the commit they were recorded at)
@@ -605,8 +598,8 @@ def compare_recorded(old: Recorded, new: Recorded, config: GateConfig, *, test_i
     """Judge ``new`` against ``old`` by the rule a baseline of another session gets (see the module docstring).
 
     Other identities are refused (never compared: another CPU runs other kernels). The same artifact is
-    :attr:`~pytest_sme2.gate.decide.Comparison.UNCHANGED` — drift, reported, never failed; a changed or unknown artifact
-    is :attr:`gate.decide.Comparison.STORED`: the margin widened by ``config.drift_allowance`` (set by hand)
+    :attr:`~pytest_sme2.gate.verdict.Comparison.UNCHANGED`: drift, reported, never failed; a changed or unknown artifact
+    is :attr:`gate.verdict.Comparison.STORED`: the margin widened by ``config.drift_allowance`` (set by hand)
     or by ``config.drift_calibration``; with neither it is not decided (inconclusive).
     """
     if old.identity and new.identity and identity_id(old.identity) != identity_id(new.identity):

@@ -197,7 +197,7 @@ FAIL_ON_CHOICES = ("missing", "invalid", "inconclusive", "drift")
 #: ``--sme2-fail-on`` when it is not given: fail closed where ``CI`` is set (a missing baseline fails, a verdict that
 #: left its change undecided fails, and a session that decided nothing is not green), friendly on a developer's machine
 #: (the first run records, exit 0). ``invalid`` and ``inconclusive`` fail only what was to be decided
-#: (:attr:`pytest_sme2.gate.decide.Verdict.undecided`): an unchanged artifact's invalid, like its drift, does not fail.
+#: (:attr:`pytest_sme2.gate.verdict.Verdict.undecided`): an unchanged artifact's invalid, like its drift, does not fail.
 FAIL_ON_CI = ("missing", "invalid", "inconclusive")
 
 

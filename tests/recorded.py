@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pytest_sme2.analysis.run import analyze
 from pytest_sme2.evidence.trace import read_etdump
-from pytest_sme2.gate.decide import Samples
+from pytest_sme2.gate.verdict import Samples
 from pytest_sme2.measure.profile import Measurement, Profile
 
 DATA = Path(__file__).parent / "data"

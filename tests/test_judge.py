@@ -15,8 +15,9 @@ import pytest
 from recorded import DATA, MOBILE, TOY_PTE, TOY_TRACE, standin_measurement, toy_profile, toy_samples
 from standin import make_standin
 
-from pytest_sme2.gate.decide import GateConfig, Status, gate
+from pytest_sme2.gate.decide import gate
 from pytest_sme2.gate.rule import Comparison
+from pytest_sme2.gate.verdict import GateConfig, Status
 from pytest_sme2.judge import NOT_WRITTEN, RECORDED, Judgement, Policy, judge
 from pytest_sme2.measure.pair import Pair
 from pytest_sme2.measure.profile import Measurement, Profile, measure

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from recorded import toy_samples
 
-from pytest_sme2.gate.decide import GateConfig, Status, gate
+from pytest_sme2.gate.decide import gate
+from pytest_sme2.gate.verdict import GateConfig, Status
 from pytest_sme2.results import TestResult
 
 

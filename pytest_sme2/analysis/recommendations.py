@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_sme2.analysis.run import BOTTLENECK_SHARE, Analysis, OperatorDetail
 from pytest_sme2.evidence.categories import CONVOLUTION, DATA_MOVEMENT, GEMM
-from pytest_sme2.gate.decide import Check, Status, Verdict
+from pytest_sme2.gate.verdict import Check, Status, Verdict
 from pytest_sme2.units import fmt_ms, fmt_pct, fmt_x
 
 if TYPE_CHECKING:  # only its attributes are read; no import of the report package at run time

@@ -141,7 +141,7 @@ class Analysis:
 
         XNNPACK times its operators in whole microseconds, so a category of n such operators moves by up to
         n ticks between runs with nothing changed: the gate floors a category's allowance at a couple of
-        ticks per operator (:data:`pytest_sme2.gate.decide.TICKS_PER_OPERATOR`).
+        ticks per operator (:data:`pytest_sme2.gate.checks.TICKS_PER_OPERATOR`).
         """
         out: dict[str, float] = {}
         for op in self.operator_details:

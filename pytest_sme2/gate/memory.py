@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_sme2.errors import ExportError
-from pytest_sme2.gate.decide import Check, Comparison, Status, Verdict, overall
 from pytest_sme2.gate.rule import ComparisonRule
+from pytest_sme2.gate.verdict import Check, Comparison, Status, Verdict, overall
 
 #: Keys of ``RunResult.metadata`` a runner fills in (all optional: an absent key is "not measured").
 PEAK_KB = "peak_rss_kb"

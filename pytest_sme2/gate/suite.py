@@ -36,8 +36,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_sme2.gate.decide import Check, Comparison, Status, Verdict, overall
 from pytest_sme2.gate.rule import ComparisonRule
+from pytest_sme2.gate.verdict import Check, Comparison, Status, Verdict, overall
 
 #: The share of sessions without a real slowdown that may fail on a ``regression`` (union bound over the tests).
 SUITE_FALSE_ALARM_BUDGET = 0.05

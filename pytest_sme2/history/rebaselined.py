@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pytest_sme2.errors import ConfigError, Sme2Error
 from pytest_sme2.gate.calibration import DriftCalibration
-from pytest_sme2.gate.decide import GateConfig, Verdict
+from pytest_sme2.gate.verdict import GateConfig, Verdict
 from pytest_sme2.history.acknowledge import Acknowledgement
 from pytest_sme2.store.baseline import Baseline
 from pytest_sme2.store.gitinfo import git

@@ -25,7 +25,9 @@ from pytest_sme2.errors import ConfigError
 from pytest_sme2.evidence.categories import CategoryRules
 from pytest_sme2.evidence.kernels import KernelLog
 from pytest_sme2.evidence.qemu_log import ExecutedKernels
-from pytest_sme2.gate.decide import Comparison, GateConfig, Samples, Verdict, decide, overall, speedup_check
+from pytest_sme2.gate.checks import speedup_check
+from pytest_sme2.gate.decide import decide
+from pytest_sme2.gate.verdict import Comparison, GateConfig, Samples, Verdict, overall
 from pytest_sme2.measure.profile import ExportedLike, Measurement, Profile, Progress, measure_pair
 from pytest_sme2.runners.base import SME2_OFF, SME2_ON, Runner
 from pytest_sme2.store.artifacts import Artifact

@@ -49,8 +49,8 @@ from pytest_sme2.evidence.categories import CategoryRules
 from pytest_sme2.evidence.kernels import KernelLog, parse_xnnpack_log
 from pytest_sme2.evidence.qemu_log import ExecutedKernels
 from pytest_sme2.evidence.trace import read_etdump
-from pytest_sme2.gate.decide import Samples
 from pytest_sme2.gate.memory import Memory, memory_of
+from pytest_sme2.gate.verdict import Samples
 from pytest_sme2.measure.hostlock import heavy_work, measuring
 from pytest_sme2.measure.sequential import Looks, Precision
 from pytest_sme2.runners.base import (
@@ -370,7 +370,7 @@ class Profile:
     #: planned memory, program size, load time and peak memory per block (:mod:`pytest_sme2.gate.memory`); None for a
     #: profile stored before they were measured
     memory: Memory | None = None
-    #: the id of the round each block ran in (:attr:`pytest_sme2.gate.decide.Samples.rounds`): arms of one interleaved
+    #: the id of the round each block ran in (:attr:`pytest_sme2.gate.verdict.Samples.rounds`): arms of one interleaved
     #: measurement share them, and the gate judges them paired
     rounds: tuple[str, ...] = ()
 
@@ -619,7 +619,7 @@ def _measure_blocks(
     its blocks gets more runs, one too slow fewer (:func:`_size_blocks`); after the second, a time budget may shrink
     the runs per block and the blocks (:func:`_fit_budget`). Returns the blocks per arm, a note on
     what was re-measured or shrunk, the invalid reason when the machine stayed busy, and the id of each kept
-    round (block i of every arm ran in round i: the gate pairs them, :func:`pytest_sme2.gate.decide.paired`).
+    round (block i of every arm ran in round i: the gate pairs them, :func:`pytest_sme2.gate.checks.paired`).
 
     ``looks`` (a plan of :mod:`measure.sequential`) replaces ``blocks``: rounds are measured up to its last look,
     and at every earlier look ``stop(blocks per arm)`` may end the measurement by saying why (the verdict is

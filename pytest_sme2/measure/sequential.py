@@ -31,9 +31,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from pytest_sme2.gate.decide import GateConfig
 from pytest_sme2.gate.rule import Comparison, Status
 from pytest_sme2.gate.stats import median_interval, min_paired_rounds
+from pytest_sme2.gate.verdict import GateConfig
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ class Sme2Baseline:
         self._runner = runner
 
     def gate_config(self) -> Any:
-        from pytest_sme2.gate.decide import GateConfig
         from pytest_sme2.gate.memory import PEAK_MARGIN, MemoryThresholds
+        from pytest_sme2.gate.verdict import GateConfig
 
         t = parse_threshold_marker(self._item)
         o = self._session.options

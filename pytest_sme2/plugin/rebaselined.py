@@ -26,7 +26,7 @@ def session_finish(session: pytest.Session) -> None:
     opts = config.stash.get(OPTIONS_KEY, None)
     if worker_id(config) is not None or opts is None or not opts.base_ref or not opts.baseline_dir.is_dir():
         return
-    from pytest_sme2.gate.decide import GateConfig
+    from pytest_sme2.gate.verdict import GateConfig
     from pytest_sme2.history import acknowledge
     from pytest_sme2.history.rebaselined import rebaselined
 

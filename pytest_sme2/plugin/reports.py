@@ -44,12 +44,12 @@ def nothing_gated(records: list[dict[str, Any]], opts: Sme2Options) -> str:
     """Why this session is not green although no test failed: fail-closed (``missing`` in ``--sme2-fail-on``, the CI
     default) and sme2 tests ran but none decided anything against a baseline ("" when that is not so).
 
-    Decided means compared with a baseline and not left undecided (:attr:`pytest_sme2.gate.decide.Verdict.undecided`): a
-    session of invalid or inconclusive verdicts, which ``--sme2-fail-on=missing`` reports without failing them, has
-    passed nothing, as a CI whose every run records into a thrown-away workspace has not; either would otherwise stay
-    green forever.
+    Decided means compared with a baseline and not left undecided
+    (:attr:`pytest_sme2.gate.verdict.Verdict.undecided`): a session of invalid or inconclusive verdicts, which
+    ``--sme2-fail-on=missing`` reports without failing them, has passed nothing, as a CI whose every run records into
+    a thrown-away workspace has not; either would otherwise stay green forever.
     """
-    from pytest_sme2.gate.decide import Verdict
+    from pytest_sme2.gate.verdict import Verdict
 
     if "missing" not in opts.fail_on or opts.update_baseline or not records:
         return ""
@@ -71,7 +71,8 @@ def nothing_gated(records: list[dict[str, Any]], opts: Sme2Options) -> str:
 def _evidence_gated(verdict: dict[str, Any] | None) -> bool:
     """An emulated device measured for its evidence (its time not gated, by design): gated when its kernel evidence
     or numerics were judged and passed — the question it answers."""
-    from pytest_sme2.gate.decide import EVIDENCE_CHECKS, TIME_NOT_GATED
+    from pytest_sme2.gate.checks import EVIDENCE_CHECKS
+    from pytest_sme2.gate.verdict import TIME_NOT_GATED
 
     if not verdict or TIME_NOT_GATED not in verdict.get("notes", ()):
         return False

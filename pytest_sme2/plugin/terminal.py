@@ -15,8 +15,8 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     records = config.stash.get(RESULTS_KEY, [])
     if not records or worker_id(config) is not None:
         return
-    from pytest_sme2.gate.decide import TIME_NOT_GATED, Status
     from pytest_sme2.gate.memory import memory_notes
+    from pytest_sme2.gate.verdict import TIME_NOT_GATED, Status
     from pytest_sme2.report.memory import memory_line
     from pytest_sme2.results import (
         BASELINE_WRITTEN,
@@ -126,7 +126,7 @@ def new_device_lines(tests: list[Any], recorded: int) -> list[str]:
 
 def _details(t: Any, status: str, noted: tuple[str, ...], *, verbose: bool = False) -> list[str]:
     """The lines under a test's summary line: what was compared with what, and why it is not a pass."""
-    from pytest_sme2.gate.decide import Status
+    from pytest_sme2.gate.verdict import Status
     from pytest_sme2.store.baseline import NO_BASELINE_RECORDED
 
     if t.recorded and not verbose:

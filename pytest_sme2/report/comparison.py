@@ -23,8 +23,9 @@ import numpy as np
 from pytest_sme2.analysis.run import Analysis, OperatorDetail
 from pytest_sme2.evidence.categories import CATEGORIES
 from pytest_sme2.evidence.kernels import KernelLog
-from pytest_sme2.gate.decide import MIN_CATEGORY_SHARE, Check, GateConfig, Samples, speedup_check
+from pytest_sme2.gate.checks import MIN_CATEGORY_SHARE, speedup_check
 from pytest_sme2.gate.stats import Interval, LatencyStats, block_ratio_ci
+from pytest_sme2.gate.verdict import Check, GateConfig, Samples
 from pytest_sme2.report.kernel_view import isa_counts, kernel_log_from_dict, side_by_side
 
 SCHEMA_VERSION = 1

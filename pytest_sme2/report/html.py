@@ -26,7 +26,7 @@ from html import escape
 
 import numpy as np
 
-from pytest_sme2.gate.decide import Check, Status
+from pytest_sme2.gate.verdict import Check, Status
 from pytest_sme2.report import tables
 from pytest_sme2.report.cells import Cell, Kind, Table, cell_text
 from pytest_sme2.report.charts import (

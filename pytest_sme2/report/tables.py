@@ -22,9 +22,9 @@ from pytest_sme2.analysis.recommendations import Recommendation, recommend
 from pytest_sme2.analysis.run import BOTTLENECK_SHARE, Analysis
 from pytest_sme2.evidence.categories import CATEGORIES
 from pytest_sme2.evidence.kernels import KernelLog, is_sme2, operator_kernels
-from pytest_sme2.gate.decide import Check
 from pytest_sme2.gate.memory import MEMORY_CHECKS, memory_change, memory_margin
 from pytest_sme2.gate.stats import LatencyStats, summarize
+from pytest_sme2.gate.verdict import Check
 from pytest_sme2.measure.profile import Profile, source_head
 from pytest_sme2.report import cells as c
 from pytest_sme2.report.cells import Cell, Column, Table, plain_value

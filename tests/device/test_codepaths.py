@@ -17,7 +17,7 @@ import pytest
 from standin import make_standin
 
 from pytest_sme2.device.codepaths import SHARED_OBJECTS, mapped_at_exit, mapped_paths, runtime_shared_objects
-from pytest_sme2.gate.decide import Comparison, GateConfig
+from pytest_sme2.gate.verdict import Comparison, GateConfig
 from pytest_sme2.judge import GATED, RECORDED, Judgement, Policy, judge
 from pytest_sme2.measure.profile import Measurement, Profile, measure
 from pytest_sme2.runners.host import HostRunner

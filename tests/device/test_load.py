@@ -268,7 +268,7 @@ def test_a_busy_machine_gives_an_invalid_verdict_never_a_regression(tmp_path: Pa
     """A changed program (same toy_cnn, one extra byte after the program: another artifact, the same
     speed) is judged against stored samples recorded before; while two CPU burners compete for the two cores
     it runs slower, and the gate must say it could not measure (INVALID, with the evidence), not REGRESSION."""
-    from pytest_sme2.gate.decide import GateConfig, Status
+    from pytest_sme2.gate.verdict import GateConfig, Status
     from pytest_sme2.judge import GATED, RECORDED, Policy, judge
     from pytest_sme2.measure.profile import Measurement, ProgramFile, measure
     from pytest_sme2.store.artifacts import ArtifactStore

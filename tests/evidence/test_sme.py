@@ -22,16 +22,15 @@ from pytest_sme2.evidence.sme import (
     trace_evidence,
 )
 from pytest_sme2.evidence.trace import read_etdump
-from pytest_sme2.gate.decide import (
+from pytest_sme2.gate.checks import (
     REQUIRED_BY_MARKER,
     REQUIRED_BY_ON_OFF,
     SME2_KERNELS,
     SME2_OFF_KERNELS,
-    GateConfig,
     Sme2Evidence,
-    Status,
     sme2_kernel_checks,
 )
+from pytest_sme2.gate.verdict import GateConfig, Status
 from pytest_sme2.judge import sme2_evidence
 from pytest_sme2.measure.profile import Profile
 from pytest_sme2.report.html import html_section

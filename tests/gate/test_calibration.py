@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from pytest_sme2.gate.calibration import MIN_SESSIONS, DriftCalibration, calibrate, t_quantile
-from pytest_sme2.gate.decide import Comparison, GateConfig, Samples, Status, decide, gate
+from pytest_sme2.gate.decide import decide, gate
+from pytest_sme2.gate.verdict import Comparison, GateConfig, Samples, Status
 from pytest_sme2.history.calibration import HistoryCalibration
 from pytest_sme2.history.records import HistoryRecord, RunInfo
 from pytest_sme2.history.store import HistoryStore

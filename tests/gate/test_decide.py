@@ -17,8 +17,9 @@ from recorded import TOY_TRACE, toy_samples
 
 from pytest_sme2.analysis.run import analyze
 from pytest_sme2.evidence.trace import read_etdump
-from pytest_sme2.gate.decide import GateConfig, Samples, Status, decide, gate
+from pytest_sme2.gate.decide import decide, gate
 from pytest_sme2.gate.rule import Comparison
+from pytest_sme2.gate.verdict import GateConfig, Samples, Status
 from pytest_sme2.results import TestResult
 
 DATA = Path(__file__).parents[1] / "data"

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sme2.gate.decide import Comparison, GateConfig, Samples, Status, compare_e2e
+from pytest_sme2.gate.checks import compare_e2e
 from pytest_sme2.gate.stats import (
     BlockEffect,
     Interval,
@@ -33,6 +33,7 @@ from pytest_sme2.gate.stats import (
     paired_ratio_ci,
     rank_test_p,
 )
+from pytest_sme2.gate.verdict import Comparison, GateConfig, Samples, Status
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the statistics only tests and benchmarks use live in benchmarks/former_stats.py

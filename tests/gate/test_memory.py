@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_sme2.errors import ExportError
-from pytest_sme2.gate.decide import Check, Comparison, GateConfig, Samples, Status, gate
+from pytest_sme2.gate.decide import gate
 from pytest_sme2.gate.memory import (
     NOT_STORED,
     PEAK_MARGIN,
@@ -28,6 +28,7 @@ from pytest_sme2.gate.memory import (
     runner_log_memory,
     with_memory,
 )
+from pytest_sme2.gate.verdict import Check, Comparison, GateConfig, Samples, Status
 from pytest_sme2.runners.base import MODE_TIMING, RunRequest
 from pytest_sme2.store.baseline import Baseline
 

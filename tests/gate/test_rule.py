@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_sme2.gate.decide import Status
 from pytest_sme2.gate.rule import Comparison, ComparisonRule
+from pytest_sme2.gate.verdict import Status
 
 
 def test_one_rule_per_comparison_kind_widens_and_maps_every_relative_check_alike() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sme2.gate.decide import Comparison, GateConfig, Samples, Status, Verdict, gate
+from pytest_sme2.gate.decide import gate
 from pytest_sme2.gate.suite import (
     MIN_CONTROLS,
     SUITE_FALSE_ALARM_BUDGET,
@@ -26,6 +26,7 @@ from pytest_sme2.gate.suite import (
     together,
     together_line,
 )
+from pytest_sme2.gate.verdict import Comparison, GateConfig, Samples, Status, Verdict
 
 ROOT = Path(__file__).parents[2]
 if str(ROOT) not in sys.path:

@@ -17,7 +17,7 @@ import pytest
 from standin import make_standin
 
 from pytest_sme2.cli import main
-from pytest_sme2.gate.decide import GateConfig
+from pytest_sme2.gate.verdict import GateConfig
 from pytest_sme2.judge import Policy, judge
 from pytest_sme2.measure.profile import Measurement, measure
 from pytest_sme2.runners.host import HostRunner

@@ -9,7 +9,7 @@ import pytest
 from recorded import DATA, MOBILE, standin_measurement, toy_profile, toy_samples
 from standin import make_standin
 
-from pytest_sme2.gate.decide import GateConfig
+from pytest_sme2.gate.verdict import GateConfig
 from pytest_sme2.measure.pair import Pair
 from pytest_sme2.runners.base import SME2_OFF, SME2_ON
 from pytest_sme2.runners.host import HostRunner

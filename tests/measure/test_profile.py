@@ -16,8 +16,9 @@ import pytest
 from recorded import DATA, MOBILE, TOY_TRACE, standin_measurement
 from standin import make_standin
 
-from pytest_sme2.gate.decide import GateConfig, Status, gate
+from pytest_sme2.gate.decide import gate
 from pytest_sme2.gate.stats import block_medians
+from pytest_sme2.gate.verdict import GateConfig, Status
 from pytest_sme2.measure.profile import Measurement, Profile, measure
 from pytest_sme2.plugin.terminal import _blocks_text
 from pytest_sme2.report.tables import blocks_text

@@ -30,19 +30,16 @@ from standin import make_standin
 from pytest_sme2.errors import ConfigError, RunnerError
 from pytest_sme2.evidence.kernels import KernelLog, operator_kernels, parse_xnnpack_log, read_xnnpack_log
 from pytest_sme2.evidence.trace import read_etdump
-from pytest_sme2.gate.decide import (
+from pytest_sme2.gate.checks import (
     REQUIRED_BY_MARKER,
     REQUIRED_BY_ON_OFF,
     SME2_KERNELS,
     SME2_OFF_KERNELS,
-    GateConfig,
-    Samples,
     Sme2Evidence,
-    Status,
-    decide,
-    gate,
     sme2_kernel_checks,
 )
+from pytest_sme2.gate.decide import decide, gate
+from pytest_sme2.gate.verdict import GateConfig, Samples, Status
 from pytest_sme2.measure.profile import Measurement, Profile, measure, record_kernel_log
 from pytest_sme2.runners.android import AndroidRunner
 from pytest_sme2.runners.base import MODE_LOG, MODE_TIMING, SME2_OFF, SME2_ON, RunRequest

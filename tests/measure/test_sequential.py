@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from recorded import toy_samples
 
-from pytest_sme2.gate.decide import GateConfig, gate
+from pytest_sme2.gate.decide import gate
+from pytest_sme2.gate.verdict import GateConfig
 
 
 def test_the_sequential_plan_looks_at_half_all_and_twice_the_blocks_at_the_bonferroni_share() -> None:

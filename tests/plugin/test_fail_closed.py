@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.gate.decide import Check, Comparison, GateConfig, Samples, Status, Verdict, gate
+from pytest_sme2.gate.decide import gate
+from pytest_sme2.gate.verdict import Check, Comparison, GateConfig, Samples, Status, Verdict
 from pytest_sme2.options import FAIL_ON_CI, Sme2Options, ci_environment, fail_on_list
 from pytest_sme2.plugin.config import resolve_fail_on
 from pytest_sme2.plugin.reports import nothing_gated
@@ -127,7 +128,7 @@ def test_nothing_gated_counts_only_comparisons_with_a_baseline() -> None:
     assert not nothing_gated([], closed)
     # The emulated device's default judges the kernel evidence and the outputs, not emulated time: that is
     # gated when those checks passed, and not when only advisory ones ran.
-    from pytest_sme2.gate.decide import TIME_NOT_GATED
+    from pytest_sme2.gate.verdict import TIME_NOT_GATED
 
     def evidence(*checks: dict[str, object]) -> list[dict[str, object]]:
         return [{"outcome": "passed", "verdict": {"status": "pass", "comparison": None, "notes": [TIME_NOT_GATED],

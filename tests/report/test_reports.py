@@ -31,7 +31,9 @@ from pytest_sme2.errors import ConfigError
 from pytest_sme2.evidence.categories import CATEGORIES
 from pytest_sme2.evidence.kernels import parse_xnnpack_log, read_xnnpack_log
 from pytest_sme2.evidence.trace import read_etdump
-from pytest_sme2.gate.decide import GateConfig, Status, gate, speedup_check
+from pytest_sme2.gate.checks import speedup_check
+from pytest_sme2.gate.decide import gate
+from pytest_sme2.gate.verdict import GateConfig, Status
 from pytest_sme2.measure.profile import Profile
 from pytest_sme2.report import charts
 from pytest_sme2.report.cells import cell_text

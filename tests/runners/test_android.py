@@ -38,7 +38,8 @@ from pytest_sme2.device.facts import device_info_from_facts
 from pytest_sme2.device.identity import DeviceIdentity, explain_difference
 from pytest_sme2.errors import ConfigError, DeviceError, ExportError, RunnerError
 from pytest_sme2.evidence.trace import read_etdump
-from pytest_sme2.gate.decide import GateConfig, Status, gate
+from pytest_sme2.gate.decide import gate
+from pytest_sme2.gate.verdict import GateConfig, Status
 from pytest_sme2.measure.pair import profile_on_off
 from pytest_sme2.measure.profile import profile_exported
 from pytest_sme2.runners import SME2_OFF, SME2_ON, make_runner

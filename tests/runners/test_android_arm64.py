@@ -395,7 +395,8 @@ def test_sme2_on_tests_skip_on_the_phone_without_sme2(make_emulated_phone: MakeP
 def test_a_phone_that_throttles_mid_run_gives_invalid(make_emulated_phone: MakePhone,
                                                       aarch64_runner_build: RunnerBuild, fp32: Any,
                                                       tmp_path: Path) -> None:
-    from pytest_sme2.gate.decide import GateConfig, Status, gate
+    from pytest_sme2.gate.decide import gate
+    from pytest_sme2.gate.verdict import GateConfig, Status
 
     phone = make_emulated_phone(arm64=True)
     runner = _runner(phone, aarch64_runner_build)

@@ -85,7 +85,7 @@ def test_a_runtime_change_is_its_own_verdict_and_says_what_it_can_catch(tmp_path
     artifact cache), and it says that only a slowdown beyond margin +
     allowance is caught and how to gate later changes in the same session again (re-record on this runtime).
     """
-    from pytest_sme2.gate.decide import Comparison, GateConfig
+    from pytest_sme2.gate.verdict import Comparison, GateConfig
     from pytest_sme2.judge import RECORDED, Policy, judge
     from pytest_sme2.measure.profile import Measurement, ProgramFile, measure
     from pytest_sme2.runners.local import LocalRunner
