@@ -14,11 +14,13 @@ import pytest
 
 from pytest_sme2.cli import _recorded_by_test
 from pytest_sme2.device.facts import device_facts, device_info_from_facts
+from pytest_sme2.device.identity import DeviceIdentity
 from pytest_sme2.measure.profile import Profile, stored_identity
 from pytest_sme2.plugin.measure import backend_and_variant
 from pytest_sme2.plugin.records import attach, carried_result, result_of, update
 from pytest_sme2.report.tables import device_summary
 from pytest_sme2.results import TestResult, load_results, write_results
+from pytest_sme2.store.baseline import BaselineStore
 
 OLD = Path(__file__).parent / "data" / "old_keys"
 OLD_RESULTS = OLD / "results_fingerprint_key.json"
@@ -136,3 +138,22 @@ def test_device_facts_recorded_under_the_old_names_still_read() -> None:
     assert device_summary(profile.device, {}) == device_summary(old, {})
     # what the code before the renames said of it
     assert device_summary(old, {}) == "EmuPhone SME2, Mediatek MT6993, aarch64, 16, 8 cores, SME2: yes"
+
+
+# ------------------------------------------------------------------ the repository's own stored files still load
+
+BASELINES = sorted((Path(__file__).parents[1] / ".sme2_baselines").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", BASELINES, ids=lambda p: p.name[-30:])
+def test_the_committed_baselines_load_and_keep_their_file_names(path: Path) -> None:
+    store = BaselineStore(path.parent)
+    baseline = store.read(path)
+    assert store.path_for(baseline.test_id, baseline.identity) == path  # the identity keys them as before
+    device = DeviceIdentity.from_dict(baseline.identity)  # the device facts under the names DeviceInfo now uses
+    assert device.logical_cpus > 0 and device.arch and "cpu_name" in baseline.identity
+    assert baseline.identity.get("variant") in (None, "sme2_on", "sme2_off")  # a variant is a runner build
+
+
+def test_there_are_committed_baselines() -> None:
+    assert len(BASELINES) >= 20
