@@ -18,9 +18,12 @@ import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pytest_sme2.results import TestResult
 
 SCHEMA_VERSION = 1
 KIND = "pytest-sme2-history"
@@ -159,7 +162,7 @@ def artifact_id(artifact: Mapping[str, Any] | None) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
-def record_of(result: Any) -> HistoryRecord | None:
+def record_of(result: TestResult) -> HistoryRecord | None:
     """A :class:`~pytest_sme2.results.TestResult` as a history record; None for a skipped test."""
     from pytest_sme2.device.identity import DeviceIdentity
     from pytest_sme2.errors import Sme2Error
@@ -221,7 +224,7 @@ def record_of(result: Any) -> HistoryRecord | None:
     )
 
 
-def _kernels(result: Any) -> dict[str, int]:
+def _kernels(result: TestResult) -> dict[str, int]:
     out: dict[str, int] = {}
     profile = result.profile
     trace = profile.analysis.trace_evidence if profile is not None else None
