@@ -113,7 +113,8 @@ def build_options(config: pytest.Config) -> Sme2Options:
 
 def _device(name: str, models: tuple[str, ...]) -> Any:
     """The registry's row of ``--sme2-device``. A name it does not know may be a device of the user's: registered by a
-    module of ``sme2_models`` (imported here, before the session's first test, for that) or an installed package."""
+    module of ``sme2_models`` (imported here, before the session's first test, for that) or of an installed package's
+    ``pytest_sme2.models`` entry point."""
     from pytest_sme2.errors import Sme2Error
     from pytest_sme2.models import load_model_sources
     from pytest_sme2.runners import registry
@@ -121,8 +122,8 @@ def _device(name: str, models: tuple[str, ...]) -> Any:
     try:
         if name not in registry.names():
             load_model_sources(models)
-        return registry.device(name, sources="a module of sme2_models / --sme2-models, or a pytest_sme2.devices "
-                               "entry point")
+        return registry.device(name, sources="a module of sme2_models / --sme2-models, or of a package's "
+                               "pytest_sme2.models entry point")
     except Sme2Error as exc:
         raise pytest.UsageError(f"--sme2-device={name}: {exc}") from None
 

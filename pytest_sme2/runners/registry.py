@@ -4,8 +4,10 @@ A row says everything a front end needs to know about a device: its name, the op
 :class:`~pytest_sme2.options.Sme2Options`; the plugin spells them ``--sme2-<name>``, the CLI ``--<name>``), its own
 conflicts, whether it measures on this host's CPUs (and so takes the host's measuring lock, and refuses more threads
 than the host has CPUs), what it cannot do (its skips), and a factory that makes its runner from the resolved options.
-Nothing else in the package names a device: a new one is one module (its :class:`~pytest_sme2.runners.base.Runner`)
-plus one row, :func:`register_device`\\ ed from a module pytest-sme2 imports (DEVELOPERS.md, "Adding a device").
+Nothing else in the package decides anything by a device's name (but the ``android_device`` fixture, the phone's
+own): a new device is one module (its :class:`~pytest_sme2.runners.base.Runner`)
+plus one row, :func:`register_device`\\ ed from a module pytest-sme2 imports for models (``sme2_models``, ``--models``,
+or a package's ``pytest_sme2.models`` entry point; DEVELOPERS.md, "Adding a device").
 
 The factory is named as ``"module:function"`` and imported when the runner is made, so reading the registry (every
 ``--help``, every option check) imports no runner.
@@ -126,7 +128,6 @@ class Device:
 
 
 _DEVICES: dict[str, Device] = {}
-_DISCOVERED = False
 
 
 def register_device(device: Device) -> Device:
@@ -155,7 +156,9 @@ def names() -> tuple[str, ...]:
 
 def device(name: str, *, sources: str = "") -> Device:
     """The row of ``name``; an unknown name lists the registered ones (``sources``: where more were looked for)."""
-    if name not in _DEVICES:
+    if name not in _DEVICES:  # an installed package's: its pytest_sme2.models entry point may register devices too
+        from pytest_sme2.models import discover
+
         discover()
     try:
         return _DEVICES[name]
@@ -170,23 +173,6 @@ def help_text(default: str = "local") -> str:
     """What ``--sme2-device`` / ``--device`` take: each registered device, what it is."""
     listed = ", ".join(f"{d.name} = {d.summary}" for d in _DEVICES.values())
     return f"where models run: {listed}; or a device of your own (DEVELOPERS.md, 'Adding a device'). Default: {default}"
-
-
-def discover() -> None:
-    """Import the modules of the ``pytest_sme2.devices`` entry-point group, once per process (an installed package's
-    devices), as ``pytest_sme2.models`` entry points register models."""
-    global _DISCOVERED  # noqa: PLW0603 - one-time discovery of registrations, as models.discover
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="pytest_sme2.devices"):
-        try:
-            ep.load()
-        except Exception as exc:
-            raise ConfigError(f"the pytest_sme2.devices entry point {ep.name!r} = {ep.value!r} failed to load: "
-                              f"{type(exc).__name__}: {exc}. Fix or reinstall that package, or uninstall it.") from exc
 
 
 # ------------------------------------------------------------------------------------------------ checks
