@@ -417,10 +417,10 @@ def _device_options(args: argparse.Namespace) -> Any:
     name = args.device or ("host" if args.runner else "local")
     registry.device(name, sources=f"a module of the model sources ({args.models_where}) or of a package's "
                     "pytest_sme2.models entry point")
-    options = Sme2Options(device=name, runner=args.runner, serial=args.serial, libcxx=args.libcxx,
-                          runner_libs=args.runner_libs, big_cores=args.big_cores, cooldown=args.cooldown,
-                          fixed_performance=args.fixed_performance, qemu=args.qemu, timeout=args.timeout,
-                          threads=args.threads, cache_dir=args.cache_dir)
+    options = registry.resolve(Sme2Options(
+        device=name, runner=args.runner, serial=args.serial, libcxx=args.libcxx, runner_libs=args.runner_libs,
+        big_cores=args.big_cores, cooldown=args.cooldown, fixed_performance=args.fixed_performance, qemu=args.qemu,
+        timeout=args.timeout, threads=args.threads, cache_dir=args.cache_dir))
     registry.check_options(options, registry.Spelling("--", "--device ", PROFILE_DEVICE_OPTIONS))
     registry.check_threads_here(options, os.cpu_count() or 0)
     return options

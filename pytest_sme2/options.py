@@ -477,21 +477,17 @@ class Sme2Options:
     big_cores: str | None = None
     cooldown: float = 0.0
     fixed_performance: bool = False
+    #: resolved from the device's registry row (:func:`pytest_sme2.runners.registry.resolve`): the device runs
+    #: pytest-sme2's own runner (built from the wheel), not a user's build ...
+    own_runner: bool = False
+    #: ... and that runner is its own timing build (latency untraced by default)
+    own_runner_untraced: bool = False
 
     @property
     def latency_mode(self) -> str:
         """Where the gate's latency comes from: ``--sme2-latency``, else untraced when timing builds are given."""
         if self.latency is not None:
             return self.latency
-        from pytest_sme2.runners.registry import device
-
-        if self.own_runner and device(self.device).own_runner_untraced:
+        if self.own_runner_untraced:
             return "untraced"  # pytest-sme2's own runner is its own timing build
         return "untraced" if self.runner_timing is not None else "traced"
-
-    @property
-    def own_runner(self) -> bool:
-        """Whether the device runs pytest-sme2's own runner (built from the wheel), not a user's build."""
-        from pytest_sme2.runners.registry import device
-
-        return device(self.device).builds_own_runner(self)

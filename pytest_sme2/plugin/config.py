@@ -105,7 +105,9 @@ def build_options(config: pytest.Config) -> Sme2Options:
         values[key] = bool(values[key])
     values["fail_on"] = resolve_fail_on(values["fail_on"], strict=values["strict"],
                                         require_baseline=values["require_baseline"])
-    opts = Sme2Options(**values)
+    from pytest_sme2.runners.registry import resolve
+
+    opts = resolve(Sme2Options(**values))
     _check_conflicts(opts)
     _check_files(config, opts)
     return opts

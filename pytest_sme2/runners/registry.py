@@ -221,6 +221,13 @@ def check_threads_here(options: Sme2Options, cpus: int) -> None:
         check_threads(options.threads, cpus, "this host")
 
 
+def resolve(options: Sme2Options) -> Sme2Options:
+    """``options`` with what their device's row decides of them (whether it runs pytest-sme2's own runner)."""
+    row = device(options.device)
+    own = row.builds_own_runner(options)
+    return dataclasses.replace(options, own_runner=own, own_runner_untraced=own and row.own_runner_untraced)
+
+
 def make_runner(options: Sme2Options, context: RunnerContext | None = None) -> Runner:
     """The runner of ``options.device``, made by its row's factory."""
     return device(options.device).make(options, context)
