@@ -415,8 +415,7 @@ def _device_options(args: argparse.Namespace) -> Any:
     from pytest_sme2.runners import registry
 
     name = args.device or ("host" if args.runner else "local")
-    registry.device(name, sources=f"a module of the model sources ({args.models_where}) or of a package's "
-                    "pytest_sme2.models entry point")
+    registry.device(name, sources=f"a model source ({args.models_where})")
     options = registry.resolve(Sme2Options(
         device=name, runner=args.runner, serial=args.serial, libcxx=args.libcxx, runner_libs=args.runner_libs,
         big_cores=args.big_cores, cooldown=args.cooldown, fixed_performance=args.fixed_performance, qemu=args.qemu,

@@ -124,8 +124,7 @@ def _device(name: str, models: tuple[str, ...]) -> Any:
     try:
         if name not in registry.names():
             load_model_sources(models)
-        return registry.device(name, sources="a module of sme2_models / --sme2-models, or of a package's "
-                               "pytest_sme2.models entry point")
+        return registry.device(name, sources="a module of sme2_models / --sme2-models")
     except Sme2Error as exc:
         raise pytest.UsageError(f"--sme2-device={name}: {exc}") from None
 

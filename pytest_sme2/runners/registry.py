@@ -163,10 +163,10 @@ def device(name: str, *, sources: str = "") -> Device:
     try:
         return _DEVICES[name]
     except KeyError:
-        where = f" (devices of your own are registered by {sources})" if sources else ""
-        raise ConfigError(f"invalid choice: {name!r} is not a device; choose from {', '.join(_DEVICES)}{where}. A "
-                          "device of your own is one module and one register_device row: see DEVELOPERS.md, "
-                          "'Adding a device'") from None
+        where = f", in {sources}" if sources else ""
+        raise ConfigError(f"invalid choice: {name!r} is not a registered device ({', '.join(_DEVICES)}); a device of "
+                          f"your own is one module with one register_device row{where} (DEVELOPERS.md, 'Adding a "
+                          "device')") from None
 
 
 def help_text(default: str = "local") -> str:
