@@ -380,7 +380,7 @@ def export_all(cache_dir: Path, widths: Sequence[int]) -> dict[str, Any]:
 
 def check_equivalent(base: Any, equiv: Any) -> dict[str, Any]:
     """The A/A candidate must be the same program on other input files: else it is no A/A."""
-    from pytest_sme2.store.artifacts import file_sha256
+    from pytest_sme2.store.files import file_sha256
 
     facts = {"pte_sha256": file_sha256(base.pte_path), "equiv_pte_sha256": file_sha256(equiv.pte_path),
              "inputs_sha256": [file_sha256(p) for p in base.input_files],

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from pytest_sme2.store.artifacts import file_sha256
+from pytest_sme2.store.files import file_sha256
 
 #: ``RunResult.metadata`` key: the shared objects the run's process mapped, ``{name: sha256}``.
 SHARED_OBJECTS = "shared_objects"
@@ -185,7 +185,7 @@ def _wait(pid: int, deadline: float) -> int | None:
 def runner_shared_objects(binary: Path, cmd: Sequence[str], *, cwd: Path, timeout_s: float) -> dict[str, str] | None:
     """The shared objects a runner process maps, ``{name: sha256}``, from one probe run of ``cmd`` (see
     :func:`mapped_at_exit`); which objects, probed once per binary content and code-path environment in this process;
-    their content, hashed each time (by path, size and mtime: :func:`~pytest_sme2.store.artifacts.file_sha256`)."""
+    their content, hashed each time (by path, size and mtime: :func:`~pytest_sme2.store.files.file_sha256`)."""
     st = binary.stat()
     key = (str(binary.resolve()), st.st_size, st.st_mtime_ns, tuple(sorted(code_path_environment().items())))
     if key not in _PROBED:

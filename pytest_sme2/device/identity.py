@@ -29,13 +29,9 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pytest_sme2.errors import DeviceError, Sme2Error
-
-if TYPE_CHECKING:
-    from pytest_sme2.measure.profile import Measurement
-    from pytest_sme2.runners.base import Runner
 
 #: Where a measurement's latency comes from (``Measurement.latency``), part of the identity: E2E samples from
 #: untraced runs, breakdown from traced runs of the same blocks ...
@@ -379,7 +375,34 @@ def reports_sme2(facts: Mapping[str, Any]) -> bool | None:
     return None
 
 
-def identity_of(runner: Runner, measurement: Measurement) -> dict[str, Any]:
+class IdentifiedRunner(Protocol):
+    """What :func:`identity_of` reads of a runner (every :class:`~pytest_sme2.runners.base.Runner` has it): a
+    Protocol here, so that ``device/`` does not import ``runners/``, which stands above it."""
+
+    @property
+    def name(self) -> str: ...
+
+    def identity(self) -> Mapping[str, Any]: ...
+
+
+class IdentifiedMeasurement(Protocol):
+    """What :func:`identity_of` reads of a measurement (a :class:`~pytest_sme2.measure.profile.Measurement`): a
+    Protocol here, so that ``device/`` does not import ``measure/``, which stands above it."""
+
+    @property
+    def model(self) -> Mapping[str, Any]: ...
+
+    @property
+    def variant(self) -> str | None: ...
+
+    @property
+    def threads(self) -> int: ...
+
+    @property
+    def latency(self) -> str: ...
+
+
+def identity_of(runner: IdentifiedRunner, measurement: IdentifiedMeasurement) -> dict[str, Any]:
     """What a baseline is keyed on: the device identity, how runs are made there (the runner kind; pinning and
     clock mode on a phone), and the test's threads, dtype, backend and variant. ``summary`` is one line of it."""
     device = dict(runner.identity())

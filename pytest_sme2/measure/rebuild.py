@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_sme2.measure.hostlock import heavy_work
-from pytest_sme2.store.artifacts import Artifact, ArtifactStore, file_sha256
-from pytest_sme2.store.files import file_lock
+from pytest_sme2.store.artifacts import Artifact, ArtifactStore
+from pytest_sme2.store.files import file_lock, file_sha256
 from pytest_sme2.store.gitinfo import git
 
 #: where the worktrees go, under the export cache dir

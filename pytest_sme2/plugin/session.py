@@ -79,7 +79,7 @@ class Sme2Session:
         (log build, program, inputs), then reused; None when the arm has no log build."""
         from pytest_sme2.measure.profile import record_kernel_log
         from pytest_sme2.runners.base import MODE_LOG
-        from pytest_sme2.store.artifacts import file_sha256
+        from pytest_sme2.store.files import file_sha256
 
         runner = self.runner
         binary = runner.binary_for(measurement.variant, MODE_LOG) if runner.has_build(measurement.variant,
@@ -98,7 +98,7 @@ class Sme2Session:
         """On an emulated device, the kernels that executed for ``measurement``'s arm and program (one execution
         under QEMU's in_asm log), once per session; None elsewhere."""
         from pytest_sme2.measure.profile import record_executed_kernels
-        from pytest_sme2.store.artifacts import file_sha256
+        from pytest_sme2.store.files import file_sha256
 
         if not self.runner.records_executed:
             return None

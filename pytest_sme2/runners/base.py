@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_sme2.device.load import BlockLoad
 from pytest_sme2.errors import ConfigError
-from pytest_sme2.store.artifacts import file_sha256
+from pytest_sme2.store.files import file_sha256
 
 if TYPE_CHECKING:
     from pytest_sme2.device.facts import DeviceInfo

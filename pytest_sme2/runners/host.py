@@ -61,8 +61,7 @@ from pytest_sme2.runners.base import (
     check_threads,
     inputs_argv,
 )
-from pytest_sme2.store.artifacts import file_sha256
-from pytest_sme2.store.files import ensure_dir
+from pytest_sme2.store.files import ensure_dir, file_sha256
 
 if TYPE_CHECKING:
     from pytest_sme2.options import Sme2Options

@@ -59,7 +59,7 @@ from pytest_sme2.gate.memory import LOAD_MS, PEAK_KB, PEAK_SOURCE, PeakDelta, Pe
 from pytest_sme2.program.export import load_pte_check
 from pytest_sme2.runners.base import MODE_LOG, MODE_TRACE, Runner, RunRequest, RunResult, check_threads
 from pytest_sme2.runners.host import host_facts, new_run_dir
-from pytest_sme2.store.artifacts import file_sha256
+from pytest_sme2.store.files import file_sha256
 
 if TYPE_CHECKING:
     from pytest_sme2.options import Sme2Options

@@ -17,39 +17,16 @@ be committed; the store holds ``.pte`` files and runner binaries (megabytes) and
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pytest_sme2.device.identity import LATENCY_UNTRACED
 from pytest_sme2.errors import BaselineError
-from pytest_sme2.store.files import ensure_dir, remove_stale_tmp
-
-if TYPE_CHECKING:
-    from pytest_sme2.measure.profile import Measurement
-    from pytest_sme2.runners.base import Runner
-
-_HASHES: dict[tuple[str, int, int], str] = {}
-
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a file, remembered per (path, size, mtime): a 10 MB ``.pte`` is hashed once per process."""
-    p = Path(path)
-    st = p.stat()
-    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
-    digest = _HASHES.get(key)
-    if digest is None:
-        h = hashlib.sha256()
-        with p.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        digest = _HASHES[key] = h.hexdigest()
-    return digest
-
+from pytest_sme2.store.files import ensure_dir, file_sha256, remove_stale_tmp
 
 @dataclass(frozen=True)
 class Artifact:
@@ -182,7 +159,39 @@ def _changed(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -
     return parts
 
 
-def artifact_of(runner: Runner, measurement: Measurement, *,
+class BuildsRunner(Protocol):
+    """What :func:`artifact_of` reads of a runner (every :class:`~pytest_sme2.runners.base.Runner` has it): a
+    Protocol here, so that ``store/`` does not import ``runners/``, which stands above it."""
+
+    def build_identity(self, variant: str | None) -> Mapping[str, Any]: ...
+
+
+class MeasuredArtifact(Protocol):
+    """What :func:`artifact_of` reads of a measurement (a :class:`~pytest_sme2.measure.profile.Measurement`): a
+    Protocol here, so that ``store/`` does not import ``measure/``, which stands above it."""
+
+    @property
+    def pte(self) -> Path: ...
+
+    @property
+    def inputs(self) -> tuple[Path, ...]: ...
+
+    @property
+    def variant(self) -> str | None: ...
+
+    @property
+    def build(self) -> Path | None: ...
+
+    @property
+    def timing_build(self) -> Path | None: ...
+
+    @property
+    def latency(self) -> str: ...
+
+    def recipe(self) -> dict[str, Any]: ...
+
+
+def artifact_of(runner: BuildsRunner, measurement: MeasuredArtifact, *,
                 libraries: Mapping[str, str] | None = None, shared_objects: Mapping[str, str] | None = None,
                 environment: Mapping[str, str] | None = None,
                 executions: Mapping[str, int] | None = None) -> Artifact:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import stat
 import tempfile
@@ -209,3 +210,21 @@ def _both(a: Path, b: Path) -> str:
 def files_matching(directory: Path, pattern: str) -> Sequence[Path]:
     """The files ``pattern`` finds in ``directory`` (none when it is not a directory): an input directory's files."""
     return sorted(directory.glob(pattern)) if directory.is_dir() else []
+
+
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file, remembered per (path, size, mtime): a 10 MB ``.pte`` is hashed once per process."""
+    p = Path(path)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    digest = _HASHES.get(key)
+    if digest is None:
+        h = hashlib.sha256()
+        with p.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        digest = _HASHES[key] = h.hexdigest()
+    return digest

@@ -272,7 +272,7 @@ def test_our_own_runner_is_rebuilt_from_its_source_at_the_baselines_commit(tmp_p
 
     from pytest_sme2.measure.rebuild import RUNNER_SOURCE
     from pytest_sme2.runners.build import TARGET_HOST, build_runner, runner_source
-    from pytest_sme2.store.artifacts import file_sha256
+    from pytest_sme2.store.files import file_sha256
 
     require_host_compiler()
     project = tmp_path / "project"

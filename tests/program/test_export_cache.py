@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from pytest_sme2.program.export import META_FILE, PTE_FILE, _entry, _set_aside_damaged, export_model, load_pte_check
-from pytest_sme2.store.artifacts import ArtifactStore, file_sha256
+from pytest_sme2.store.artifacts import ArtifactStore
+from pytest_sme2.store.files import file_sha256
 
 DATA = Path(__file__).parents[1] / "data"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.store.artifacts import ArtifactStore, file_sha256
-from pytest_sme2.store.files import STALE_TMP_SECONDS
+from pytest_sme2.store.artifacts import ArtifactStore
+from pytest_sme2.store.files import STALE_TMP_SECONDS, file_sha256
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import adbutils
 
 from pytest_sme2.errors import ConfigError, DeviceError, RunnerError
 from pytest_sme2.runners.android.adb import AdbLink, join_args, quote
-from pytest_sme2.store.artifacts import file_sha256
+from pytest_sme2.store.files import file_sha256
 
 #: Where everything goes on the device: the shell user's scratch space, writable without root.
 REMOTE_ROOT = "/data/local/tmp/pytest_sme2"

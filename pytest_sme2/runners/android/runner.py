@@ -51,7 +51,7 @@ from pytest_sme2.runners.base import (
     check_threads,
 )
 from pytest_sme2.runners.host import BUILD_HINT, DEFAULT_TRACE_NAME, new_run_dir, result_from_log, result_from_trace
-from pytest_sme2.store.artifacts import file_sha256
+from pytest_sme2.store.files import file_sha256
 
 if TYPE_CHECKING:
     from pytest_sme2.options import Sme2Options
