@@ -9,7 +9,7 @@ A **session** is a fresh Python process (as a pytest session is); in it every ru
 The programs are the recorded ones in ``tests/data`` (toy_cnn and the MobileNetV3-like model, fp32/xnnpack), so no
 export is timed. Runners:
 
-- ``local``: the executorch Python runtime in the session's process; peak = :class:`pytest_sme2.gate.memory.PeakDelta`
+- ``local``: the executorch Python runtime in the session's process; peak = :class:`pytest_sme2.evidence.memory.PeakDelta`
   (the rise of the process' VmHWM over its RSS before the load);
 - ``host``: pytest-sme2's own runner (``pytest-sme2 build-runner``), a process per block; peak = the VmHWM it
   prints at exit (and its VmRSS before it opened the program). ``wait4``'s ``ru_maxrss`` is printed beside it to
@@ -61,7 +61,7 @@ RUNS = 5
 def session(blocks: int, models: list[str], *, runner: str | None, qemu_runner: str | None, qemu: str | None,
             sysroot: str) -> dict[str, Any]:
     """Blocks of every (runner, model) in this process, interleaved; every block's peak, load and planned bytes."""
-    from pytest_sme2.gate.memory import memory_of
+    from pytest_sme2.evidence.memory import memory_of
     from pytest_sme2.runners.base import MODE_TIMING, RunRequest
     from pytest_sme2.runners.local import LocalRunner
 
@@ -104,7 +104,7 @@ def session(blocks: int, models: list[str], *, runner: str | None, qemu_runner: 
 
 def costs(samples: int = 200) -> dict[str, float]:
     """What measuring costs, per block: the VmHWM reset + reads of the local runtime, parsing the runner's lines."""
-    from pytest_sme2.gate.memory import PeakDelta, runner_log_memory
+    from pytest_sme2.evidence.memory import PeakDelta, runner_log_memory
 
     t0 = time.perf_counter()
     for _ in range(samples):

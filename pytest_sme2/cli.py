@@ -456,7 +456,7 @@ def _recorded_by_test(path: Path) -> dict[str, Any]:
     an ``analyze`` summary has neither).
     """
     from pytest_sme2.analysis.run import Analysis
-    from pytest_sme2.gate.memory import Memory
+    from pytest_sme2.evidence.memory import Memory
     from pytest_sme2.gate.verdict import Samples
     from pytest_sme2.judge import Recorded
     from pytest_sme2.measure.profile import stored_identity

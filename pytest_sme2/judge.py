@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from pytest_sme2.device.identity import reports_sme2
 from pytest_sme2.evidence.categories import CategoryRules
 from pytest_sme2.evidence.kernels import KernelLog
+from pytest_sme2.evidence.memory import Memory
 from pytest_sme2.evidence.numerics import NumericsComparison
 from pytest_sme2.gate.calibration import DriftCalibration
 from pytest_sme2.gate.checks import (
@@ -44,7 +45,7 @@ from pytest_sme2.gate.checks import (
     sme2_kernel_checks,
 )
 from pytest_sme2.gate.decide import decide, gate, measured_status
-from pytest_sme2.gate.memory import ADDED, Memory, MemoryThresholds, with_memory
+from pytest_sme2.gate.memory import ADDED, MemoryThresholds, with_memory
 from pytest_sme2.gate.verdict import TIME_NOT_GATED, Comparison, GateConfig, Samples, Status, Verdict
 from pytest_sme2.measure.pair import Pair, decide_speedup, remeasure, with_speedup
 from pytest_sme2.measure.profile import Measurement, Profile, Progress, measure, measure_pair

@@ -19,8 +19,8 @@ from standin import make_standin
 
 from pytest_sme2.analysis.run import analyze, merge
 from pytest_sme2.cli import main
+from pytest_sme2.evidence.memory import Memory, memory_of
 from pytest_sme2.evidence.trace import read_etdump
-from pytest_sme2.gate.memory import Memory, memory_of
 from pytest_sme2.measure.profile import Profile
 from pytest_sme2.results import SessionResults, TestResult, write_results
 from pytest_sme2.store.artifacts import Artifact

@@ -47,9 +47,9 @@ from pytest_sme2.device.load import HostWindow
 from pytest_sme2.errors import ConfigError, Sme2Error
 from pytest_sme2.evidence.categories import CategoryRules
 from pytest_sme2.evidence.kernels import KernelLog, parse_xnnpack_log
+from pytest_sme2.evidence.memory import Memory, memory_of
 from pytest_sme2.evidence.qemu_log import ExecutedKernels
 from pytest_sme2.evidence.trace import read_etdump
-from pytest_sme2.gate.memory import Memory, memory_of
 from pytest_sme2.gate.verdict import Samples
 from pytest_sme2.measure.hostlock import heavy_work, measuring
 from pytest_sme2.measure.sequential import Looks, Precision
@@ -367,7 +367,7 @@ class Profile:
     kernel_source: str = ""
     #: why this arm has no XNNPACK kernel log ("" when it has one, or when the kernels QEMU executed stand in)
     no_kernel_log: str = ""
-    #: planned memory, program size, load time and peak memory per block (:mod:`pytest_sme2.gate.memory`); None for a
+    #: planned memory, program size, load time and peak memory per block (:mod:`pytest_sme2.evidence.memory`); None for a
     #: profile stored before they were measured
     memory: Memory | None = None
     #: the id of the round each block ran in (:attr:`pytest_sme2.gate.verdict.Samples.rounds`): arms of one interleaved

@@ -1,8 +1,8 @@
 """Memory beside latency in every report: one row per arm (baseline, reference, current; SME2 off and on).
 
-Each row is a :class:`~pytest_sme2.gate.memory.Memory` with a label; the terminal gets one line
+Each row is a :class:`~pytest_sme2.evidence.memory.Memory` with a label; the terminal gets one line
 (:func:`memory_line`), markdown a table (:func:`memory_markdown`), HTML a chart (:func:`memory_chart`: planned vs
-peak per arm) and the JSON a derived view (``TestResult.memory_view``). What each number is: :mod:`gate.memory`.
+peak per arm) and the JSON a derived view (``TestResult.memory_view``). What each number is: :mod:`evidence.memory`; how it is judged: :mod:`gate.memory`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from pytest_sme2.gate.memory import DELTA_NOT_GATED, MB, Memory, PeakSource
+from pytest_sme2.evidence.memory import MB, Memory, PeakSource
+from pytest_sme2.gate.memory import DELTA_NOT_GATED
 from pytest_sme2.results import TestResult
 
 

@@ -45,8 +45,8 @@ from pytest_sme2.device.codepaths import SHARED_OBJECTS, runner_shared_objects
 from pytest_sme2.device.facts import host_device, host_identity
 from pytest_sme2.device.load import SOURCE_CHILD, BlockLoad, block_load, host_load
 from pytest_sme2.errors import ConfigError, RunnerError, TraceError, tail
+from pytest_sme2.evidence.memory import PEAK_KB, PEAK_SOURCE, RU_MAXRSS_KB, PeakSource, child_peak_kb, runner_log_memory
 from pytest_sme2.evidence.trace import ETDUMP_IDENTIFIER, read_etdump
-from pytest_sme2.gate.memory import PEAK_KB, PEAK_SOURCE, RU_MAXRSS_KB, PeakSource, child_peak_kb, runner_log_memory
 from pytest_sme2.program.export import load_pte_check
 from pytest_sme2.runners.base import (
     MODE_LOG,

@@ -54,8 +54,8 @@ from pytest_sme2.device.load import (
     run_delay_ns,
 )
 from pytest_sme2.errors import ConfigError, RunnerError, TraceError
+from pytest_sme2.evidence.memory import LOAD_MS, PEAK_KB, PEAK_SOURCE, PeakDelta, PeakSource
 from pytest_sme2.evidence.trace import read_etdump
-from pytest_sme2.gate.memory import LOAD_MS, PEAK_KB, PEAK_SOURCE, PeakDelta, PeakSource
 from pytest_sme2.program.export import load_pte_check
 from pytest_sme2.runners.base import MODE_LOG, MODE_TRACE, Runner, RunRequest, RunResult, check_threads
 from pytest_sme2.runners.host import host_facts, new_run_dir

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_sme2.device.facts import cpuinfo_features, linux_identity
 from pytest_sme2.device.identity import DeviceIdentity
 from pytest_sme2.errors import ConfigError, RunnerError
+from pytest_sme2.evidence.memory import PeakSource
 from pytest_sme2.evidence.qemu_log import ExecutedKernels, read_executed_kernels
-from pytest_sme2.gate.memory import PeakSource
 from pytest_sme2.runners.base import MODE_TRACE, SME2_OFF, SME2_ON, RunRequest
 from pytest_sme2.runners.host import HostRunner, kill_group, wait_with_rusage
 from pytest_sme2.store.files import file_sha256

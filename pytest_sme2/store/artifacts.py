@@ -28,6 +28,7 @@ from pytest_sme2.device.identity import LATENCY_UNTRACED
 from pytest_sme2.errors import BaselineError
 from pytest_sme2.store.files import ensure_dir, file_sha256, remove_stale_tmp
 
+
 @dataclass(frozen=True)
 class Artifact:
     """The program, inputs, build and measuring recipe of one measurement: what decides its number.

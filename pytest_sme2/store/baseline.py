@@ -29,7 +29,7 @@ from typing import Any
 from pytest_sme2.device.identity import short_differences, short_name
 from pytest_sme2.errors import BaselineError
 from pytest_sme2.evidence.categories import OTHER
-from pytest_sme2.gate.memory import Memory
+from pytest_sme2.evidence.memory import Memory
 from pytest_sme2.gate.stats import times_problem
 from pytest_sme2.gate.verdict import Samples
 from pytest_sme2.measure.rebuild import Recipe

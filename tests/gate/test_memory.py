@@ -15,19 +15,9 @@ from pathlib import Path
 import pytest
 
 from pytest_sme2.errors import ExportError
+from pytest_sme2.evidence.memory import Memory, PeakSource, memory_of, planned_buffers, program_size, runner_log_memory
 from pytest_sme2.gate.decide import gate
-from pytest_sme2.gate.memory import (
-    NOT_STORED,
-    PEAK_MARGIN,
-    Memory,
-    MemoryThresholds,
-    PeakSource,
-    memory_of,
-    planned_buffers,
-    program_size,
-    runner_log_memory,
-    with_memory,
-)
+from pytest_sme2.gate.memory import NOT_STORED, PEAK_MARGIN, MemoryThresholds, with_memory
 from pytest_sme2.gate.verdict import Check, Comparison, GateConfig, Samples, Status
 from pytest_sme2.runners.base import MODE_TIMING, RunRequest
 from pytest_sme2.store.baseline import Baseline
