@@ -9,8 +9,8 @@ A **session** is a fresh Python process (as a pytest session is); in it every ru
 The programs are the recorded ones in ``tests/data`` (toy_cnn and the MobileNetV3-like model, fp32/xnnpack), so no
 export is timed. Runners:
 
-- ``local``: the executorch Python runtime in the session's process; peak = :class:`pytest_sme2.evidence.memory.PeakDelta`
-  (the rise of the process' VmHWM over its RSS before the load);
+- ``local``: the executorch Python runtime in the session's process; peak =
+  :class:`pytest_sme2.evidence.memory.PeakDelta` (the rise of the process' VmHWM over its RSS before the load);
 - ``host``: pytest-sme2's own runner (``pytest-sme2 build-runner``), a process per block; peak = the VmHWM it
   prints at exit (and its VmRSS before it opened the program). ``wait4``'s ``ru_maxrss`` is printed beside it to
   show why it is not used: Linux carries the high-water mark of the process that exec'd the runner (this Python

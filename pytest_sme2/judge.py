@@ -49,7 +49,7 @@ from pytest_sme2.gate.memory import ADDED, MemoryThresholds, with_memory
 from pytest_sme2.gate.verdict import TIME_NOT_GATED, Comparison, GateConfig, Samples, Status, Verdict
 from pytest_sme2.measure.pair import Pair, decide_speedup, remeasure, with_speedup
 from pytest_sme2.measure.profile import Measurement, Profile, Progress, measure, measure_pair
-from pytest_sme2.measure.rebuild import Rebuilder, Recipe
+from pytest_sme2.measure.rebuild import Rebuilder
 from pytest_sme2.measure.sequential import Looks, settled
 from pytest_sme2.runners.base import MODE_TIMING, Runner
 from pytest_sme2.store.artifacts import Artifact, ArtifactStore, comparable_builds, is_runtime
@@ -59,6 +59,7 @@ from pytest_sme2.store.baseline import (
     BaselineStore,
     Lookup,
     OtherBaseline,
+    Recipe,
     identity_diff,
     identity_id,
     now_iso,

@@ -367,8 +367,8 @@ class Profile:
     kernel_source: str = ""
     #: why this arm has no XNNPACK kernel log ("" when it has one, or when the kernels QEMU executed stand in)
     no_kernel_log: str = ""
-    #: planned memory, program size, load time and peak memory per block (:mod:`pytest_sme2.evidence.memory`); None for a
-    #: profile stored before they were measured
+    #: planned memory, program size, load time and peak memory per block (:mod:`pytest_sme2.evidence.memory`); None
+    #: for a profile stored before they were measured
     memory: Memory | None = None
     #: the id of the round each block ran in (:attr:`pytest_sme2.gate.verdict.Samples.rounds`): arms of one interleaved
     #: measurement share them, and the gate judges them paired

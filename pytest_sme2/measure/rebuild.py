@@ -5,10 +5,11 @@ store holds the baseline's ``.pte`` and inputs. A fresh CI runner with baselines
 has no store, so before this the comparison fell back to the stored samples (``stored``: margin + drift
 allowance, blind below it). Now the missing program is rebuilt:
 
-1. A baseline records its :class:`Recipe`: the registered model, dtype and backend, the models file that
-   registered it (relative to the git checkout), and the commit the checkout was at (and whether the models file
-   had uncommitted changes then). A baseline written before recipes existed has none: the current test's model,
-   dtype and backend stand in, and only the commit that last touched the baseline file is tried.
+1. A baseline records its :class:`~pytest_sme2.store.baseline.Recipe`: the registered model, dtype and backend,
+   the models file that registered it (relative to the git checkout), and the commit the checkout was at (and
+   whether the models file had uncommitted changes then). A baseline written before recipes existed has none: the
+   current test's model, dtype and backend stand in, and only the commit that last touched the baseline file is
+   tried.
 2. The candidate commits are tried in turn: the recorded one (unless the models file was dirty then: that commit
    does not hold the code that was measured), then the commit that last touched the baseline file (the usual
    "record, then commit model and baseline together"). Each is checked out as a detached ``git worktree`` under
@@ -24,16 +25,15 @@ it, never produce a false reference. Outside a git checkout nothing is tried and
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from pytest_sme2.measure.hostlock import heavy_work
 from pytest_sme2.store.artifacts import Artifact, ArtifactStore
+from pytest_sme2.store.baseline import Recipe
 from pytest_sme2.store.files import file_lock, file_sha256
 from pytest_sme2.store.gitinfo import git
 
@@ -46,34 +46,6 @@ _RUNNER_SOURCES = (RUNNER_SOURCE, "pytest_sme2/runner_src/sme2_runner.cpp")
 _GIT_SECONDS = 60.0
 _FETCH_DEPTH = ("the clone may be shallow (actions/checkout fetches one commit unless told fetch-depth: 0): fetch "
                 "the history, e.g. fetch-depth: 0")
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """What rebuilding a baseline's program needs: the registry entry, the export options, where the code was."""
-
-    #: the registered model name (``register_model``)
-    model: str
-    dtype: str
-    backend: str
-    #: the file that registered the model, relative to the git checkout's root (absolute outside one)
-    models_file: str
-    #: the checkout's HEAD when the baseline was recorded ("" outside git)
-    commit: str = ""
-    #: the models file had uncommitted changes then: ``commit`` does not hold the code that was measured
-    dirty: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "dtype": self.dtype, "backend": self.backend, "models_file": self.models_file,
-                "commit": self.commit, "dirty": self.dirty}
-
-    @classmethod
-    def maybe(cls, data: Any) -> Recipe | None:
-        """The recipe stored in a baseline, or None (absent in baselines written before recipes existed)."""
-        if not isinstance(data, Mapping) or not data.get("model"):
-            return None
-        return cls(str(data["model"]), str(data.get("dtype", "fp32")), str(data.get("backend", "xnnpack")),
-                   str(data.get("models_file", "")), str(data.get("commit", "")), bool(data.get("dirty", False)))
 
 
 @dataclass(frozen=True)
@@ -304,13 +276,4 @@ def worktree(root: Path, commit: str, under: Path) -> tuple[Path | None, str]:
     return path, ""
 
 
-def worker_env(cwd: Path) -> dict[str, str]:
-    """The environment of an export worker running in a worktree: the session's, with the worktree's directory kept
-    off ``sys.path`` (PYTHONSAFEPATH), so pytest-sme2 itself is the session's, not the commit's copy of it."""
-    env = dict(os.environ)
-    env["PYTHONSAFEPATH"] = "1"
-    env["PWD"] = str(cwd)
-    return env
-
-
-__all__ = ["REBUILD_DIR", "Rebuilder", "Rebuilt", "Recipe", "git_root", "recipe_for", "worktree"]
+__all__ = ["REBUILD_DIR", "Rebuilder", "Rebuilt", "git_root", "recipe_for", "worktree"]

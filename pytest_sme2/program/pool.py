@@ -225,8 +225,6 @@ class _Worker:
             command += ["--models", source]
         env = None
         if cwd is not None:
-            from pytest_sme2.measure.rebuild import worker_env
-
             env = worker_env(cwd)
         proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 cwd=cwd, env=env)
@@ -289,6 +287,15 @@ class _Worker:
 
 
 # ------------------------------------------------------------------------------------------------ worker
+
+
+def worker_env(cwd: Path) -> dict[str, str]:
+    """The environment of an export worker running in a worktree: the session's, with the worktree's directory kept
+    off ``sys.path`` (PYTHONSAFEPATH), so pytest-sme2 itself is the session's, not the commit's copy of it."""
+    env = dict(os.environ)
+    env["PYTHONSAFEPATH"] = "1"
+    env["PWD"] = str(cwd)
+    return env
 
 
 def _serve(cache_dir: Path, model_sources: Sequence[str], requests: IO[str], answer: Callable[[dict[str, Any]],

@@ -2,7 +2,8 @@
 
 Each row is a :class:`~pytest_sme2.evidence.memory.Memory` with a label; the terminal gets one line
 (:func:`memory_line`), markdown a table (:func:`memory_markdown`), HTML a chart (:func:`memory_chart`: planned vs
-peak per arm) and the JSON a derived view (``TestResult.memory_view``). What each number is: :mod:`evidence.memory`; how it is judged: :mod:`gate.memory`.
+peak per arm) and the JSON a derived view (``TestResult.memory_view``). What each number is: :mod:`evidence.memory`;
+how it is judged: :mod:`gate.memory`.
 """
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ from pytest_sme2.evidence.categories import OTHER
 from pytest_sme2.evidence.memory import Memory
 from pytest_sme2.gate.stats import times_problem
 from pytest_sme2.gate.verdict import Samples
-from pytest_sme2.measure.rebuild import Recipe
 from pytest_sme2.store.artifacts import Artifact
 from pytest_sme2.store.files import write_atomic
 
@@ -61,6 +60,34 @@ def safe_name(test_id: str) -> str:
     readable = _UNSAFE.sub("_", test_id).strip("._-")[:80] or "test"
     readable = readable.replace("..", "_")
     return f"{readable}--{digest}"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What rebuilding a baseline's program needs: the registry entry, the export options, where the code was."""
+
+    #: the registered model name (``register_model``)
+    model: str
+    dtype: str
+    backend: str
+    #: the file that registered the model, relative to the git checkout's root (absolute outside one)
+    models_file: str
+    #: the checkout's HEAD when the baseline was recorded ("" outside git)
+    commit: str = ""
+    #: the models file had uncommitted changes then: ``commit`` does not hold the code that was measured
+    dirty: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "dtype": self.dtype, "backend": self.backend, "models_file": self.models_file,
+                "commit": self.commit, "dirty": self.dirty}
+
+    @classmethod
+    def maybe(cls, data: Any) -> Recipe | None:
+        """The recipe stored in a baseline, or None (absent in baselines written before recipes existed)."""
+        if not isinstance(data, Mapping) or not data.get("model"):
+            return None
+        return cls(str(data["model"]), str(data.get("dtype", "fp32")), str(data.get("backend", "xnnpack")),
+                   str(data.get("models_file", "")), str(data.get("commit", "")), bool(data.get("dirty", False)))
 
 
 @dataclass(frozen=True)

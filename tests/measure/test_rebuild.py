@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.measure.rebuild import Rebuilder, Recipe, recipe_for
+from pytest_sme2.measure.rebuild import Rebuilder, recipe_for
 from pytest_sme2.store.artifacts import Artifact, ArtifactStore
+from pytest_sme2.store.baseline import Recipe
 
 pytestmark = pytest.mark.slow
 
