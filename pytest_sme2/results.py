@@ -22,14 +22,13 @@ from typing import Any
 import numpy as np
 
 from pytest_sme2 import __version__
+from pytest_sme2.analysis.onoff import OnOffComparison
 from pytest_sme2.analysis.run import Analysis
 from pytest_sme2.errors import ConfigError, Sme2Error
-from pytest_sme2.evidence.kernels import KernelLog, operator_kernels
+from pytest_sme2.evidence.kernels import KernelLog, operator_kernels, side_by_side
 from pytest_sme2.gate.stats import Interval, times_problem
 from pytest_sme2.gate.verdict import Status, Verdict
 from pytest_sme2.measure.profile import Profile
-from pytest_sme2.report.comparison import OnOffComparison
-from pytest_sme2.report.kernel_view import side_by_side
 from pytest_sme2.store.baseline import Baseline, OtherBaseline, now_iso
 from pytest_sme2.store.files import write_atomic
 from pytest_sme2.units import fmt_ms

@@ -20,8 +20,8 @@ from pytest_sme2.evidence.categories import CONVOLUTION, DATA_MOVEMENT, GEMM
 from pytest_sme2.gate.verdict import Check, Status, Verdict
 from pytest_sme2.units import fmt_ms, fmt_pct, fmt_x
 
-if TYPE_CHECKING:  # only its attributes are read; no import of the report package at run time
-    from pytest_sme2.report.comparison import OnOffComparison
+if TYPE_CHECKING:
+    from pytest_sme2.analysis.onoff import OnOffComparison
 
 #: What a recommendation is about (``Recommendation.topic``).
 REGRESSION = "regression"

@@ -315,3 +315,62 @@ def compare_kernels(a: KernelLog, b: KernelLog) -> list[KernelDiffRow]:
         nb = {k.name for k in b.kernels if k.kind == kind}
         rows.append(KernelDiffRow(kind, tuple(sorted(na - nb)), tuple(sorted(nb - na)), tuple(sorted(na & nb))))
     return rows
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One selected kernel: its XNNPACK config kind, full name, ISA suffix and whether it is SME2."""
+
+    kind: str
+    kernel: str
+    isa: str
+    sme2: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "kernel": self.kernel, "isa": self.isa, "sme2": self.sme2}
+
+
+@dataclass(frozen=True)
+class SideBySideRow:
+    """Per kernel kind: the kernels only one build selected, and those both selected."""
+
+    kind: str
+    only_off: tuple[str, ...]
+    only_on: tuple[str, ...]
+    both: tuple[str, ...]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.only_off or self.only_on)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "only_off": list(self.only_off), "only_on": list(self.only_on),
+                "both": list(self.both)}
+
+
+def kernel_log_from_dict(data: Mapping[str, Any]) -> KernelLog:
+    """Rebuild a :class:`KernelLog` from ``KernelLog.to_dict()`` (as stored in an analysis)."""
+    return KernelLog.from_dict(data)
+
+
+def kernel_rows(log: KernelLog) -> list[KernelRow]:
+    """One row per selected kernel, grouped by kind (in the order the log first used each kind)."""
+    order = {kind: i for i, kind in enumerate(dict.fromkeys(k.kind for k in log.kernels))}
+    rows = [KernelRow(k.kind, k.name, isa_suffix(k.name), k.sme2) for k in log.kernels]
+    rows += [KernelRow("kleidiai", name, isa_suffix(name), is_sme2(name)) for name in log.kleidiai]
+    order.setdefault("kleidiai", len(order))
+    return sorted(rows, key=lambda r: (order[r.kind], r.kernel))
+
+
+def isa_counts(log: KernelLog) -> dict[str, int]:
+    """How many selected kernels target each ISA, most used first (ties by name)."""
+    counts: dict[str, int] = {}
+    for row in kernel_rows(log):
+        counts[row.isa] = counts.get(row.isa, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def side_by_side(off: KernelLog, on: KernelLog) -> list[SideBySideRow]:
+    """Kinds whose selection differs first, then the kinds both builds agree on."""
+    rows = [SideBySideRow(r.kind, r.only_a, r.only_b, r.both) for r in compare_kernels(off, on)]
+    return sorted(rows, key=lambda r: not r.changed)  # stable: keeps the log order within each group

@@ -107,7 +107,7 @@ def with_speedup(verdict: Verdict, speedup: Verdict) -> Verdict:
 
 
 def report_of(pair: Pair, verdict: Verdict, *, emulated: bool) -> Any:
-    """What the reports render for the pair (:class:`~pytest_sme2.report.comparison.OnOffComparison`), with the
+    """What the reports render for the pair (:class:`~pytest_sme2.analysis.onoff.OnOffComparison`), with the
     verdict's speedup check: the number gated is the number shown."""
     from pytest_sme2.report.comparison import builds_sentence, compare_on_off
 

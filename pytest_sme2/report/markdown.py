@@ -18,11 +18,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from pytest_sme2.analysis.onoff import NOT_ACCELERATED
 from pytest_sme2.analysis.run import BOTTLENECK_SHARE
 from pytest_sme2.evidence.categories import CONVOLUTION, GEMM
 from pytest_sme2.report import tables
 from pytest_sme2.report.cells import Cell, Kind, Table, cell_text
-from pytest_sme2.report.comparison import NOT_ACCELERATED
 from pytest_sme2.report.memory import memory_markdown, memory_rows
 from pytest_sme2.results import (
     BASELINE_WRITTEN,

@@ -18,20 +18,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_sme2.analysis.onoff import NOT_ACCELERATED, OnOffComparison
 from pytest_sme2.analysis.recommendations import Recommendation, recommend
 from pytest_sme2.analysis.run import BOTTLENECK_SHARE, Analysis
 from pytest_sme2.evidence.categories import CATEGORIES
-from pytest_sme2.evidence.kernels import KernelLog, is_sme2, operator_kernels
+from pytest_sme2.evidence.kernels import KernelLog, is_sme2, isa_counts, operator_kernels
 from pytest_sme2.gate.memory import MEMORY_CHECKS, memory_change, memory_margin
 from pytest_sme2.gate.stats import LatencyStats, summarize
 from pytest_sme2.gate.verdict import Check
 from pytest_sme2.measure.profile import Profile, source_head
 from pytest_sme2.report import cells as c
 from pytest_sme2.report.cells import Cell, Column, Table, plain_value
-from pytest_sme2.report.comparison import NOT_ACCELERATED, OnOffComparison
 from pytest_sme2.report.kernel_view import (
     executed_kernels_table,
-    isa_counts,
     kernel_table,
     side_by_side_table,
     trace_evidence_table,

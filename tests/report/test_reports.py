@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_sme2.analysis.onoff import OnOffComparison
 from pytest_sme2.analysis.recommendations import (
     NO_SME2_KERNEL,
     PORTABLE_OPERATOR,
@@ -29,7 +30,14 @@ from pytest_sme2.analysis.recommendations import (
 from pytest_sme2.analysis.run import analyze, analyze_e2e, merge
 from pytest_sme2.errors import ConfigError
 from pytest_sme2.evidence.categories import CATEGORIES
-from pytest_sme2.evidence.kernels import parse_xnnpack_log, read_xnnpack_log
+from pytest_sme2.evidence.kernels import (
+    isa_suffix,
+    kernel_log_from_dict,
+    kernel_rows,
+    parse_xnnpack_log,
+    read_xnnpack_log,
+    side_by_side,
+)
 from pytest_sme2.evidence.trace import read_etdump
 from pytest_sme2.gate.checks import speedup_check
 from pytest_sme2.gate.decide import gate
@@ -38,15 +46,9 @@ from pytest_sme2.measure.profile import Profile
 from pytest_sme2.report import charts
 from pytest_sme2.report.cells import cell_text
 from pytest_sme2.report.chrome_trace import etdump_to_chrome_trace, etdumps_to_chrome_trace
-from pytest_sme2.report.comparison import OnOffComparison, compare_on_off
+from pytest_sme2.report.comparison import compare_on_off
 from pytest_sme2.report.html import COLUMNS, header_cells, html_section, row_cells, summary_block
-from pytest_sme2.report.kernel_view import (
-    isa_suffix,
-    kernel_log_from_dict,
-    kernel_rows,
-    side_by_side,
-    side_by_side_table,
-)
+from pytest_sme2.report.kernel_view import side_by_side_table
 from pytest_sme2.report.markdown import render_combined, render_markdown, render_table
 from pytest_sme2.report.tables import category_table, device_summary, identity_table, recommendations
 from pytest_sme2.results import (
