@@ -21,32 +21,30 @@ must exist and be newer than the run's start, hold as many runs as ``--num_execu
 and a log in executor_runner's format must end with its success line; a non-zero exit, a missing
 binary, a binary for another architecture each become a :class:`~pytest_sme2.errors.RunnerError`
 carrying the command, the exit code and the tail of the log.
+
+What every binary runner shares (the log and trace read into a ``RunResult``, the run directory, the loaded
+libraries) is :mod:`pytest_sme2.runners.executor_runner`; reaping a child with its rusage and killing its process
+group is :mod:`pytest_sme2.runners.process`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import itertools
 import os
 import platform
-import re
-import resource
-import select
-import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_sme2.device.codepaths import SHARED_OBJECTS, runner_shared_objects
 from pytest_sme2.device.facts import host_device, host_identity
-from pytest_sme2.device.load import SOURCE_CHILD, BlockLoad, block_load, host_load
-from pytest_sme2.errors import ConfigError, RunnerError, TraceError, tail
-from pytest_sme2.evidence.memory import PEAK_KB, PEAK_SOURCE, RU_MAXRSS_KB, PeakSource, child_peak_kb, runner_log_memory
-from pytest_sme2.evidence.trace import ETDUMP_IDENTIFIER, read_etdump
+from pytest_sme2.device.load import SOURCE_CHILD, block_load, host_load
+from pytest_sme2.errors import ConfigError, RunnerError
+from pytest_sme2.evidence.memory import PEAK_SOURCE, RU_MAXRSS_KB, PeakSource, child_peak_kb
 from pytest_sme2.program.export import load_pte_check
 from pytest_sme2.runners.base import (
     MODE_LOG,
@@ -57,85 +55,32 @@ from pytest_sme2.runners.base import (
     BinaryBuilds,
     RunRequest,
     RunResult,
-    build_option,
     check_threads,
     inputs_argv,
 )
+from pytest_sme2.runners.executor_runner import (
+    BUILD_HINT,
+    DEFAULT_TRACE_NAME,
+    LIBRARIES,
+    loaded_libraries,
+    new_run_dir,
+    outputs_path,
+    read_lines,
+    read_tail,
+    result_from_log,
+    result_from_trace,
+)
+from pytest_sme2.runners.process import kill_group, signal_text, wait_with_rusage
 from pytest_sme2.store.files import ensure_dir, file_sha256
 
 if TYPE_CHECKING:
     from pytest_sme2.options import Sme2Options
     from pytest_sme2.runners.registry import RunnerContext
 
-#: ``Iteration 3 of 30: 0.079408 ms`` as executor_runner logs it (the file:line prefix varies by version).
-ITERATION_LINE = re.compile(r"Iteration (\d+) of (\d+): ([0-9.eE+-]+) ms")
-SUCCESS_TEXT = "Model executed successfully"
-#: ``Model executed successfully 30 time(s) in 2.4 ms.``, executor_runner's last line before the trace.
-SUCCESS_LINE = re.compile(r"Model executed successfully (\d+) time\(s\)")
-#: A log in executor_runner's format (a build with logging on): then the success line must be in it.
-RUNNER_LOG_LINE = re.compile(r"executorch:executor_runner\.cpp:\d+\]|Iteration \d+ of \d+: ")
-
-BUILD_HINT = (
-    "build examples/portable/executor_runner from the ExecuTorch sources with -DEXECUTORCH_BUILD_DEVTOOLS=ON "
-    "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON -DEXECUTORCH_BUILD_XNNPACK=ON"
-)
-
-#: How to build a timing-only runner whose Iteration lines give the E2E times.
-TIMING_BUILD_HINT = (
-    "build the timing runner like the traced one but without -DEXECUTORCH_ENABLE_EVENT_TRACER, and with "
-    "-DEXECUTORCH_ENABLE_LOGGING=ON so that it prints its 'Iteration i of N: x ms' lines (see docs/run-modes.md)"
-)
-#: ``per_operator_note`` of a timing-build run: untraced on purpose.
-TIMING_NOTE = "untraced block (run mode 'timing', timing-only build): end-to-end time only"
-#: Where a tracer build writes its ETDump when it is given no --etdump_path.
-DEFAULT_TRACE_NAME = "model.etdump"
-
-_RUN_COUNTER = itertools.count(1)
-
 
 def host_facts() -> dict[str, Any]:
     """Stable facts about this machine: OS, architecture, CPU model, logical CPUs, SME2 support."""
     return {"system": platform.system(), **host_device().fingerprint()}
-
-
-def parse_iteration_ms(log_text: str) -> tuple[float, ...]:
-    """The ``Iteration i of N: x ms`` times of an executor_runner log, in order."""
-    return tuple(float(m.group(3)) for m in ITERATION_LINE.finditer(log_text))
-
-
-
-
-def _log_memory(log_text: str, meta: Mapping[str, Any]) -> dict[str, Any]:
-    """Planned memory, load time and peak as pytest-sme2's own runner prints them; its peak is of the kind the
-    caller said (``PEAK_SOURCE`` in ``meta``: QEMU's is the emulator's process), else the runner's own process
-    (a phone). An executor_runner that prints none has no peak: not measured, never wait4's ``ru_maxrss``."""
-    found = runner_log_memory(log_text)
-    if PEAK_KB in found:
-        found[PEAK_SOURCE] = meta.get(PEAK_SOURCE) or PeakSource.PROCESS.value
-    else:
-        found[PEAK_SOURCE] = None
-    return found
-
-
-def _read_tail(path: Path, max_bytes: int = 8192) -> str:
-    try:
-        with path.open("rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, size - max_bytes))
-            return tail(fh.read(), 20)
-    except OSError:
-        return ""
-
-
-def _signal_text(returncode: int) -> str:
-    if returncode < 0:
-        with contextlib.suppress(ValueError):
-            return f" (killed by {signal.Signals(-returncode).name})"
-        return f" (killed by signal {-returncode})"
-    if returncode > 128:
-        with contextlib.suppress(ValueError):
-            return f" (a shell's report of {signal.Signals(returncode - 128).name})"
-    return ""
 
 
 class HostRunner(BinaryBuilds):
@@ -264,7 +209,7 @@ class HostRunner(BinaryBuilds):
                     f"executor_runner {runner} timed out after {timeout:g} s and was killed (with its "
                     f"process group). Raise the limit with --sme2-timeout if the model is just slow; "
                     f"the log is {log_path}",
-                    command=cmd, stderr_tail=_read_tail(log_path),
+                    command=cmd, stderr_tail=read_tail(log_path),
                 ) from None
             except BaseException:
                 kill_group(proc)  # Ctrl-C must not leave a runner behind
@@ -274,15 +219,15 @@ class HostRunner(BinaryBuilds):
             load_before, host_load(), source=SOURCE_CHILD, cpu_s=usage.ru_utime + usage.ru_stime, wall_s=wall_s,
             threads=request.threads, involuntary_switches=int(usage.ru_nivcsw),
         )
-        log_tail = _read_tail(log_path)
+        log_tail = read_tail(log_path)
         if returncode != 0:
             raise RunnerError(
-                f"executor_runner {runner} exited with code {returncode}{_signal_text(returncode)} while "
+                f"executor_runner {runner} exited with code {returncode}{signal_text(returncode)} while "
                 f"running {request.pte}; the full log is {log_path}",
                 command=cmd, returncode=returncode, stderr_tail=log_tail,
             )
         build = self.build_of(request.variant, request.build, request.mode)
-        libraries = loaded_libraries(_read_lines(log_path), binary=runner)
+        libraries = loaded_libraries(read_lines(log_path), binary=runner)
         # The peak is what the runner printed of its own VmHWM (pytest-sme2's runner; _log_memory), of the kind this
         # runner says (QEMU: the emulator's process). wait4's ru_maxrss is kept for reference only: Linux carries
         # this Python process' high-water mark into it at exec, so it is never a runner's peak.
@@ -372,305 +317,6 @@ class HostRunner(BinaryBuilds):
                 f"(modified {time.ctime(st.st_mtime)}): it is a stale file, not a trace of this run",
                 command=cmd, returncode=0, stderr_tail=log_tail,
             )
-
-
-def outputs_path(trace_path: Path) -> Path:
-    """Where a traced run's outputs go (``--output_file``): beside its trace."""
-    return trace_path.with_suffix(".outputs")
-
-
-def new_run_dir(request: RunRequest) -> Path:
-    """A fresh local directory ``out_dir/<stem>/<timestamp>-<pid>-<counter>`` for one run.
-
-    Shared by the host and Android runners: a second run (or a second pytest process) never
-    overwrites the first one's trace or log. Absolute: the runner runs with it as its working directory, so a path
-    under a relative ``--sme2-out-dir`` given to it (its trace, QEMU's in_asm log) would point nowhere.
-    """
-    parent = request.out_dir.absolute() / request.stem
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    while True:
-        run_dir = parent / f"{stamp}-{os.getpid()}-{next(_RUN_COUNTER):04d}"
-        try:
-            ensure_dir(parent)
-            run_dir.mkdir(exist_ok=False)
-            return run_dir
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot create the run directory {run_dir}: {exc.strerror}; point --sme2-out-dir at a "
-                "writable directory"
-            ) from None
-
-
-def result_from_trace(
-    *,
-    runner_name: str,
-    runner_text: str,
-    request: RunRequest,
-    build: str,
-    cmd: list[str] | str,
-    run_dir: Path,
-    trace_path: Path,
-    log_path: Path,
-    wall_s: float,
-    metadata: Mapping[str, Any] | None = None,
-    load: BlockLoad | None = None,
-) -> RunResult:
-    """Read a fresh, checked trace (and the runner's log) into a :class:`RunResult`.
-
-    Shared by the host and Android runners: the caller has already proved that ``trace_path`` was
-    written by this run. A file that is not an ETDump becomes a RunnerError naming ``runner_text``;
-    a real ETDump without latency events keeps its TraceError, which says how to rebuild the runner.
-    """
-    log_tail = _read_tail(log_path)
-    try:
-        timeline = read_etdump(trace_path)
-    except TraceError as exc:
-        if _looks_like_etdump(trace_path):
-            raise
-        raise RunnerError(
-            f"{runner_text} exited 0 but wrote something that is not a trace: {exc}",
-            command=cmd, returncode=0, stderr_tail=log_tail,
-        ) from exc
-    e2e = tuple(float(x) for x in timeline.e2e_ms_per_run())
-    log_text = log_path.read_text(encoding="utf-8", errors="replace")
-    check_what_ran(runner_text, request, len(e2e), log_text, cmd=cmd, log_path=log_path, log_tail=log_tail)
-    iterations = parse_iteration_ms(log_text)
-    per_operator = bool(len(timeline.operators()))
-    meta: dict[str, Any] = {
-        "mode": MODE_TRACE,
-        "command": cmd,
-        "run_dir": str(run_dir),
-        "wall_s": round(wall_s, 3),
-        "requested_executions": request.executions,
-        "trace_runs": len(e2e),
-        "log_iteration_ms": list(iterations),
-        "log_success": SUCCESS_TEXT in log_text,
-    }
-    if iterations and len(iterations) == len(e2e):
-        meta["log_vs_trace_max_abs_diff_ms"] = max(abs(a - b) for a, b in zip(iterations, e2e, strict=True))
-    meta.update(metadata or {})
-    meta.update(_log_memory(log_text, meta))
-    return RunResult(
-        runner=runner_name,
-        e2e_ms=e2e,
-        warmup=request.warmup,
-        threads=request.threads,
-        build=build,
-        variant=request.variant,
-        trace_path=trace_path,
-        log_path=log_path,
-        per_operator=per_operator,
-        per_operator_note="" if per_operator else (
-            "the trace holds no operator events, only Method::execute: this runner records end-to-end "
-            "time only"
-        ),
-        metadata=meta,
-        load=load,
-    )
-
-
-def result_from_log(
-    *,
-    runner_name: str,
-    runner_text: str,
-    request: RunRequest,
-    build: str,
-    cmd: list[str] | str,
-    run_dir: Path,
-    log_path: Path,
-    wall_s: float,
-    metadata: Mapping[str, Any] | None = None,
-    load: BlockLoad | None = None,
-    stray_trace: Path | None = None,
-) -> RunResult:
-    """A timing or log run (no trace): its E2E times from the log's ``Iteration`` lines.
-
-    Shared by the host and Android runners. A timing run must log one ``Iteration`` line per execution
-    (else the build cannot time: it says how to rebuild) and must not have written a trace (a build with
-    the event tracer would put the tracer's cost into the latency it reports as untraced).
-    """
-    log_text = log_path.read_text(encoding="utf-8", errors="replace")
-    log_tail = _read_tail(log_path)
-    iterations = parse_iteration_ms(log_text)
-    if request.mode == MODE_TIMING:
-        if stray_trace is not None:
-            raise RunnerError(
-                f"{runner_text}, given as a timing-only build ({build_option(MODE_TIMING, request.variant)}), wrote "
-                f"an ETDump ({stray_trace}): it was built with the event tracer, so its latency would include the "
-                f"tracer's cost. {TIMING_BUILD_HINT}",
-                command=cmd, returncode=0, stderr_tail=log_tail,
-            )
-        if len(iterations) != request.executions:
-            raise RunnerError(
-                f"{runner_text} ran as the timing-only build but logged {len(iterations)} 'Iteration i of N: x ms' "
-                f"lines for {request.executions} executions, so its end-to-end times cannot be read; "
-                f"{TIMING_BUILD_HINT}. The log is {log_path}",
-                command=cmd, returncode=0, stderr_tail=log_tail,
-            )
-    meta: dict[str, Any] = {
-        "mode": request.mode,
-        "command": cmd,
-        "run_dir": str(run_dir),
-        "wall_s": round(wall_s, 3),
-        "requested_executions": request.executions,
-        "log_success": SUCCESS_TEXT in log_text,
-    }
-    if request.mode == MODE_TIMING:
-        meta["timing_scope"] = ("executor_runner's 'Iteration' lines: Method::execute of each execution, the span "
-                                "the traced build's Method::execute events time")
-    meta.update(metadata or {})
-    meta.update(_log_memory(log_text, meta))
-    return RunResult(
-        runner=runner_name,
-        e2e_ms=iterations,
-        warmup=min(request.warmup, len(iterations)),
-        threads=request.threads,
-        build=build,
-        variant=request.variant,
-        log_path=log_path,
-        per_operator=False,
-        per_operator_note=TIMING_NOTE if request.mode == MODE_TIMING else "XNNPACK log run: kernel selection only",
-        metadata=meta,
-        load=load,
-    )
-
-
-def check_what_ran(
-    runner_text: str, request: RunRequest, trace_runs: int, log_text: str, *, cmd: list[str] | str,
-    log_path: Path, log_tail: str,
-) -> None:
-    """The run did what it was asked: the trace holds ``request.executions`` runs, the log says they succeeded.
-
-    A runner that ignores ``--num_executions`` (or a trace of another run) would otherwise give
-    samples of the wrong size with nothing said. The success line is required only of a log in
-    executor_runner's format: a build with logging off prints nothing at all.
-    """
-    asked = request.executions
-    fix = f"check that it is an executor_runner that honours --num_executions; the log is {log_path}"
-    if trace_runs != asked:
-        raise RunnerError(
-            f"{runner_text} was asked for {asked} executions (--num_executions={asked}), the trace holds "
-            f"{trace_runs}: the trace is not a record of this request, so its samples are not used; {fix}",
-            command=cmd, returncode=0, stderr_tail=log_tail,
-        )
-    if not RUNNER_LOG_LINE.search(log_text):
-        return
-    success = SUCCESS_LINE.search(log_text)
-    if success is None:
-        raise RunnerError(
-            f"{runner_text} exited 0 and wrote a trace of {asked} executions, but its log has no "
-            f"'{SUCCESS_TEXT} {asked} time(s)' line: the run did not finish as executor_runner does, so "
-            f"its trace is not trusted; the log is {log_path}",
-            command=cmd, returncode=0, stderr_tail=log_tail,
-        )
-    if int(success.group(1)) != asked:
-        raise RunnerError(
-            f"{runner_text} was asked for {asked} executions (--num_executions={asked}), its log says "
-            f"'{success.group(0)}': {fix}",
-            command=cmd, returncode=0, stderr_tail=log_tail,
-        )
-
-
-#: Seconds between two heartbeats of a running runner process (:attr:`HostRunner.heartbeat`).
-TICK_S = 1.0
-
-
-def wait_with_rusage(proc: subprocess.Popen[bytes], timeout: float, *, tick: Callable[[], None] | None = None
-                     ) -> tuple[int, resource.struct_rusage, float]:
-    """Reap ``proc`` within ``timeout`` s: (exit code, its rusage, ``perf_counter()`` when it was seen to end).
-
-    ``os.wait4`` gives the child's own CPU time and context switches, exactly, whatever else this
-    process runs. On Linux a pidfd wakes us the moment the child exits, so the end time is exact;
-    elsewhere we poll as ``Popen.wait`` does (the end time is then late by up to 50 ms). Raises
-    ``subprocess.TimeoutExpired`` with the child still running. ``tick`` is called every :data:`TICK_S` while the
-    child runs (never after it ended: the end time stays exact).
-    """
-    deadline = time.monotonic() + timeout
-    next_tick = time.monotonic() + TICK_S
-    pidfd = None
-    with contextlib.suppress(AttributeError, OSError):
-        pidfd = os.pidfd_open(proc.pid)
-    delay = 0.0005
-    try:
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                ended = time.perf_counter()
-                proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must know it was reaped
-                return proc.returncode, usage, ended
-            now = time.monotonic()
-            remaining = deadline - now
-            if remaining <= 0:
-                raise subprocess.TimeoutExpired(proc.args, timeout)
-            if tick is not None and now >= next_tick:
-                tick()
-                next_tick = now + TICK_S
-            wait = min(remaining, max(next_tick - now, 0.0)) if tick is not None else remaining
-            if pidfd is not None:
-                select.select([pidfd], [], [], wait)
-            else:
-                time.sleep(min(delay, wait))
-                delay = min(delay * 2, 0.05)
-    finally:
-        if pidfd is not None:
-            os.close(pidfd)
-
-
-def _looks_like_etdump(path: Path) -> bool:
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(12)
-    except OSError:
-        return False
-    return ETDUMP_IDENTIFIER in (head[8:12], head[4:8])
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-
-
-#: ``RunResult.metadata`` key: the non-system shared libraries the runner process mapped, ``{path: sha256}``.
-LIBRARIES = "libraries"
-#: Where the OS's own libraries live (libc, libstdc++, the dynamic loader; a cross sysroot under /usr): not part
-#: of what a project builds, so not of the artifact. A Python package directory below them is not "system".
-SYSTEM_LIBRARY_DIRS = ("/lib/", "/lib32/", "/lib64/", "/libx32/", "/usr/")
-_PACKAGE_DIRS = ("/site-packages/", "/dist-packages/", "/usr/local/")
-#: How pytest-sme2's own runner prints its ``/proc/self/maps`` lines (runners/cpp/sme2_runner.cpp, print_maps).
-MAP_PREFIX = "sme2_runner map: "
-
-
-def _read_lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-
-
-def loaded_libraries(log_lines: Iterable[str], *, binary: Path | None = None) -> dict[str, str]:
-    """The shared libraries a runner process mapped, as its log's ``sme2_runner map:`` lines name them, that are not
-    the OS's (:data:`SYSTEM_LIBRARY_DIRS`) nor the binary itself: ``{path: sha256}`` (a file gone since: skipped).
-
-    They decide the numbers as much as the binary does: the same runner over a rebuilt ``libexecutorch*.so`` (an
-    executorch patch release, a rebuilt wheel) runs other code. Only pytest-sme2's own runner prints its maps; a
-    statically linked ``executor_runner`` has nothing to add.
-    """
-    from pytest_sme2.evidence.qemu_log import parse_maps
-
-    own = str(binary.resolve()) if binary is not None else ""
-    out: dict[str, str] = {}
-    mapped = parse_maps(line.split(MAP_PREFIX, 1)[1] for line in log_lines if MAP_PREFIX in line)
-    for path in sorted({m.path for m in mapped if m.path.startswith("/")}):
-        system = path.startswith(SYSTEM_LIBRARY_DIRS) and not any(d in path for d in _PACKAGE_DIRS)
-        if system or path == own:
-            continue
-        with contextlib.suppress(OSError):
-            out[path] = file_sha256(path)
-    return out
 
 
 def from_options(options: Sme2Options, context: RunnerContext) -> HostRunner:

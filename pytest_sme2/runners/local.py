@@ -58,7 +58,8 @@ from pytest_sme2.evidence.memory import LOAD_MS, PEAK_KB, PEAK_SOURCE, PeakDelta
 from pytest_sme2.evidence.trace import read_etdump
 from pytest_sme2.program.export import load_pte_check
 from pytest_sme2.runners.base import MODE_LOG, MODE_TRACE, Runner, RunRequest, RunResult, check_threads
-from pytest_sme2.runners.host import host_facts, new_run_dir
+from pytest_sme2.runners.executor_runner import new_run_dir
+from pytest_sme2.runners.host import host_facts
 from pytest_sme2.store.files import file_sha256
 
 if TYPE_CHECKING:

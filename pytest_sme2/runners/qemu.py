@@ -35,7 +35,8 @@ from pytest_sme2.errors import ConfigError, RunnerError
 from pytest_sme2.evidence.memory import PeakSource
 from pytest_sme2.evidence.qemu_log import ExecutedKernels, read_executed_kernels
 from pytest_sme2.runners.base import MODE_TRACE, SME2_OFF, SME2_ON, RunRequest
-from pytest_sme2.runners.host import HostRunner, kill_group, wait_with_rusage
+from pytest_sme2.runners.host import HostRunner
+from pytest_sme2.runners.process import kill_group, wait_with_rusage
 from pytest_sme2.store.files import file_sha256
 
 if TYPE_CHECKING:

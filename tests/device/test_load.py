@@ -36,8 +36,9 @@ from pytest_sme2.device.load import (
     run_delay_ns,
 )
 from pytest_sme2.runners.base import MODE_TIMING, RunRequest, RunResult
-from pytest_sme2.runners.host import HostRunner, wait_with_rusage
+from pytest_sme2.runners.host import HostRunner
 from pytest_sme2.runners.local import LocalRunner
+from pytest_sme2.runners.process import wait_with_rusage
 
 DATA = Path(__file__).parents[1] / "data"
 MOBILENET_PTE = DATA / "mobilenet_v3_small_like_fp32_xnnpack.pte"

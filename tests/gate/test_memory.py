@@ -419,7 +419,7 @@ def test_the_runners_own_lines_give_the_peak_of_the_kind_the_runner_says(given: 
                                                                           tmp_path: Path) -> None:
     """The log parsing shared by host, QEMU and Android runs: a phone's run passes no kind (its runner's own process),
     QEMU says emulator; an executor_runner that prints no VmHWM has no peak (wait4's ru_maxrss is never used)."""
-    from pytest_sme2.runners.host import result_from_log
+    from pytest_sme2.runners.executor_runner import result_from_log
 
     ours = ("sme2_runner rss_start_kb: 5100\nModel loaded in 0.400000 ms.\n"
             "sme2_runner planned_memory: buffers=1 total_bytes=12400 sizes=12400\n"

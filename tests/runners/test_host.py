@@ -24,7 +24,8 @@ from pytest_sme2.errors import ConfigError, RunnerError, TraceError
 from pytest_sme2.evidence.trace import read_etdump
 from pytest_sme2.runners import SME2_OFF, SME2_ON, make_runner
 from pytest_sme2.runners.base import MODE_TIMING, RunRequest
-from pytest_sme2.runners.host import HostRunner, check_what_ran, parse_iteration_ms
+from pytest_sme2.runners.executor_runner import check_what_ran, parse_iteration_ms
+from pytest_sme2.runners.host import HostRunner
 from pytest_sme2.runners.local import LocalRunner
 
 DATA = Path(__file__).parents[1] / "data"

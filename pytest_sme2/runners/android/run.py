@@ -21,7 +21,7 @@ from pytest_sme2.errors import DeviceError, RunnerError, tail
 from pytest_sme2.runners.android.adb import AdbLink, join_args, quote, storage_hint
 from pytest_sme2.runners.android.deploy import Deployed
 from pytest_sme2.runners.base import RunRequest, inputs_argv
-from pytest_sme2.runners.host import BUILD_HINT
+from pytest_sme2.runners.executor_runner import BUILD_HINT
 
 #: Exit status of ``timeout`` (toybox and coreutils) when it had to stop the command.
 TIMEOUT_EXIT = 124

@@ -4,7 +4,7 @@ Each :meth:`AndroidRunner.run`: (optional cool-down) -> fixed performance mode o
 thermal status before -> ``timeout ... taskset <mask> executor_runner ... </dev/null`` -> thermal
 status after -> the trace checked and pulled -> fixed performance mode restored, run directory
 deleted. The trace is read exactly like a host trace
-(:func:`~pytest_sme2.runners.host.result_from_trace`). A failed run never returns a result.
+(:func:`~pytest_sme2.runners.executor_runner.result_from_trace`). A failed run never returns a result.
 
 ``RunRequest.mode`` picks the build, as on the host: a ``timing`` run uses the timing-only build and
 reads its E2E times from the ``Iteration`` lines of its output; a ``log`` run uses the XNNPACK-logging
@@ -50,7 +50,13 @@ from pytest_sme2.runners.base import (
     RunResult,
     check_threads,
 )
-from pytest_sme2.runners.host import BUILD_HINT, DEFAULT_TRACE_NAME, new_run_dir, result_from_log, result_from_trace
+from pytest_sme2.runners.executor_runner import (
+    BUILD_HINT,
+    DEFAULT_TRACE_NAME,
+    new_run_dir,
+    result_from_log,
+    result_from_trace,
+)
 from pytest_sme2.store.files import file_sha256
 
 if TYPE_CHECKING:
