@@ -24,8 +24,9 @@ from pytest_sme2.measure.profile import Measurement, Profile, measure
 from pytest_sme2.results import TestResult
 from pytest_sme2.runners.base import SME2_OFF, SME2_ON, RunRequest, RunResult
 from pytest_sme2.runners.host import HostRunner
-from pytest_sme2.store.artifacts import ArtifactStore, file_sha256
+from pytest_sme2.store.artifacts import ArtifactStore
 from pytest_sme2.store.baseline import BaselineStore
+from pytest_sme2.store.files import file_sha256
 
 
 def test_an_invalid_measurement_never_becomes_a_baseline_and_strict_fails_it(tmp_path: Path) -> None:

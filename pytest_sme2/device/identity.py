@@ -384,6 +384,8 @@ class IdentifiedRunner(Protocol):
 
     def identity(self) -> Mapping[str, Any]: ...
 
+    def run_settings(self) -> Mapping[str, Any]: ...
+
 
 class IdentifiedMeasurement(Protocol):
     """What :func:`identity_of` reads of a measurement (a :class:`~pytest_sme2.measure.profile.Measurement`): a
