@@ -21,7 +21,7 @@ export is timed. Runners:
 Per runner and model it reports the peak's median, the spread within a session (max/min of its blocks) and between
 sessions (each session's median against the median of all sessions), and the planned memory (which must be the same
 in every block: it is read from the program). The **default peak margin** is the largest between-session deviation
-of a runner-process or local median, rounded up: :data:`pytest_sme2.gate.memory.PEAK_MARGIN` must not be below it.
+of a runner-process or local median, rounded up: :data:`pytest_sme2.gate.verdict.PEAK_MARGIN` must not be below it.
 
 The cost of measuring: reading the plan and the size from the ``.pte`` (``memory_of`` minus the run), resetting
 and reading VmHWM around a local block (``PeakDelta``), and parsing the runner's lines. Results go to

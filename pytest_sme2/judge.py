@@ -45,8 +45,8 @@ from pytest_sme2.gate.checks import (
     sme2_kernel_checks,
 )
 from pytest_sme2.gate.decide import decide, gate, measured_status
-from pytest_sme2.gate.memory import ADDED, MemoryThresholds, with_memory
-from pytest_sme2.gate.verdict import TIME_NOT_GATED, Comparison, GateConfig, Samples, Status, Verdict
+from pytest_sme2.gate.memory import ADDED, with_memory
+from pytest_sme2.gate.verdict import TIME_NOT_GATED, Comparison, GateConfig, MemoryThresholds, Samples, Status, Verdict
 from pytest_sme2.measure.pair import Pair, decide_speedup, remeasure, with_speedup
 from pytest_sme2.measure.profile import Measurement, Profile, Progress, measure, measure_pair
 from pytest_sme2.measure.rebuild import Rebuilder

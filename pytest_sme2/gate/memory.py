@@ -33,25 +33,18 @@ Absolute budgets (``planned_mb``, ``peak_mb``) are judged as ``p50_ms`` is for t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 from pytest_sme2.evidence.memory import MB, Memory, PeakSource
 from pytest_sme2.gate.rule import ComparisonRule
-from pytest_sme2.gate.verdict import Check, Comparison, Status, Verdict, overall
-
-#: Default relative margin for the peak of a runner process: its peak varied at most 1.7 % between the blocks of
-#: a session and 0.4 % between the medians of 5 sessions on this VM (host runner; QEMU 0.1 %), so 5 % leaves ~3x
-#: headroom (benchmarks/results/memory_noise.txt). The local runtime's rise is not gated (:data:`DELTA_NOT_GATED`).
-PEAK_MARGIN = 0.05
-
-#: How far a runner process' peak may move between sessions: memory's own allowance, added to the peak margin in a
-#: comparison with stored samples (``stored``, ``runtime``) in place of the latency's ``--sme2-drift-allowance``
-#: (this repository's 50 % would let a +50 % peak pass). The medians of 5 real sessions were at most 0.57 % apart (host
-#: runner, toy_cnn: 0.42 % from their overall median; MobileNetV3-like 0.03 %, QEMU 0.0 %:
-#: benchmarks/results/memory_noise.json), so 1 % is ~1.7x the largest move measured: a stored comparison gates the peak
-#: at 5 % + 1 %.
-PEAK_DRIFT_ALLOWANCE = 0.01
+from pytest_sme2.gate.verdict import (
+    Check,
+    Comparison,
+    MemoryThresholds,
+    Status,
+    Verdict,
+    overall,
+)
 
 #: Why the local runtime's peak is reported, not gated (measured: benchmarks/results/memory_noise.txt).
 DELTA_NOT_GATED = ("the local runtime's rise of the Python process' high-water mark varied 6.6-20.2 MB for one "
@@ -59,26 +52,6 @@ DELTA_NOT_GATED = ("the local runtime's rise of the Python process' high-water m
                    "loads; gate peak memory on a runner process: --sme2-device=host, qemu or android")
 
 # ------------------------------------------------------------------------------------ thresholds and checks
-
-
-@dataclass(frozen=True)
-class MemoryThresholds:
-    """How memory is gated (``@pytest.mark.sme2_threshold(planned_pct=, peak_pct=, planned_mb=, peak_mb=)``)."""
-
-    #: growth of the planned total allowed (relative): 0 = exact, any byte more fails
-    planned_growth: float = 0.0
-    #: relative margin of the peak's median (a change within it passes)
-    peak_margin: float = PEAK_MARGIN
-    #: added to ``peak_margin`` when the reference is another session's (stored samples): memory's own, measured
-    peak_drift_allowance: float = PEAK_DRIFT_ALLOWANCE
-    #: absolute budgets in MiB; None = none
-    planned_mb: float | None = None
-    peak_mb: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"planned_growth": self.planned_growth, "peak_margin": self.peak_margin,
-                "peak_drift_allowance": self.peak_drift_allowance,
-                "planned_mb": self.planned_mb, "peak_mb": self.peak_mb}
 
 
 PLANNED = "planned_memory"

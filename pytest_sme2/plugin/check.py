@@ -28,8 +28,7 @@ class Sme2Baseline:
         self._runner = runner
 
     def gate_config(self) -> Any:
-        from pytest_sme2.gate.memory import PEAK_MARGIN, MemoryThresholds
-        from pytest_sme2.gate.verdict import GateConfig
+        from pytest_sme2.gate.verdict import PEAK_MARGIN, GateConfig, MemoryThresholds
 
         t = parse_threshold_marker(self._item)
         o = self._session.options

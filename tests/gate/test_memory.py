@@ -17,8 +17,8 @@ import pytest
 from pytest_sme2.errors import ExportError
 from pytest_sme2.evidence.memory import Memory, PeakSource, memory_of, planned_buffers, program_size, runner_log_memory
 from pytest_sme2.gate.decide import gate
-from pytest_sme2.gate.memory import NOT_STORED, PEAK_MARGIN, MemoryThresholds, with_memory
-from pytest_sme2.gate.verdict import Check, Comparison, GateConfig, Samples, Status
+from pytest_sme2.gate.memory import NOT_STORED, with_memory
+from pytest_sme2.gate.verdict import PEAK_MARGIN, Check, Comparison, GateConfig, MemoryThresholds, Samples, Status
 from pytest_sme2.runners.base import MODE_TIMING, RunRequest
 from pytest_sme2.store.baseline import Baseline
 
@@ -210,7 +210,7 @@ def test_a_stored_peak_takes_memorys_own_between_session_allowance() -> None:
         assert grown.status is Status.REGRESSION, (factor, grown.message)
         assert "margin ±6.0% (5% + 1% a peak may move between sessions)" in grown.message
     assert peak(base, tuple(int(k * 1.04) for k in base)).status is Status.PASS
-    from pytest_sme2.gate.memory import PEAK_DRIFT_ALLOWANCE
+    from pytest_sme2.gate.verdict import PEAK_DRIFT_ALLOWANCE
 
     medians = [statistics.median(p) for p in sessions]
     moved = max(abs(a / b - 1) for a in medians for b in medians)
