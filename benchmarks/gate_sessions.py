@@ -198,11 +198,11 @@ class Session:
     """One session's view: the runner, the stores, the exported models and the design."""
 
     def __init__(self, plan: Mapping[str, Any], index: int) -> None:
-        from pytest_sme2 import __version__
         from pytest_sme2.program.export import ExportedModel
         from pytest_sme2.runners.local import LocalRunner
         from pytest_sme2.store.artifacts import ArtifactStore
         from pytest_sme2.store.baseline import BaselineStore
+        from pytest_sme2.version import __version__
 
         self.plan = plan
         self.index = index

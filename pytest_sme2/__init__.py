@@ -5,4 +5,6 @@ with two thin front ends: the ``pytest-sme2`` CLI (``cli``) and the pytest plugi
 Importing it imports neither torch, executorch nor pytest.
 """
 
-__version__ = "0.1.0"
+from pytest_sme2.version import __version__
+
+__all__ = ["__version__"]

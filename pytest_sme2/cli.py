@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_sme2 import __version__
 from pytest_sme2.errors import ConfigError, ModelError, Sme2Error
 from pytest_sme2.options import (
     BLOCKS,
@@ -45,6 +44,7 @@ from pytest_sme2.options import (
     percent,
     rules_file,
 )
+from pytest_sme2.version import __version__
 
 if TYPE_CHECKING:
     from pytest_sme2.measure.profile import StreamProgress

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from pytest_sme2 import __version__
 from pytest_sme2.analysis.onoff import OnOffComparison
 from pytest_sme2.analysis.run import Analysis
 from pytest_sme2.errors import ConfigError, Sme2Error
@@ -32,6 +31,7 @@ from pytest_sme2.measure.profile import Profile
 from pytest_sme2.store.baseline import Baseline, OtherBaseline, now_iso
 from pytest_sme2.store.files import write_atomic
 from pytest_sme2.units import fmt_ms
+from pytest_sme2.version import __version__
 
 SCHEMA_VERSION = 1
 KIND = "pytest-sme2-results"

@@ -64,6 +64,13 @@ def test_every_module_of_the_package_is_in_a_layer() -> None:
     assert not outside, f"modules in no layer of pyproject.toml [tool.importlinter]: {outside}"
 
 
+def test_no_module_imports_the_package_itself() -> None:
+    """``pytest_sme2/__init__.py`` stands above every layer (it is imported first): nothing imports from it, not even
+    ``__version__`` (``pytest_sme2.version``)."""
+    graph = grimp.build_graph("pytest_sme2", cache_dir=None)
+    assert not graph.find_modules_that_directly_import("pytest_sme2")
+
+
 @pytest.mark.parametrize(("module", "upward", "said"), [
     # an arrow back up: the store importing the measurement above it
     ("pytest_sme2/store/artifacts.py", "from pytest_sme2.measure import profile as _up  # noqa\n",

@@ -144,10 +144,10 @@ def append_results(root: str | Path, results: Any, *, cwd: Path, environ: Any = 
     """
     import platform
 
-    from pytest_sme2 import __version__
     from pytest_sme2.history.records import records_from_results
     from pytest_sme2.store.baseline import now_iso
     from pytest_sme2.store.gitinfo import commit_info
+    from pytest_sme2.version import __version__
 
     records = records_from_results(results)
     if not records:

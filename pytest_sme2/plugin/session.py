@@ -114,8 +114,8 @@ class Sme2Session:
 
     def policy(self, test_id: str) -> Any:
         """What this session asks of a baseline check (update, require, confirm, the command to create one)."""
-        from pytest_sme2 import __version__
         from pytest_sme2.judge import Policy
+        from pytest_sme2.version import __version__
 
         o = self.options
         return Policy(update_baseline=o.update_baseline, require_baseline="missing" in o.fail_on,
