@@ -104,8 +104,8 @@ RECORDINGS = (
 
 def sizing(per_execution_ms: float, runs: int = 10, warmup: int = 3) -> tuple[int, int]:
     """(warm-up, runs) per block after the first that the plugin gives a program this fast, with the default options
-    (``pytest_sme2.measure.profile._size_blocks``: ``--sme2-min-block-ms`` 2.4, ``--sme2-max-block-ms`` 1000)."""
-    from pytest_sme2.measure.profile import MIN_RUNS, SHORT_BLOCK_RUNS_FACTOR, SLOW_BLOCK_WARMUP
+    (``pytest_sme2.measure.blocks._size_blocks``: ``--sme2-min-block-ms`` 2.4, ``--sme2-max-block-ms`` 1000)."""
+    from pytest_sme2.measure.blocks import MIN_RUNS, SHORT_BLOCK_RUNS_FACTOR, SLOW_BLOCK_WARMUP
     from pytest_sme2.options import MAX_BLOCK_MS, MIN_BLOCK_MS
 
     if per_execution_ms * runs < MIN_BLOCK_MS:

@@ -186,7 +186,7 @@ def burners(count: int) -> Iterator[list[int]]:
 
 
 def _measurement(exported: Any, settings: Mapping[str, Any], out_dir: Path) -> Any:
-    from pytest_sme2.measure.profile import Measurement
+    from pytest_sme2.measure.recipe import Measurement
 
     budget = settings.get("time_budget_s") or 0.0
     return Measurement.of(exported, runs=settings["runs"], warmup=settings["warmup"], blocks=settings["blocks"],

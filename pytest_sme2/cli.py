@@ -317,7 +317,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def _profile(args: argparse.Namespace, progress: StreamProgress) -> int:
     from pytest_sme2.evidence.categories import CategoryRules
     from pytest_sme2.measure.hostlock import LOCK_NAME, heavy_work
-    from pytest_sme2.measure.profile import ProgramFile, profile_exported
+    from pytest_sme2.measure.profile import profile_exported
+    from pytest_sme2.measure.recipe import ProgramFile
     from pytest_sme2.models import get_model, load_model_sources
     from pytest_sme2.program.export import export_model
     from pytest_sme2.report.text import category_table, latency_line, operator_table

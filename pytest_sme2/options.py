@@ -242,12 +242,12 @@ from dataclasses import dataclass  # noqa: E402 - the table below is the second 
 #: median swings with one scheduler tick. On toy_cnn XNNPACK (~80 us; benchmarks/gate_paired.py, looks 8/15/22/30,
 #: margin 5 %) blocks of 10 runs (0.8 ms) caught a real +10 % in 88-96 % of same-session comparisons, blocks of 27
 #: runs (2.2 ms: what the rule gives it, 3 x 10 executions with the 3 warm-ups) in 99.5-100 %, with 0/400 A/A false
-#: alarms either way (pytest_sme2.measure.profile._size_blocks).
+#: alarms either way (pytest_sme2.measure.blocks._size_blocks).
 MIN_BLOCK_MS = 2.4
 
 #: How many ms a block's executions, warm-up included, should take at most by default (``--sme2-max-block-ms``): a
 #: slower model (a portable-kernel program: 230-340 ms per execution) gets one warm-up and the runs that fit, at least
-#: 3, after its first block (pytest_sme2.measure.profile._size_blocks). Its executions show no warm-up (real A/A rounds,
+#: 3, after its first block (pytest_sme2.measure.blocks._size_blocks). Its executions show no warm-up (real A/A rounds,
 #: benchmarks/data/aa_*_portable.json: the first after a load 0.997-1.002 of the block median) and its block medians
 #: are nearly as precise from 3 runs as from 10. With the plugin's looks 8/15/22/30 at a 5 % margin, blocks of 1 + 3
 #: instead of 3 + 10 (benchmarks/gate_paired.py --runs 3 --warmup 1): tiny_transformer portable (335 ms) +10 %

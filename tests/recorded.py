@@ -12,7 +12,8 @@ from pathlib import Path
 from pytest_sme2.analysis.run import analyze
 from pytest_sme2.evidence.trace import read_etdump
 from pytest_sme2.gate.verdict import Samples
-from pytest_sme2.measure.profile import Measurement, Profile
+from pytest_sme2.measure.profile import Profile
+from pytest_sme2.measure.recipe import Measurement
 
 DATA = Path(__file__).parent / "data"
 TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"

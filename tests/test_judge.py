@@ -20,7 +20,8 @@ from pytest_sme2.gate.rule import Comparison
 from pytest_sme2.gate.verdict import GateConfig, Status
 from pytest_sme2.judge import NOT_WRITTEN, RECORDED, Judgement, Policy, judge
 from pytest_sme2.measure.pair import Pair
-from pytest_sme2.measure.profile import Measurement, Profile, measure
+from pytest_sme2.measure.profile import Profile, measure
+from pytest_sme2.measure.recipe import Measurement
 from pytest_sme2.results import TestResult
 from pytest_sme2.runners.base import SME2_OFF, SME2_ON, RunRequest, RunResult
 from pytest_sme2.runners.host import HostRunner
@@ -126,7 +127,7 @@ def test_runs_warmup_and_the_measuring_code_are_part_of_the_artifact(tmp_path: P
     A baseline of 4 runs after 1 warm-up and a measurement of 6 runs after 0 are a changed artifact, not
     ``unchanged``, and so are two measurements made by other measuring code (the measurement recipe's version).
     """
-    from pytest_sme2.measure import profile as profile_module
+    from pytest_sme2.measure import recipe as recipe_module
 
     runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
     m = standin_measurement(tmp_path)
@@ -135,13 +136,13 @@ def test_runs_warmup_and_the_measuring_code_are_part_of_the_artifact(tmp_path: P
     assert "measurement changed (runs 4 -> 6; warmup 1 -> 0)" in other.verdict.summary()
     same = _judge_twice(tmp_path / "same", runner, m, m)
     assert same.verdict.comparison is Comparison.UNCHANGED
-    monkeypatch.setattr(profile_module, "MEASUREMENT_RECIPE", profile_module.MEASUREMENT_RECIPE + 1)
+    monkeypatch.setattr(recipe_module, "MEASUREMENT_RECIPE", recipe_module.MEASUREMENT_RECIPE + 1)
     newer = judge(measure(runner, m), test_id="t.py::test_a", runner=runner,
                   baselines=BaselineStore(tmp_path / "same" / "baselines"),
                   artifacts=ArtifactStore(tmp_path / "same" / "artifacts"), config=GateConfig(margin=0.5),
                   policy=Policy(confirm=False))
     assert newer.verdict.comparison is Comparison.SESSION
-    recipe = profile_module.MEASUREMENT_RECIPE
+    recipe = recipe_module.MEASUREMENT_RECIPE
     assert f"measurement changed (measurement_recipe {recipe - 1} -> {recipe})" in newer.verdict.summary()
 
 

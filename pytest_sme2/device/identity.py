@@ -388,7 +388,7 @@ class IdentifiedRunner(Protocol):
 
 
 class IdentifiedMeasurement(Protocol):
-    """What :func:`identity_of` reads of a measurement (a :class:`~pytest_sme2.measure.profile.Measurement`): a
+    """What :func:`identity_of` reads of a measurement (a :class:`~pytest_sme2.measure.recipe.Measurement`): a
     Protocol here, so that ``device/`` does not import ``measure/``, which stands above it."""
 
     @property

@@ -1,8 +1,9 @@
-"""Two builds of one model measured as a pair (SME2 off/on, or two backends): measured, judged and reported here.
+"""Pairs: two measurements taken together, in interleaved blocks (:func:`measure_pair`, ABBA...), so drift and the
+machine's state hit both arms alike — SME2 off vs on (two runner builds), two backends, and a changed artifact vs the
+baseline's own artifact (the gate's same-session reference).
 
-The speedup ``median(off) / median(on)`` means something only between measurements taken together: the pair's
-arms run in interleaved blocks (ABBA..., :func:`~pytest_sme2.measure.profile.measure_pair`), so drift and the machine's
-state hit both alike. This module is the one place that
+The speedup ``median(off) / median(on)`` of two builds of one model means something only between measurements taken
+together. This module is the one place that
 
 - measures a pair (:func:`measure_on_off`; :func:`profile_on_off` for a registered variant pair), and names the
   SME2-off arm in the measured arm's artifact (:func:`with_off_arm`: the speedup depends on it, so a new SME2-off
@@ -21,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pytest_sme2.analysis.run import Analysis
 from pytest_sme2.errors import ConfigError
 from pytest_sme2.evidence.categories import CategoryRules
 from pytest_sme2.evidence.kernels import KernelLog
@@ -28,7 +30,11 @@ from pytest_sme2.evidence.qemu_log import ExecutedKernels
 from pytest_sme2.gate.checks import speedup_check
 from pytest_sme2.gate.decide import decide
 from pytest_sme2.gate.verdict import Comparison, GateConfig, Samples, Verdict, overall
-from pytest_sme2.measure.profile import ExportedLike, Measurement, Profile, Progress, measure_pair
+from pytest_sme2.measure.blocks import Block, measure_blocks, precision_plan
+from pytest_sme2.measure.hostlock import heavy_work, measuring
+from pytest_sme2.measure.profile import Profile, Progress, profile_of, reading_time
+from pytest_sme2.measure.recipe import ExportedLike, Measurement
+from pytest_sme2.measure.sequential import Looks
 from pytest_sme2.runners.base import SME2_OFF, SME2_ON, Runner
 from pytest_sme2.store.artifacts import Artifact
 
@@ -59,6 +65,48 @@ def with_off_arm(on: Profile, off: Profile) -> Profile:
                "build": {k: v for k, v in off.artifact.build.items() if k != "path"}}
     artifact = replace(on.artifact, recipe={**on.artifact.recipe, "off_arm": off_arm})
     return replace(on, artifact=artifact)
+
+
+def measure_pair(runner: Runner, a: Measurement, b: Measurement, *, kernel_logs: Sequence[KernelLog | None] = (),
+                 rules: CategoryRules | None = None, progress: Progress | None = None,
+                 what: str = "", executed: Sequence[ExecutedKernels | None] = (), looks: Looks | None = None,
+                 stop: Callable[[Profile, Profile], bool] | None = None) -> tuple[Profile, Profile]:
+    """Measure ``a`` and ``b`` in interleaved blocks (A,B / B,A / ...); returns their profiles.
+
+    With ``looks`` and ``stop`` the pair is measured group-sequentially (:mod:`pytest_sme2.measure.sequential`): at each
+    look before the last, ``stop(profile of a, profile of b)`` on the rounds so far may end it (the verdict is
+    settled). Without them, a pair whose arms ask for a precision stops once both medians are that precise.
+    """
+    if a.blocks != b.blocks:
+        raise ConfigError(f"an interleaved comparison needs the same number of blocks per arm ({a.blocks} != "
+                          f"{b.blocks})")
+    label = what or f"{a.label} vs {b.label}"
+    logs = [*list(kernel_logs), None, None]
+    ran = [*list(executed), None, None]
+
+    # Every run is analyzed once: a look profiles the rounds so far, the result all of them, from the same analyses.
+    analyzed: tuple[dict[int, Analysis], dict[int, Analysis]] = ({}, {})
+
+    def settled(per_arm: list[list[Block]]) -> str:  # passed to measure_blocks only when there is a ``stop``
+        assert stop is not None and looks is not None
+        so_far = [profile_of(runner, m, blocks, kernel_log=logs[i], rules=rules, disturbance="", invalid="",
+                           executed=ran[i], analyzed=analyzed[i])
+                  for i, (m, blocks) in enumerate(zip((a, b), per_arm, strict=True))]
+        return (f"the verdict was settled (looks at {', '.join(map(str, looks.rounds))} rounds, {looks.per_look:.2%} "
+                "each)") if stop(so_far[0], so_far[1]) else ""
+
+    rule: Callable[[list[list[Block]]], str] | None = settled if stop else None
+    if stop is None:
+        looks, rule = precision_plan([a, b])
+    with measuring(a.lock_file or b.lock_file, what=label, progress=progress):
+        (blocks_a, blocks_b), note, invalid, rounds = measure_blocks(
+            runner, [a, b], blocks=a.blocks, progress=progress, what=label, looks=looks, stop=rule,
+            reading_s=reading_time(logs, rules, ran))
+    with heavy_work(a.lock_file or b.lock_file, what=f"{label}: analysis", progress=progress):
+        return (profile_of(runner, a, blocks_a, kernel_log=logs[0], rules=rules, disturbance=note, invalid=invalid,
+                         executed=ran[0], rounds=rounds, analyzed=analyzed[0]),
+                profile_of(runner, b, blocks_b, kernel_log=logs[1], rules=rules, disturbance=note, invalid=invalid,
+                         executed=ran[1], rounds=rounds, analyzed=analyzed[1]))
 
 
 def measure_on_off(runner: Runner, off: Measurement, on: Measurement, *,
@@ -162,5 +210,5 @@ def profile_on_off(
                           what=f"{exported.name} SME2 off/on")
 
 
-__all__ = ["SPEEDUP_CHECKS", "Pair", "decide_speedup", "measure_on_off", "profile_on_off", "remeasure", "report_of",
-           "with_off_arm", "with_speedup"]
+__all__ = ["SPEEDUP_CHECKS", "Pair", "decide_speedup", "measure_on_off", "measure_pair", "profile_on_off", "remeasure",
+           "report_of", "with_off_arm", "with_speedup"]

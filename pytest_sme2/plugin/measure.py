@@ -160,7 +160,7 @@ def export(session: Sme2Session, request: ModelRequest, backend: str | None = No
 class Sme2Runner:
     """The ``sme2_runner`` fixture: measures exported models on the selected device.
 
-    Every profile it returns carries its own :class:`~pytest_sme2.measure.profile.Measurement`, so checking one
+    Every profile it returns carries its own :class:`~pytest_sme2.measure.recipe.Measurement`, so checking one
     profile re-measures that profile — never whichever was measured last.
     """
 
@@ -226,7 +226,7 @@ class Sme2Runner:
     def measurement(self, exported: Any, *, variant: str | None = None, runs: int | None = None,
                     blocks: int | None = None) -> Any:
         """How this session measures ``exported`` (runs, warm-up, blocks, threads, latency source)."""
-        from pytest_sme2.measure.profile import Measurement
+        from pytest_sme2.measure.recipe import Measurement
 
         o = self._session.options
         lock = self._session.host_lock

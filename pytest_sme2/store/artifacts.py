@@ -168,7 +168,7 @@ class BuildsRunner(Protocol):
 
 
 class MeasuredArtifact(Protocol):
-    """What :func:`artifact_of` reads of a measurement (a :class:`~pytest_sme2.measure.profile.Measurement`): a
+    """What :func:`artifact_of` reads of a measurement (a :class:`~pytest_sme2.measure.recipe.Measurement`): a
     Protocol here, so that ``store/`` does not import ``measure/``, which stands above it."""
 
     @property

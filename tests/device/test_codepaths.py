@@ -19,7 +19,8 @@ from standin import make_standin
 from pytest_sme2.device.codepaths import SHARED_OBJECTS, mapped_at_exit, mapped_paths, runtime_shared_objects
 from pytest_sme2.gate.verdict import Comparison, GateConfig
 from pytest_sme2.judge import GATED, RECORDED, Judgement, Policy, judge
-from pytest_sme2.measure.profile import Measurement, Profile, measure
+from pytest_sme2.measure.profile import Profile, measure
+from pytest_sme2.measure.recipe import Measurement
 from pytest_sme2.runners.host import HostRunner
 from pytest_sme2.store.artifacts import Artifact, ArtifactStore
 from pytest_sme2.store.baseline import BaselineStore

@@ -271,7 +271,8 @@ def test_a_busy_machine_gives_an_invalid_verdict_never_a_regression(tmp_path: Pa
     it runs slower, and the gate must say it could not measure (INVALID, with the evidence), not REGRESSION."""
     from pytest_sme2.gate.verdict import GateConfig, Status
     from pytest_sme2.judge import GATED, RECORDED, Policy, judge
-    from pytest_sme2.measure.profile import Measurement, ProgramFile, measure
+    from pytest_sme2.measure.profile import measure
+    from pytest_sme2.measure.recipe import Measurement, ProgramFile
     from pytest_sme2.store.artifacts import ArtifactStore
     from pytest_sme2.store.baseline import BaselineStore
 
@@ -317,7 +318,8 @@ import json, sys, time
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from standin import make_standin
-from pytest_sme2.measure.profile import Measurement, measure
+from pytest_sme2.measure.profile import measure
+from pytest_sme2.measure.recipe import Measurement
 from pytest_sme2.runners.host import HostRunner
 
 out, index = Path(sys.argv[1]), int(sys.argv[4])
@@ -419,7 +421,8 @@ def test_a_busy_neighbour_on_the_other_core_marks_the_block_disturbed() -> None:
     100 % busy instead of ~50 %: ``host_busy_share`` was recorded and not used. Other processes' share (host busy less
     the block's own) above ``HOST_BUSY_LIMIT`` is disturbance now; alone, and with two runtime threads alone, never.
     """
-    from pytest_sme2.measure.profile import HOST_BUSY_LIMIT, PREEMPTED_LIMIT, disturbance_of
+    from pytest_sme2.measure.blocks import HOST_BUSY_LIMIT, disturbance_of
+    from pytest_sme2.measure.recipe import PREEMPTED_LIMIT
 
     def result(load: BlockLoad) -> RunResult:
         return RunResult(runner="local", e2e_ms=(1.0,), warmup=0, threads=load.threads, build="recorded", load=load)
@@ -437,7 +440,7 @@ def test_a_busy_neighbour_on_the_other_core_marks_the_block_disturbed() -> None:
 @linux_only
 def test_a_live_block_beside_one_burner_is_disturbed(tmp_path: Path) -> None:
     """A MobileNetV3 block on the local runtime while one real burner spins is disturbed."""
-    from pytest_sme2.measure.profile import disturbance_of
+    from pytest_sme2.measure.blocks import disturbance_of
 
     with burners(1):
         busy = _mobilenet_block(tmp_path)
@@ -488,7 +491,8 @@ def test_short_blocks_beside_a_busy_neighbour_have_evidence_and_are_disturbed(tm
     tick), measured on one CPU while a real burner spins on the other. Not preempted (another CPU), so only the host's
     busy ticks can tell. Every
     block carries the share of its window of recent blocks, and the burner's ~50 % of the host marks them disturbed."""
-    from pytest_sme2.measure.profile import Measurement, ProgramFile, measure
+    from pytest_sme2.measure.profile import measure
+    from pytest_sme2.measure.recipe import Measurement, ProgramFile
 
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
@@ -625,7 +629,8 @@ def test_analysis_and_the_log_run_hold_the_lock_shared_after_the_measurement(tmp
     import contextlib
 
     from pytest_sme2.measure import hostlock, profile
-    from pytest_sme2.measure.profile import Measurement, measure, record_kernel_log
+    from pytest_sme2.measure.profile import measure, record_kernel_log
+    from pytest_sme2.measure.recipe import Measurement
 
     lock = tmp_path / "measuring.lock"
     seen: list[tuple[str, Path | None, bool]] = []

@@ -199,7 +199,8 @@ def test_judge_calibrates_a_runtime_change_from_the_history(tmp_path: Path) -> N
     """The judge asks the history for the test's calibration only in a cross-session comparison, and says which
     allowance judged it. A real toy_cnn measurement on the local runtime; the baseline as another runtime wrote it."""
     from pytest_sme2.judge import RECORDED, Policy, judge
-    from pytest_sme2.measure.profile import Measurement, ProgramFile, measure
+    from pytest_sme2.measure.profile import measure
+    from pytest_sme2.measure.recipe import Measurement, ProgramFile
     from pytest_sme2.runners.local import LocalRunner
     from pytest_sme2.store.artifacts import ArtifactStore
     from pytest_sme2.store.baseline import BaselineStore

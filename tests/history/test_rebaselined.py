@@ -19,7 +19,8 @@ from standin import make_standin
 from pytest_sme2.cli import main
 from pytest_sme2.gate.verdict import GateConfig
 from pytest_sme2.judge import Policy, judge
-from pytest_sme2.measure.profile import Measurement, measure
+from pytest_sme2.measure.profile import measure
+from pytest_sme2.measure.recipe import Measurement
 from pytest_sme2.runners.host import HostRunner
 from pytest_sme2.store.artifacts import ArtifactStore
 from pytest_sme2.store.baseline import BaselineStore

@@ -19,7 +19,8 @@ from standin import make_standin
 from pytest_sme2.gate.decide import gate
 from pytest_sme2.gate.stats import block_medians
 from pytest_sme2.gate.verdict import GateConfig, Status
-from pytest_sme2.measure.profile import Measurement, Profile, measure
+from pytest_sme2.measure.profile import Profile, measure
+from pytest_sme2.measure.recipe import Measurement
 from pytest_sme2.plugin.terminal import _blocks_text
 from pytest_sme2.report.tables import blocks_text
 from pytest_sme2.runners.base import RunRequest, RunResult
@@ -29,7 +30,8 @@ from pytest_sme2.runners.host import HostRunner
 def test_an_interleaved_pair_carries_its_rounds_and_the_gate_judges_it_paired(tmp_path: Path) -> None:
     """measure_pair's two arms share one id per round (block i of each ran in round i), so the
     gate judges them with the paired signed-rank interval; separate measurements never pair."""
-    from pytest_sme2.measure.profile import measure, measure_pair
+    from pytest_sme2.measure.pair import measure_pair
+    from pytest_sme2.measure.profile import measure
 
     runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
     m = Measurement(pte=DATA / "toy_cnn_fp32_xnnpack.pte", inputs=(DATA / "toy_cnn_input_fp32.bin",), runs=5,
@@ -136,7 +138,8 @@ def test_a_model_too_slow_for_its_blocks_gets_one_warm_up_and_fewer_runs_not_ano
 
 
 class _ScriptedClock:
-    """``time`` for :mod:`measure.profile` whose ``perf_counter`` moves only when a run says how long it took:
+    """``time`` for :mod:`measure.blocks` and :mod:`measure.profile` (the budget's clock, and its reading of the
+    traces) whose ``perf_counter`` moves only when a run says how long it took:
     the budget's arithmetic, not the machine's speed, decides what a test of it sees."""
 
     def __init__(self) -> None:
@@ -177,9 +180,11 @@ def test_a_slow_first_block_does_not_cut_the_warm_up_of_a_model_that_fits_its_ti
     of a toy_cnn after a 3 s first block fit an 8 s budget (read from the first block they would take 12 s),
     warm-up and runs as asked; a model really over the budget still shrinks. The blocks' durations are scripted
     (3 s, then 0.1 s): under load a real stand-in block took 0.5 s, and a test of the rule must not depend on that."""
+    import pytest_sme2.measure.blocks as blocks_module
     import pytest_sme2.measure.profile as profile_module
 
     clock = _ScriptedClock()
+    monkeypatch.setattr(blocks_module, "time", clock)
     monkeypatch.setattr(profile_module, "time", clock)
     runner = _SlowStart(make_standin(tmp_path / "bin", trace=TOY_TRACE), clock)
     m = standin_measurement(tmp_path, runs=3, warmup=2, blocks=4, time_budget_s=8.0)
@@ -202,7 +207,7 @@ def test_an_interleaved_pair_stops_at_the_first_look_whose_verdict_is_settled(tm
     """The same recorded trace in both arms (a ratio of exactly 1 every round) is a settled pass at
     the first look: 8 rounds measured, not 15 (or 30), and the profile says why; without a stop rule all 15 run."""
     from pytest_sme2.gate.decide import measured_status
-    from pytest_sme2.measure.profile import measure_pair
+    from pytest_sme2.measure.pair import measure_pair
     from pytest_sme2.measure.sequential import Looks, settled
 
     runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
@@ -230,7 +235,8 @@ def test_a_sequential_pair_analyzes_each_run_once_across_its_looks(tmp_path: Pat
     22 rounds re-read 45 rounds' traces per arm before: ~15 ms each for MobileNetV3, against ~40 ms of executions in
     its XNNPACK block), and the result is the one analyzed from scratch."""
     import pytest_sme2.measure.profile as profile_module
-    from pytest_sme2.measure.profile import _profile, measure_pair
+    from pytest_sme2.measure.pair import measure_pair
+    from pytest_sme2.measure.profile import profile_of
     from pytest_sme2.measure.sequential import Looks
 
     runner = HostRunner(make_standin(tmp_path / "bin", trace=TOY_TRACE))
@@ -255,7 +261,7 @@ def test_a_sequential_pair_analyzes_each_run_once_across_its_looks(tmp_path: Pat
     assert len(looked) == len(plan.rounds) - 1 >= 2, "looks before the last, each profiling the rounds so far"
     rounds = len(ref.runs)
     assert rounds == plan.last and len(analyzed) == len(set(analyzed)) == 2 * rounds
-    fresh = _profile(runner, m, [[r] for r in ref.runs], kernel_log=None, rules=None, disturbance="", invalid="")
+    fresh = profile_of(runner, m, [[r] for r in ref.runs], kernel_log=None, rules=None, disturbance="", invalid="")
     assert fresh.analysis == ref.analysis and len(analyzed) == 3 * rounds
 
 
@@ -267,9 +273,11 @@ def test_a_time_budget_is_the_time_spent_not_only_the_time_predicted(
     block do not make it cheaper. Scripted: every block takes 1 s whatever its runs; a budget of 8 s predicts 10
     blocks of 1 + 3 runs (10 s). The measurement ends once 8 s are spent, with the blocks the gate needs, and says
     so."""
+    import pytest_sme2.measure.blocks as blocks_module
     import pytest_sme2.measure.profile as profile_module
 
     clock = _ScriptedClock()
+    monkeypatch.setattr(blocks_module, "time", clock)
     monkeypatch.setattr(profile_module, "time", clock)
     runner = _SlowStart(make_standin(tmp_path / "bin", trace=TOY_TRACE), clock)
     runner.slow_start_s = runner.block_s = 1.0

@@ -320,7 +320,8 @@ def test_a_rebuilt_runner_is_measured_where_it_was_built(tmp_path: Path) -> None
     alone, without the ``lib/`` beside it, could not load executorch's libraries); without one it names the build it
     lacks, which is what the judge asks the rebuilder for."""
     from pytest_sme2.judge import reference_measurement
-    from pytest_sme2.measure.profile import Measurement, Profile
+    from pytest_sme2.measure.profile import Profile
+    from pytest_sme2.measure.recipe import Measurement
 
     class Runner:
         def build_identity(self, variant: str | None) -> dict[str, str]:

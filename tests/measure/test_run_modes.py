@@ -40,7 +40,8 @@ from pytest_sme2.gate.checks import (
 )
 from pytest_sme2.gate.decide import decide, gate
 from pytest_sme2.gate.verdict import GateConfig, Samples, Status
-from pytest_sme2.measure.profile import Measurement, Profile, measure, record_kernel_log
+from pytest_sme2.measure.profile import Profile, measure, record_kernel_log
+from pytest_sme2.measure.recipe import Measurement
 from pytest_sme2.runners.android import AndroidRunner
 from pytest_sme2.runners.base import MODE_LOG, MODE_TIMING, SME2_OFF, SME2_ON, RunRequest
 from pytest_sme2.runners.host import HostRunner

@@ -26,7 +26,9 @@ import pytest
 from pytest_sme2.analysis.run import analyze
 from pytest_sme2.evidence.categories import NAMED_CATEGORIES, OTHER, categorize, op_type_of
 from pytest_sme2.evidence.trace import read_etdump
-from pytest_sme2.measure.profile import ProgramFile, disturbance_of, profile_exported
+from pytest_sme2.measure.blocks import disturbance_of
+from pytest_sme2.measure.profile import profile_exported
+from pytest_sme2.measure.recipe import ProgramFile
 from pytest_sme2.runners.base import RunRequest, RunResult
 from pytest_sme2.runners.local import LocalRunner
 

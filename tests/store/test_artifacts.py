@@ -87,7 +87,8 @@ def test_a_runtime_change_is_its_own_verdict_and_says_what_it_can_catch(tmp_path
     """
     from pytest_sme2.gate.verdict import Comparison, GateConfig
     from pytest_sme2.judge import RECORDED, Policy, judge
-    from pytest_sme2.measure.profile import Measurement, ProgramFile, measure
+    from pytest_sme2.measure.profile import measure
+    from pytest_sme2.measure.recipe import Measurement, ProgramFile
     from pytest_sme2.runners.local import LocalRunner
     from pytest_sme2.store.baseline import BaselineStore
 
