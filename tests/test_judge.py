@@ -230,7 +230,8 @@ def test_a_changed_models_speedup_is_judged_on_its_own_pair_and_reported_as_gate
     off arm over that later on arm; the report renders the verdict's check, and the latency is still judged against
     the re-measured reference.
     """
-    from pytest_sme2.measure.pair import measure_on_off, report_of
+    from pytest_sme2.measure.pair import measure_on_off
+    from pytest_sme2.report.pair import report_of
 
     bins = tmp_path / "bin"
     runner = _OnArmChangesLater(variants={

@@ -12,8 +12,8 @@ together. This module is the one place that
   **pair** again (:func:`decide_speedup`) — never the off arm of one measurement over the on arm of another (the
   same-session comparison with a baseline measures the on arm a second time, beside the baseline's artifact,
   minutes later: that measurement judges latency, not the speedup);
-- merges that check into the test's verdict (:func:`with_speedup`) and builds what the reports render from the
-  decided check (:func:`report_of`): every report shows the gated number.
+- merges that check into the test's verdict (:func:`with_speedup`); what the reports render from the decided check
+  is built in :func:`pytest_sme2.report.pair.report_of`: every report shows the gated number.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from pytest_sme2.errors import ConfigError
 from pytest_sme2.evidence.categories import CategoryRules
 from pytest_sme2.evidence.kernels import KernelLog
 from pytest_sme2.evidence.qemu_log import ExecutedKernels
-from pytest_sme2.gate.checks import speedup_check
 from pytest_sme2.gate.decide import decide
 from pytest_sme2.gate.verdict import Comparison, GateConfig, Samples, Verdict, overall
 from pytest_sme2.measure.blocks import Block, measure_blocks, precision_plan
@@ -36,7 +35,6 @@ from pytest_sme2.measure.profile import Profile, Progress, profile_of, reading_t
 from pytest_sme2.measure.recipe import ExportedLike, Measurement
 from pytest_sme2.measure.sequential import Looks
 from pytest_sme2.runners.base import SME2_OFF, SME2_ON, Runner
-from pytest_sme2.store.artifacts import Artifact
 
 #: The checks :func:`decide_speedup` contributes to a verdict.
 SPEEDUP_CHECKS = ("speedup", "min_speedup")
@@ -154,25 +152,6 @@ def with_speedup(verdict: Verdict, speedup: Verdict) -> Verdict:
     return replace(verdict, checks=checks, status=overall(checks), attempts=max(verdict.attempts, speedup.attempts))
 
 
-def report_of(pair: Pair, verdict: Verdict, *, emulated: bool) -> Any:
-    """What the reports render for the pair (:class:`~pytest_sme2.analysis.onoff.OnOffComparison`), with the
-    verdict's speedup check: the number gated is the number shown."""
-    from pytest_sme2.report.comparison import builds_sentence, compare_on_off
-
-    off, on = pair.off, pair.on
-    builds = builds_sentence(_build(off.artifact), _build(on.artifact), pair.off_label,
-                             pair.on_label) if off.variant == SME2_OFF else ""
-    # A verdict without a speedup check (an invalid measurement) still shows the pair's ratio: on the samples the
-    # gate would have judged (the latency runs), advisory — never a ratio of other runs.
-    speedup = verdict.speedup or speedup_check(*pair.samples(), GateConfig(emulated=emulated))
-    return compare_on_off(off.analysis, on.analysis, speedup=speedup, off_label=pair.off_label,
-                          on_label=pair.on_label, emulated=emulated, builds=builds)
-
-
-def _build(artifact: Artifact | None) -> Mapping[str, Any]:
-    return artifact.build if artifact is not None else {}
-
-
 def profile_on_off(
     exported: ExportedLike,
     runner: Runner,
@@ -211,4 +190,4 @@ def profile_on_off(
 
 
 __all__ = ["SPEEDUP_CHECKS", "Pair", "decide_speedup", "measure_on_off", "measure_pair", "profile_on_off", "remeasure",
-           "report_of", "with_off_arm", "with_speedup"]
+           "with_off_arm", "with_speedup"]

@@ -107,7 +107,7 @@ class Sme2Baseline:
         judgement = _with_machine(judgement, session)
         verdict = judgement.verdict
         if isinstance(result, OnOff):
-            from pytest_sme2.measure.pair import report_of
+            from pytest_sme2.report.pair import report_of
 
             # The reports render the pair with the speedup check the verdict gated (decided in measure.pair).
             update(self._item, comparison=report_of(result, verdict, emulated=config.emulated))

@@ -156,7 +156,7 @@ def compare_on_off(
     Kernel logs default to the ones stored in the analyses (``Analysis.kernel_log``). With
     ``min_speedup`` the speedup check is judged on its CI's lower bound (pass / regression /
     inconclusive), otherwise it is advisory. ``speedup``: the speedup check decided for the pair
-    (:func:`measure.pair.report_of` always passes it, so the reports render the gated number); without it (an
+    (:func:`report.pair.report_of` always passes it, so the reports render the gated number); without it (an
     analysis read from files, no verdict) the ratio of the analyses' own runs is shown, with the same rule.
     """
     cfg = config or GateConfig(min_speedup=min_speedup)
