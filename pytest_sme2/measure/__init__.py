@@ -1,2 +1,3 @@
-"""Measuring: the plan and block engine (profile), pairs (SME2 on/off, backends), stopping rules, the host's
-measuring lock, and rebuilding a baseline's own program to measure beside the change."""
+"""Measuring: the plan (recipe), the block engine (blocks), assembling a Profile (profile), pairs measured together
+(pair: SME2 on/off, backends, a change beside its baseline's artifact), stopping rules (sequential), the host's
+measuring lock (hostlock), and rebuilding a baseline's own program to measure beside the change (rebuild)."""
