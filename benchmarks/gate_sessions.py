@@ -107,7 +107,7 @@ BURNER = [sys.executable, "-c", "import os\nparent = os.getppid()\nwhile os.getp
 #: Attempts to record one baseline: a measurement on a busy machine is not recorded (the gate's rule).
 RECORD_ATTEMPTS = 3
 TEST_ID = f"benchmarks/gate_sessions.py::{MODEL}[fp32-xnnpack]"
-#: the library's progress message for a block measured again (profile._measure_blocks)
+#: the library's progress message for a block measured again (measure.blocks.measure_blocks)
 REMEASURED_MARK = "measuring it again"
 
 
