@@ -364,7 +364,8 @@ def _cores(identity: DeviceIdentity) -> str:
 
 def reports_sme2(facts: Mapping[str, Any]) -> bool | None:
     """Whether a device reports SME2, from its facts: a ``sme2`` flag (``DeviceInfo.to_dict()``), else the ISA
-    features of its identity (``DeviceIdentity.to_dict()``, or a fingerprint holding one); None when neither says.
+    features of its identity (``DeviceIdentity.to_dict()``, or a profile's identity holding one); None when neither
+    says.
     """
     flag = facts.get("sme2")
     if isinstance(flag, bool):

@@ -676,7 +676,7 @@ def checks_table(test: TestResult) -> Table | None:
     return _table("Verdict checks", columns, rows)
 
 
-# ---------------------------------------------------------------------------------- fingerprint
+# ----------------------------------------------------------------------------------- identity
 
 #: Identity keys the runner rows already show.
 _SHOWN_WITH_RUNNER = frozenset({"runner", "runner_path", "variant", "threads", "extra"})
