@@ -13,6 +13,10 @@ take a lock) by ``host_runner_build`` and ``aarch64_runner_build``; ``example_ex
 models into the same shared cache, which pytester projects get as ``--sme2-cache-dir`` (the plugin keeps its
 runner builds in ``<cache>/runners``), so a plugin run reuses both. A missing compiler or SME2-capable QEMU
 skips their tests with the reason, and fails them in CI (``tests/toolchain.py``).
+
+The fast tier (``-m fast``, DEVELOPERS.md "Test tiers") never exports a model or builds a runner: a test marked
+``fast`` that carries a marker of a slower tier or asks for a fixture that exports or builds is refused at
+collection, and one that exports or builds in this process fails with the reason.
 """
 
 from __future__ import annotations
@@ -35,6 +39,46 @@ os.environ.pop("CI", None)
 # ... nor a pull request's target branch (--sme2-base-ref's default): pytest projects under tmp are not its checkout.
 for _variable in ("GITHUB_BASE_REF", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME"):
     os.environ.pop(_variable, None)
+
+
+#: Markers of the tiers a fast test cannot belong to, and the fixtures that export models or build runners.
+NOT_FAST_MARKERS = ("slow", "emulated_device", "browser")
+NOT_FAST_FIXTURES = frozenset({"example_export", "host_runner_build", "aarch64_runner_build", "sme2_qemu",
+                               "make_emulated_phone", "adb_server"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse a ``fast`` test that is also in a slower tier or asks for an export or a runner build."""
+    wrong = []
+    for item in items:
+        if item.get_closest_marker("fast") is None:
+            continue
+        tiers = [name for name in NOT_FAST_MARKERS if item.get_closest_marker(name) is not None]
+        fixtures = sorted(NOT_FAST_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+        if tiers or fixtures:
+            wrong.append(f"{item.nodeid}: marked {', '.join(tiers)}" if tiers else
+                         f"{item.nodeid}: uses {', '.join(fixtures)}")
+    if wrong:
+        raise pytest.UsageError("tests marked fast must not export models, build runners or belong to a slower tier "
+                                "(DEVELOPERS.md, 'Test tiers'); remove their fast marker:\n  " + "\n  ".join(wrong))
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_neither_export_nor_build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked ``fast`` that exports a model or builds a runner in this process fails, saying which."""
+    if request.node.get_closest_marker("fast") is None:
+        return
+
+    def refuse(what: str) -> Callable[..., Any]:
+        def refused(*args: Any, **kwargs: Any) -> Any:
+            pytest.fail(f"{request.node.nodeid} is marked fast but {what}: remove its fast marker "
+                        "(DEVELOPERS.md, 'Test tiers')", pytrace=False)
+
+        return refused
+
+    monkeypatch.setattr("torch.export.export", refuse("exports a model (torch.export.export)"))
+    monkeypatch.setattr("pytest_sme2.runners.build.host_compiler", refuse("builds a runner"))
+    monkeypatch.setattr("pytest_sme2.runners.build.cross_compiler", refuse("builds a runner"))
 
 
 @pytest.fixture(autouse=True)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def test_a_readme_style_factory_builds_the_same_weights_and_inputs_every_time() -> None:
     """Random weights and ``torch.randn`` inputs in a factory are the same on every build.

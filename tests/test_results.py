@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from recorded import toy_samples
 
 from pytest_sme2.gate.decide import gate
 from pytest_sme2.gate.verdict import GateConfig, Status
 from pytest_sme2.results import TestResult
+
+pytestmark = pytest.mark.fast
 
 
 def test_a_test_failing_after_check_is_failed_not_pass() -> None:

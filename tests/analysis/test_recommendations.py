@@ -18,6 +18,8 @@ from pytest_sme2.analysis.run import analyze_trace
 from pytest_sme2.cli import main
 from pytest_sme2.evidence.trace import read_etdump
 
+pytestmark = pytest.mark.fast
+
 QEMU = Path(__file__).parents[1] / "data" / "qemu_aarch64"
 QP8 = "Fully Connected (NC, QP8, F32, QC8W) GEMM"
 # trace stem -> (sme, not_sme, undetermined) as the names read

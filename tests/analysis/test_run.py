@@ -25,6 +25,8 @@ from pytest_sme2.analysis.run import Analysis, analyze, analyze_e2e, merge
 from pytest_sme2.errors import ConfigError
 from pytest_sme2.evidence.trace import KIND_LEAF, Timeline, read_etdump
 
+pytestmark = pytest.mark.fast
+
 DATA = Path(__file__).parents[1] / "data"
 TRACES = sorted(DATA.glob("*.etdump"))
 TRACE_IDS = [p.name.removesuffix(".etdump") for p in TRACES]

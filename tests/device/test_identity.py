@@ -33,6 +33,8 @@ from pytest_sme2.errors import ConfigError, DeviceError, RunnerError
 from pytest_sme2.runners.host import HostRunner
 from pytest_sme2.runners.local import LocalRunner
 
+pytestmark = pytest.mark.fast
+
 DATA = Path(__file__).parents[1] / "data"
 DEVICE = DATA / "device"
 ZEN3 = (DEVICE / "cpuinfo_zen3_epyc_2cpu.txt").read_text()

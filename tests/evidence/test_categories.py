@@ -18,6 +18,8 @@ from pytest_sme2.evidence.categories import (
     op_type_of,
 )
 
+pytestmark = pytest.mark.fast
+
 XNNPACK_CASES = [
     ("Convolution (NHWC, F32) IGEMM #3", "Convolution"),
     ("Convolution (NHWC, F32) GEMM", "Convolution"),

@@ -29,6 +29,8 @@ from pytest_sme2.evidence.trace import (
     read_etdump,
 )
 
+pytestmark = pytest.mark.fast
+
 DATA = Path(__file__).parents[1] / "data"
 TRACES = sorted(DATA.glob("*.etdump"))
 TRACE_IDS = [p.name.removesuffix(".etdump") for p in TRACES]

@@ -22,6 +22,8 @@ from pytest_sme2.gate.rule import Comparison
 from pytest_sme2.gate.verdict import GateConfig, Samples, Status
 from pytest_sme2.results import TestResult
 
+pytestmark = pytest.mark.fast
+
 DATA = Path(__file__).parents[1] / "data"
 
 # --------------------------------------------------- real samples for the gate-level tests (defects 2, 3, 6, 7)

@@ -40,6 +40,8 @@ if str(ROOT) not in sys.path:  # the statistics only tests and benchmarks use li
     sys.path.insert(0, str(ROOT))
 from benchmarks.former_stats import block_rank_p, ratio_of_medians_ci  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 AA_DATA = ROOT / "benchmarks" / "data" / "aa_toy_cnn_fp32_xnnpack.json"
 
 

@@ -7,6 +7,8 @@ import pytest
 from pytest_sme2.gate.rule import Comparison, ComparisonRule
 from pytest_sme2.gate.verdict import Status
 
+pytestmark = pytest.mark.fast
+
 
 def test_one_rule_per_comparison_kind_widens_and_maps_every_relative_check_alike() -> None:
     """The rule (pytest_sme2/gate/rule.py) is the one place a comparison kind means something."""

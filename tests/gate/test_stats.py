@@ -21,6 +21,8 @@ from benchmarks.former_stats import (
     ratio_of_medians_ci,
 )
 
+pytestmark = pytest.mark.fast
+
 DATA = Path(__file__).parents[1] / "data"
 
 

@@ -9,6 +9,8 @@ from recorded import toy_samples
 from pytest_sme2.gate.decide import gate
 from pytest_sme2.gate.verdict import GateConfig
 
+pytestmark = pytest.mark.fast
+
 
 def test_the_sequential_plan_looks_at_half_all_and_twice_the_blocks_at_the_bonferroni_share() -> None:
     """15 blocks -> looks after 8, 15, 22 and 30 rounds, each at 1 - 0.05/4; cut by a budget, the

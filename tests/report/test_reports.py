@@ -63,6 +63,8 @@ from pytest_sme2.results import (
 from pytest_sme2.runners.base import RunResult
 from pytest_sme2.store.baseline import Baseline
 
+pytestmark = pytest.mark.fast
+
 DATA = Path(__file__).parents[1] / "data"
 TT = "tiny_transformer_fp32_xnnpack"
 MN = "mobilenet_v3_small_like_fp32_xnnpack"

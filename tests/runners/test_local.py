@@ -21,6 +21,8 @@ from pytest_sme2.runners.base import MODE_TIMING, MODE_TRACE, RunRequest
 from pytest_sme2.runners.local import LocalRunner, timer_overhead_ns
 from runners.test_host import _OUTPUT, _recorded_log
 
+pytestmark = pytest.mark.fast
+
 DATA = Path(__file__).parents[1] / "data"
 TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"
 TOY_INPUT = DATA / "toy_cnn_input_fp32.bin"

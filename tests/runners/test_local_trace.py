@@ -32,6 +32,8 @@ from pytest_sme2.measure.recipe import ProgramFile
 from pytest_sme2.runners.base import RunRequest, RunResult
 from pytest_sme2.runners.local import LocalRunner
 
+pytestmark = pytest.mark.fast
+
 DATA = Path(__file__).parents[1] / "data"
 MOBILENET = "mobilenet_v3_small_like_fp32_xnnpack.pte"
 #: .pte -> (its input file, executions, the recorded executor_runner trace of the same .pte)

@@ -9,6 +9,8 @@ import pytest
 from pytest_sme2.errors import BaselineError
 from pytest_sme2.store.baseline import Baseline, BaselineStore
 
+pytestmark = pytest.mark.fast
+
 
 def test_a_baseline_with_a_negative_other_is_not_written(tmp_path: Path) -> None:
     """Named categories adding up to more than E2E (a negative Other) are refused before writing."""
