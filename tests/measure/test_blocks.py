@@ -11,10 +11,14 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+import pytest
+
 from pytest_sme2.evidence.trace import read_etdump
 from pytest_sme2.measure.blocks import MIN_BLOCKS, MIN_RUNS, Block, _fit_budget, _size_blocks
 from pytest_sme2.measure.recipe import Measurement
 from pytest_sme2.runners.base import RunResult
+
+pytestmark = pytest.mark.fast
 
 DATA = Path(__file__).parents[1] / "data"
 #: toy_cnn on XNNPACK: ~0.079 ms per execution after a 0.28 ms first one
