@@ -154,3 +154,43 @@ def test_rows_say_what_each_device_takes_and_whether_it_measures_here() -> None:
                        "--fixed-performance apply to --device android only"):
         check_options(Sme2Options(device="local", serial="abc"), cli)
     check_options(Sme2Options(device="android", runner=Path("r"), cooldown=0.0), PYTEST)  # the default spelled out
+
+
+def test_a_runner_names_what_it_lacks_when_made_and_inherits_every_other_capability() -> None:
+    """The Runner base class: identity, build_identity and run are required (a runner without run cannot be made);
+    every other capability the library uses has a default."""
+    from pytest_sme2.runners.base import MODE_LOG, MODE_TIMING, MODE_TRACE, Runner
+
+    class NoRun(Runner):
+        name = "no_run"
+
+        def identity(self) -> dict[str, str]:
+            return {}
+
+        def build_identity(self, variant: str | None) -> dict[str, str]:
+            return {}
+
+    with pytest.raises(TypeError, match="run"):
+        NoRun()  # type: ignore[abstract]
+
+    class Small(NoRun):
+        def run(self, request: object) -> object:  # type: ignore[override]
+            raise AssertionError("not run here")
+
+    small = Small()
+    assert (small.emulated, small.in_process, small.on_this_host, small.records_executed) == (False,) * 4
+    assert small.variants() == (None,) and small.device_info() is None and dict(small.run_settings()) == {}
+    assert [small.has_build(None, m) for m in (MODE_TRACE, MODE_TIMING, MODE_LOG)] == [True, False, False]
+    assert small.runner_for(None) is None and small.binary_for(None, MODE_TIMING) is None
+
+
+def test_a_name_is_one_device() -> None:
+    """Registering a second factory under a registered name is refused; the same row again (a module imported
+    twice) is not a clash."""
+    from pytest_sme2.errors import ConfigError
+    from pytest_sme2.runners.registry import Device, device, register_device
+
+    with pytest.raises(ConfigError, match="'host' is registered twice"):
+        register_device(Device("host", "another host", "my_boards:make"))
+    host = device("host")
+    assert register_device(host) is host and device("host") is host
