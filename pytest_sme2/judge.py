@@ -48,10 +48,11 @@ from pytest_sme2.gate.decide import decide, gate, measured_status
 from pytest_sme2.gate.memory import ADDED, with_memory
 from pytest_sme2.gate.verdict import TIME_NOT_GATED, Comparison, GateConfig, MemoryThresholds, Samples, Status, Verdict
 from pytest_sme2.measure.pair import Pair, decide_speedup, measure_pair, remeasure, with_speedup
-from pytest_sme2.measure.profile import Profile, Progress, measure
+from pytest_sme2.measure.profile import Profile, measure
 from pytest_sme2.measure.rebuild import Rebuilder
 from pytest_sme2.measure.recipe import Measurement
 from pytest_sme2.measure.sequential import Looks, settled
+from pytest_sme2.progress import Progress
 from pytest_sme2.runners.base import MODE_TIMING, Runner
 from pytest_sme2.store.artifacts import Artifact, ArtifactStore, comparable_builds, is_runtime
 from pytest_sme2.store.baseline import (

@@ -31,9 +31,10 @@ from pytest_sme2.gate.decide import decide
 from pytest_sme2.gate.verdict import Comparison, GateConfig, Samples, Verdict, overall
 from pytest_sme2.measure.blocks import Block, measure_blocks, precision_plan
 from pytest_sme2.measure.hostlock import heavy_work, measuring
-from pytest_sme2.measure.profile import Profile, Progress, profile_of, reading_time
+from pytest_sme2.measure.profile import Profile, profile_of, reading_time
 from pytest_sme2.measure.recipe import ExportedLike, Measurement
 from pytest_sme2.measure.sequential import Looks
+from pytest_sme2.progress import Progress
 from pytest_sme2.runners.base import SME2_OFF, SME2_ON, Runner
 
 #: The checks :func:`decide_speedup` contributes to a verdict.

@@ -42,6 +42,7 @@ from pytest_sme2.gate.verdict import Samples
 from pytest_sme2.measure.blocks import Block, measure_blocks, precision_plan
 from pytest_sme2.measure.hostlock import heavy_work, measuring
 from pytest_sme2.measure.recipe import PREEMPTED_LIMIT, ExportedLike, Measurement
+from pytest_sme2.progress import Progress
 from pytest_sme2.runners.base import MODE_LOG, MODE_TRACE, Runner, RunResult, build_option
 from pytest_sme2.store.artifacts import Artifact, artifact_of
 
@@ -57,8 +58,6 @@ TRACER_COST = {
                         "model, negligible for ms-scale models); give timing-only builds (--sme2-runner-timing) to "
                         "take latency without it"),
 }
-
-Progress = Callable[[str], None]
 
 
 #: Seconds between two "still running" lines of a long step in a log (not a terminal): a CI log shows it is alive.

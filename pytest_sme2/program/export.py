@@ -42,7 +42,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -54,6 +53,7 @@ from typing import Any
 
 from pytest_sme2.errors import ConfigError, ExportError, ModelError
 from pytest_sme2.models import ModelSpec, get_model
+from pytest_sme2.progress import Progress, to_stderr
 from pytest_sme2.store.files import ensure_dir
 from pytest_sme2.thirdparty import third_party_output
 
@@ -77,12 +77,6 @@ EXPORT_LOG_FILE = "export.log"
 TMP_PREFIX = ".tmp-"
 #: A temporary entry older than this is debris of a killed export, never one still being written.
 STALE_TMP_SECONDS = 3600.0
-
-Progress = Callable[[str], None]
-
-
-def _stderr_progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -182,7 +176,7 @@ def export_model(
     inputs: Sequence[Any] | None = None,
     cache_dir: str | Path = DEFAULT_CACHE_DIR,
     name: str | None = None,
-    progress: Progress | None = _stderr_progress,
+    progress: Progress | None = to_stderr,
 ) -> ExportedModel:
     """Export a model to a ``.pte`` with ETRecord and input files, or return the cached export.
 

@@ -37,13 +37,13 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pytest_sme2.errors import Sme2Error
+from pytest_sme2.progress import Progress
 from pytest_sme2.store.files import ensure_dir, file_lock, write_atomic
 
 SCHEMA_VERSION = 1
@@ -71,8 +71,6 @@ CXXFLAGS = ("-std=c++17", "-O2", "-Wall", "-Wextra")
 CROSS_CXX = "aarch64-linux-gnu-g++"
 #: pip's platform tag for the aarch64 wheel.
 AARCH64_PLATFORM = "manylinux_2_28_aarch64"
-
-Progress = Callable[[str], None]
 
 
 class BuildError(Sme2Error):
