@@ -54,7 +54,7 @@ from typing import Any
 from pytest_sme2.errors import ConfigError, ExportError, ModelError
 from pytest_sme2.models import ModelSpec, get_model
 from pytest_sme2.progress import Progress, to_stderr
-from pytest_sme2.store.files import ensure_dir
+from pytest_sme2.store.files import TMP_PREFIX, ensure_dir, fsync_path, remove_stale_tmp, replace_atomically
 from pytest_sme2.thirdparty import third_party_output
 
 SCHEMA_VERSION = 1
@@ -74,9 +74,6 @@ PTE_FILE = "model.pte"
 ETRECORD_FILE = "model.etrecord"
 META_FILE = "meta.json"
 EXPORT_LOG_FILE = "export.log"
-TMP_PREFIX = ".tmp-"
-#: A temporary entry older than this is debris of a killed export, never one still being written.
-STALE_TMP_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -223,7 +220,7 @@ def export_model(
         meta = _meta(model_name, dtype=dtype, backend=backend, key=key, inputs=saved_inputs, seconds=seconds,
                      has_etrecord=True, sizes=_sizes(tmp))
         _write_file(tmp / META_FILE, (json.dumps(meta, indent=2) + "\n").encode(), cache_root)
-        _fsync(tmp)
+        fsync_path(tmp)
         _publish(tmp, entry)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
@@ -530,8 +527,8 @@ def _lower_and_save(
         raise ExportError(f"saving the export of {label} failed: {_first_line(exc)}") from None
     for i, t in enumerate(inputs):
         _write_file(out / f"input_{i}.bin", _raw_bytes(t), cache_root)
-    _fsync(out / PTE_FILE)
-    _fsync(out / ETRECORD_FILE)
+    fsync_path(out / PTE_FILE)
+    fsync_path(out / ETRECORD_FILE)
     return list(inputs)
 
 
@@ -591,43 +588,19 @@ def _cache_error(cache_root: Path, exc: OSError) -> ExportError:
 
 def _write_file(path: Path, data: bytes, cache_root: Path) -> None:
     try:
-        with path.open("wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        replace_atomically(path, lambda fh: fh.write(data))
     except OSError as exc:
         raise _cache_error(cache_root, exc) from None
-
-
-def _fsync(path: Path) -> None:
-    """Flush a file's data or a directory's entries to disk (best effort).
-
-    Data first, rename second: after a crash a cache entry is either complete or absent.
-    """
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _make_tmp_dir(model_dir: Path, cache_root: Path, key: str) -> Path:
     """A fresh private directory beside the final entry (same filesystem, so the rename is atomic)."""
     try:
         ensure_dir(model_dir)
-        _remove_stale_tmp(model_dir)
+        remove_stale_tmp(model_dir)
         return Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{key[:16]}-", dir=model_dir))
     except OSError as exc:
         raise _cache_error(cache_root, exc) from None
-
-
-def _remove_stale_tmp(model_dir: Path) -> None:
-    now = time.time()
-    for child in model_dir.glob(f"{TMP_PREFIX}*"):
-        with contextlib.suppress(OSError):
-            if now - child.stat().st_mtime > STALE_TMP_SECONDS:
-                shutil.rmtree(child, ignore_errors=True)
 
 
 def _publish(tmp: Path, entry: Path) -> bool:
@@ -645,7 +618,7 @@ def _publish(tmp: Path, entry: Path) -> bool:
             shutil.rmtree(tmp, ignore_errors=True)
             return False
         raise _cache_error(entry.parent.parent, exc) from None
-    _fsync(entry.parent)
+    fsync_path(entry.parent)
     return True
 
 

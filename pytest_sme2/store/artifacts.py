@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,7 @@ from typing import Any, Protocol
 
 from pytest_sme2.device.identity import LATENCY_UNTRACED
 from pytest_sme2.errors import BaselineError
-from pytest_sme2.store.files import ensure_dir, file_sha256, remove_stale_tmp
+from pytest_sme2.store.files import TMP_PREFIX, file_sha256, replace_atomically
 
 
 @dataclass(frozen=True)
@@ -267,7 +268,7 @@ class ArtifactStore:
                 return True
         try:
             size = path.stat().st_size
-            fd, aside = tempfile.mkstemp(prefix=".tmp-sme2-damaged-", dir=path.parent)
+            fd, aside = tempfile.mkstemp(prefix=f"{TMP_PREFIX}damaged-", dir=path.parent)
             os.close(fd)
             path.replace(aside)
             if file_sha256(aside) == sha256:
@@ -290,19 +291,10 @@ class ArtifactStore:
         if target.is_file() and self._intact(target, digest):
             return digest
         try:
-            ensure_dir(target.parent)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-sme2-", dir=target.parent)
-            with os.fdopen(fd, "wb") as out, src.open("rb") as inp:
-                for chunk in iter(lambda: inp.read(1 << 20), b""):
-                    out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())
-            Path(tmp).chmod(mode)
-            Path(tmp).replace(target)  # same content under the same name: a concurrent writer is harmless
-            remove_stale_tmp(target.parent)  # what a killed writer left, as the baseline and export writers do
+            # same content under the same name: a concurrent writer is harmless
+            with src.open("rb") as inp:
+                replace_atomically(target, lambda out: shutil.copyfileobj(inp, out, 1 << 20), mode=mode)
         except OSError as exc:
-            with contextlib.suppress(OSError, UnboundLocalError):
-                Path(tmp).unlink()
             raise BaselineError(
                 f"cannot store {src} in the artifact store {self.root}: {exc.strerror or exc}; point "
                 "--sme2-artifact-dir at a writable directory"

@@ -13,11 +13,13 @@ import errno
 import fcntl
 import hashlib
 import os
+import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from pytest_sme2.errors import ConfigError, Sme2Error
 
@@ -30,23 +32,47 @@ def write_atomic(path: str | Path, data: str | bytes, *, what: str = "file") -> 
     payload = data.encode("utf-8") if isinstance(data, str) else data
     _refuse_special(p, what)
     try:
-        ensure_dir(p.parent)
-        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=p.suffix, dir=p.parent)
+        replace_atomically(p, lambda fh: fh.write(payload))
     except OSError as exc:
         raise _write_error(p, what, exc) from None
+    return p
+
+
+def replace_atomically(path: Path, write: Callable[[BinaryIO], object], *, mode: int = 0o644) -> None:
+    """The one atomic write: ``write`` fills a temporary file beside ``path``, which is flushed, fsync'ed, given
+    ``mode`` and renamed over ``path``; parent directories are created.
+
+    Raises the ``OSError`` (the temporary file removed): each caller names what it writes and how to fix it
+    (:func:`write_atomic`, the artifact store, the export cache).
+    """
+    ensure_dir(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=path.suffix, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        Path(tmp).chmod(0o644)
-        Path(tmp).replace(p)
-    except OSError as exc:
+        Path(tmp).chmod(mode)
+        Path(tmp).replace(path)
+    except BaseException:
         with contextlib.suppress(OSError):
             Path(tmp).unlink()
-        raise _write_error(p, what, exc) from None
-    remove_stale_tmp(p.parent)
-    return p
+        raise
+    remove_stale_tmp(path.parent)
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file's data or a directory's entries to disk (best effort: a filesystem that cannot is no error).
+
+    A directory written file by file and then renamed into place (the export cache) syncs its files and itself
+    first, so after a crash the renamed directory is complete or absent.
+    """
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def ensure_dir(directory: str | Path) -> Path:
@@ -98,12 +124,16 @@ STALE_TMP_SECONDS = 3600.0
 
 
 def remove_stale_tmp(directory: Path) -> None:
-    """Delete ``.tmp-sme2-*`` files that a SIGKILLed writer left behind (they would be committed with
+    """Delete ``.tmp-sme2-*`` files and directories that a SIGKILLed writer left behind (they would be committed with
     the baselines otherwise); recent ones may belong to a concurrent writer and are kept."""
     cutoff = time.time() - STALE_TMP_SECONDS
     for debris in directory.glob(f"{TMP_PREFIX}*"):
         with contextlib.suppress(OSError):
-            if debris.is_file() and debris.stat().st_mtime < cutoff:
+            if debris.stat().st_mtime >= cutoff:
+                continue
+            if debris.is_dir() and not debris.is_symlink():
+                shutil.rmtree(debris, ignore_errors=True)
+            else:
                 debris.unlink()
 
 
