@@ -6,7 +6,8 @@ the file, device or option involved. Front ends print ``str(error)`` without a t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 class Sme2Error(Exception):
@@ -90,3 +91,42 @@ def tail(text: str | bytes, lines: int = 20) -> str:
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
     return "\n".join(text.splitlines()[-lines:])
+
+
+#: What to do with a stored document that is not one of ours, or damaged (the callers name a better fix).
+NOT_OURS_FIX = "restore it or write it again with pytest-sme2"
+
+
+def check_schema_version(
+    data: Mapping[str, Any],
+    *,
+    reads: int,
+    what: str,
+    source: object = "",
+    error: type[Sme2Error] = ConfigError,
+    fix: str = NOT_OURS_FIX,
+    missing: int | None = None,
+    then: str = "",
+) -> int:
+    """``data["schema_version"]`` checked: a whole number from 1 to ``reads`` (the newest schema read here).
+
+    The one check of every stored document (baseline, results, history run, analysis, evidence); the error names
+    ``what`` and its file ``source`` (empty for a part of a file: the reader of the file adds its name), the version
+    found and the fix. A version without a whole number or below 1 is not one of ours (``fix`` says what to do); a
+    newer one needs a newer pytest-sme2. ``missing`` is the version of a document without the key (None: such a
+    document is not one of ours); ``then`` ends the newer-version message (e.g. that the file was left untouched).
+    """
+    from pytest_sme2 import __version__
+
+    name = f"{what} {source}" if str(source) else what
+    version = data.get("schema_version", missing)
+    if not isinstance(version, int) or isinstance(version, bool):
+        found = "none at all" if "schema_version" not in data else f"found schema_version {version!r}"
+        raise error(f"{name} has no integer schema_version ({found}), so it is not a pytest-sme2 {what}; {fix}")
+    if version < 1:
+        raise error(f"{name} has schema_version {version}; versions start at 1, so it is not a pytest-sme2 {what}; "
+                    f"{fix}")
+    if version > reads:
+        raise error(f"{name} has schema_version {version}, newer than this pytest-sme2 reads ({reads}); upgrade "
+                    f"pytest-sme2 (pip install -U pytest-sme2; this is {__version__}){then}")
+    return version

@@ -23,7 +23,7 @@ import numpy as np
 
 from pytest_sme2.analysis.onoff import OnOffComparison
 from pytest_sme2.analysis.run import Analysis
-from pytest_sme2.errors import ConfigError, Sme2Error
+from pytest_sme2.errors import ConfigError, Sme2Error, check_schema_version
 from pytest_sme2.evidence.kernels import KernelLog, operator_kernels, side_by_side
 from pytest_sme2.gate.stats import Interval, times_problem
 from pytest_sme2.gate.verdict import Status, Verdict
@@ -382,22 +382,12 @@ class SessionResults:
                 f"{source} is not a pytest-sme2 results file (expected a JSON object with \"tests\"); "
                 "pass the file written by --sme2-json"
             )
-        version = d.get("schema_version")
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise ConfigError(f"{source} has no integer schema_version, so it is not a pytest-sme2 results "
-                              "file; pass the file written by --sme2-json")
-        if version < 1:
-            raise ConfigError(f"{source} has schema_version {version}; versions start at 1, so it is not a "
-                              "pytest-sme2 results file; pass the file written by --sme2-json")
+        check_schema_version(d, reads=SCHEMA_VERSION, what="results file", source=source,
+                             fix="pass the file written by --sme2-json")
         kind = d.get("kind", KIND)
         if kind != KIND:
             raise ConfigError(f"{source} has kind {kind!r}, not {KIND!r}: it is not a pytest-sme2 results file; "
                               "pass the file written by --sme2-json")
-        if version > SCHEMA_VERSION:
-            raise ConfigError(
-                f"{source} has schema_version {version}, newer than this pytest-sme2 {__version__} reads "
-                f"({SCHEMA_VERSION}); upgrade pytest-sme2 (pip install -U pytest-sme2) to render it"
-            )
         if not isinstance(d["tests"], list):
             raise ConfigError(f"{source}: \"tests\" must be a list, found {type(d['tests']).__name__}")
         tests = []

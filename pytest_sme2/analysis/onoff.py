@@ -269,14 +269,9 @@ class OnOffComparison:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> OnOffComparison:
-        from pytest_sme2.errors import ConfigError
+        from pytest_sme2.errors import check_schema_version
 
-        version = int(d.get("schema_version", 0))
-        if version > SCHEMA_VERSION:
-            raise ConfigError(
-                f"on/off comparison schema_version {version} is newer than this pytest-sme2 reads "
-                f"({SCHEMA_VERSION}); upgrade pytest-sme2"
-            )
+        check_schema_version(d, reads=SCHEMA_VERSION, what="on/off comparison", missing=SCHEMA_VERSION)
         kernels = d.get("kernels")
         return cls(
             off_label=str(d["off_label"]), on_label=str(d["on_label"]),

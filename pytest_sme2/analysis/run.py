@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pytest_sme2.errors import ConfigError, TraceError
+from pytest_sme2.errors import ConfigError, TraceError, check_schema_version
 from pytest_sme2.evidence.categories import CATEGORIES, CONVOLUTION, GEMM, NAMED_CATEGORIES, OTHER
 from pytest_sme2.evidence.kernels import KernelLog
 from pytest_sme2.evidence.qemu_log import ExecutedKernels
@@ -179,12 +179,7 @@ class Analysis:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Analysis:
-        version = int(d.get("schema_version", 0))
-        if version > SCHEMA_VERSION:
-            raise ConfigError(
-                f"analysis schema_version {version} is newer than this pytest-sme2 understands "
-                f"({SCHEMA_VERSION}); upgrade pytest-sme2"
-            )
+        check_schema_version(d, reads=SCHEMA_VERSION, what="analysis", missing=SCHEMA_VERSION)
         per_run = tuple(float(x) for x in d["e2e_ms"]["per_run"])
         problem = per_run and times_problem(per_run, (), "e2e_ms.per_run", "runs.blocks", blocks_required=False)
         if problem:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_sme2.errors import ConfigError, TraceError
+from pytest_sme2.errors import TraceError, check_schema_version
 from pytest_sme2.evidence.elf import ElfFile, read_elf
 from pytest_sme2.evidence.kernels import is_sme2
 
@@ -173,10 +173,7 @@ class ExecutedKernels:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExecutedKernels:
-        version = int(data.get("schema_version", SCHEMA_VERSION))
-        if version > SCHEMA_VERSION:
-            raise ConfigError(f"executed-kernels schema_version {version} is newer than this pytest-sme2 "
-                              f"understands ({SCHEMA_VERSION}); upgrade pytest-sme2")
+        check_schema_version(data, reads=SCHEMA_VERSION, what="executed kernels", missing=SCHEMA_VERSION)
         return cls(
             source=str(data.get("source", "")), blocks=int(data.get("blocks", 0)),
             functions=tuple(ExecutedFunction(str(f["library"]), str(f["name"]), int(f["blocks"]))

@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pytest_sme2.errors import ConfigError
+from pytest_sme2.errors import ConfigError, check_schema_version
 from pytest_sme2.evidence.categories import op_type_of
 
 SCHEMA_VERSION = 1
@@ -79,10 +79,8 @@ class OperatorRules:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str) -> OperatorRules:
-        version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ConfigError(f"SME operator rules {source}: schema_version {version!r}, this pytest-sme2 reads "
-                              f"{SCHEMA_VERSION}; reinstall pytest-sme2 or fix the file")
+        check_schema_version(data, reads=SCHEMA_VERSION, what="SME operator rules", source=source,
+                             fix="reinstall pytest-sme2 or fix the file")
         rules = []
         for i, item in enumerate(data.get("rules", ())):
             try:
@@ -178,10 +176,7 @@ class TraceEvidence:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TraceEvidence:
-        version = int(data.get("schema_version", SCHEMA_VERSION))
-        if version > SCHEMA_VERSION:
-            raise ConfigError(f"trace SME evidence schema_version {version} is newer than this pytest-sme2 "
-                              f"understands ({SCHEMA_VERSION}); upgrade pytest-sme2")
+        check_schema_version(data, reads=SCHEMA_VERSION, what="trace SME evidence", missing=SCHEMA_VERSION)
         return cls(**{k: tuple(str(o) for o in data.get(k, ())) for k in EVIDENCE_KINDS},
                    source=str(data.get("source", "")))
 

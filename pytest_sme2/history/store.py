@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_sme2.errors import Sme2Error
+from pytest_sme2.errors import Sme2Error, check_schema_version
 from pytest_sme2.history.records import KIND, SCHEMA_VERSION, HistoryRecord, RunInfo
 from pytest_sme2.store.files import TMP_PREFIX, write_atomic
 
@@ -119,10 +119,8 @@ def read_run(path: Path) -> StoredRun:
     if not isinstance(header, dict) or header.get("kind") != KIND:
         raise HistoryError(f"{path}: not a pytest-sme2 history run (its first line has no kind {KIND!r}); "
                            "remove it from the history directory")
-    version = int(header.get("schema_version", 0))
-    if version > SCHEMA_VERSION:
-        raise HistoryError(f"{path}: history schema {version} is newer than this pytest-sme2 reads "
-                           f"({SCHEMA_VERSION}); upgrade pytest-sme2")
+    check_schema_version(header, reads=SCHEMA_VERSION, what="history run", source=path, error=HistoryError,
+                         missing=SCHEMA_VERSION, fix="remove it from the history directory")
     try:
         records = tuple(HistoryRecord.from_dict(json.loads(line)) for line in lines[1:])
     except (KeyError, ValueError, TypeError) as exc:

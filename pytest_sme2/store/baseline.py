@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_sme2.device.identity import short_differences, short_name
-from pytest_sme2.errors import BaselineError
+from pytest_sme2.errors import BaselineError, check_schema_version
 from pytest_sme2.evidence.categories import OTHER
 from pytest_sme2.evidence.memory import Memory
 from pytest_sme2.gate.stats import times_problem
@@ -155,20 +155,10 @@ class Baseline:
     def from_dict(cls, data: Any, *, source: str = "<baseline>") -> Baseline:
         if not isinstance(data, Mapping):
             raise BaselineError(f"baseline {source} is not a JSON object; {_FIX}")
-        version = data.get("schema_version")
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise BaselineError(f"baseline {source} has no integer schema_version: it is not a pytest-sme2 "
-                                f"baseline. {_FIX[0].upper()}{_FIX[1:]}")
+        version = check_schema_version(data, reads=SCHEMA_VERSION, what="baseline", source=source,
+                                       error=BaselineError, fix=_FIX, then=" — the file was left untouched")
         if version in LEGACY_VERSIONS:
             raise LegacyBaselineError(source)
-        if version < 1:
-            raise BaselineError(f"baseline {source} has schema_version {version}; versions start at 1, so it "
-                                f"is not a pytest-sme2 baseline. {_FIX[0].upper()}{_FIX[1:]}")
-        if version > SCHEMA_VERSION:
-            raise BaselineError(
-                f"baseline {source} has schema_version {version}, newer than this pytest-sme2 reads "
-                f"({SCHEMA_VERSION}); upgrade pytest-sme2 (pip install -U pytest-sme2) — the file was left untouched"
-            )
         _check_shape(data, source)
         try:
             art = data.get("artifact")

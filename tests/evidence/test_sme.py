@@ -134,7 +134,7 @@ def test_the_shipped_rules_name_their_sources_and_bad_rules_are_refused(tmp_path
     with pytest.raises(ConfigError, match="bad regex"):
         OperatorRules.load(bad)
     bad.write_text("{}")
-    with pytest.raises(ConfigError, match="schema_version None"):
+    with pytest.raises(ConfigError, match="has no integer schema_version"):
         OperatorRules.load(bad)
     own = OperatorRules.from_dict({"schema_version": 1, "rules": [
         {"id": "mine", "evidence": "sme", "meaning": "m", "source": "s", "operator": "^My GEMM$"}]}, source="own")

@@ -90,7 +90,7 @@ def test_store_errors_name_the_file_and_the_fix(tmp_path: Path) -> None:
     with pytest.raises(HistoryError, match=r"x\.jsonl: not a pytest-sme2 history run.*remove it"):
         read_run(bad)
     bad.write_text(json.dumps({**run(1, "a").to_dict(), "schema_version": 99}) + "\n")
-    with pytest.raises(HistoryError, match=r"schema 99 is newer.*upgrade pytest-sme2"):
+    with pytest.raises(HistoryError, match=r"history run .*has schema_version 99, newer.*upgrade pytest-sme2"):
         read_run(bad)
 
 
