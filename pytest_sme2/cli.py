@@ -29,14 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_sme2.errors import ConfigError, ModelError, Sme2Error
 from pytest_sme2.options import (
-    BLOCKS,
-    BUDGET_S,
     COOLDOWN_S,
-    RUNS,
-    THREADS,
-    TIME_BUDGET_S,
-    TIMEOUT_S,
     WARMUP,
+    add_cli_options,
     executable_file,
     existing_dir,
     existing_file,
@@ -97,18 +92,8 @@ def _add_profile(sub: Any) -> None:
                    help="export dtype (default fp32); with --pte only a label")
     p.add_argument("--backend", choices=("xnnpack", "portable"),
                    help="export backend (default xnnpack); with --pte only a label")
-    p.add_argument("--runs", type=RUNS, default=10, help="measured executions per block (default 10)")
-    p.add_argument("--warmup", type=WARMUP, default=1, help="warm-up executions per block (default 1)")
-    p.add_argument("--blocks", type=BLOCKS, default=15,
-                   help="blocks (program loads / runner processes) to pool; the gate needs >= 4 (default 15)")
-    p.add_argument("--time-budget", type=BUDGET_S, default=TIME_BUDGET_S, metavar="SECONDS",
-                   help="seconds one model's measurement may take, as the plugin's --sme2-time-budget: when the "
-                   "second block shows that blocks x runs would take longer, the runs per block shrink to 3 and then "
-                   f"the blocks to 6, and the summary says so; 0 = no limit (default {TIME_BUDGET_S:g})")
-    p.add_argument("--busy-limit", type=nonnegative_percent, default=5.0, metavar="PCT",
-                   help="percent of a block the runtime may be preempted by other load before the block is measured "
-                   "again; a machine that stays busy marks the profile invalid (default 5; 100 = off)")
-    p.add_argument("--threads", type=THREADS, default=1, help="CPU threads (default 1)")
+    # The measurement's options are the plugin's (pytest_sme2.options.OPTION_TABLE): the same types and defaults.
+    add_cli_options(p, "runs", "warmup", "blocks", "time-budget", "busy-limit", "threads", "timeout")
     p.add_argument("--runner", type=executable_file,
                    help="a tracer-enabled executor_runner; without it, the local executorch Python runtime "
                         "(which records an ETDump per block)")
@@ -127,7 +112,6 @@ def _add_profile(sub: Any) -> None:
                    help="android: seconds to wait between blocks (default 0)")
     p.add_argument("--fixed-performance", action="store_true",
                    help="android: fixed performance mode while measuring (Android 11+)")
-    p.add_argument("--timeout", type=TIMEOUT_S, default=600.0, help="seconds per runner process (default 600)")
     p.add_argument("--rules", type=rules_file,
                    help=RULES_HELP + " (needs a runner that records a per-operator trace: --runner)")
     p.add_argument("--models", "--models-from", action="append", dest="model_sources", metavar="SRC",
@@ -135,7 +119,7 @@ def _add_profile(sub: Any) -> None:
                    "default: sme2_models of the project's pytest ini file (pytest.ini, pyproject.toml "
                    "[tool.pytest.ini_options], tox.ini or setup.cfg, found upward from here as pytest finds it; "
                    "relative paths there are relative to that file)")
-    p.add_argument("--cache-dir", type=Path, default=Path(".sme2_cache"), help="export cache (default .sme2_cache)")
+    add_cli_options(p, "cache-dir")
     p.add_argument("--out", type=Path, default=Path("sme2_out"), help="output directory (default sme2_out)")
 
 

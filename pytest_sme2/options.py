@@ -11,6 +11,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 
 def percent(text: str) -> float:
@@ -256,9 +257,23 @@ MIN_BLOCK_MS = 2.4
 MAX_BLOCK_MS = 1000.0
 
 
+class _PluginDefault:
+    """The default of a CLI option that is the plugin's (:attr:`OptionSpec.cli_default` unset)."""
+
+    def __repr__(self) -> str:
+        return "the plugin's default"
+
+
+PLUGIN_DEFAULT: Any = _PluginDefault()
+
+
 @dataclass(frozen=True)
 class OptionSpec:
-    """One ``--sme2-*`` option: name (without prefix), ini type, default, argparse type and help."""
+    """One ``--sme2-*`` option: name (without prefix), ini type, default, argparse type and help.
+
+    The CLI's commands take some of these as ``--NAME`` (:func:`add_cli_options`): the same type, choices, help and
+    default, unless ``cli_default`` says the CLI's default differs, and why, in the row itself.
+    """
 
     name: str
     help: str
@@ -267,6 +282,10 @@ class OptionSpec:
     ini_type: str | None = "string"
     action: str | None = None
     choices: tuple[str, ...] | None = None
+    #: how the value reads in ``--help`` (default: the name's last word, upper case)
+    metavar: str | None = None
+    #: the CLI's default where it differs from the plugin's on purpose (the row's comment says why)
+    cli_default: object = PLUGIN_DEFAULT
 
     @property
     def flag(self) -> str:
@@ -276,12 +295,22 @@ class OptionSpec:
     def dest(self) -> str:
         return "sme2_" + self.name.replace("-", "_")
 
+    @property
+    def value_name(self) -> str:
+        return self.metavar or self.name.split("-")[-1].upper()
+
+    @property
+    def default_in_cli(self) -> object:
+        return self.default if self.cli_default is PLUGIN_DEFAULT else self.cli_default
+
 
 OPTION_TABLE: tuple[OptionSpec, ...] = (
     # The devices, what each is and what it takes are the registry's (pytest_sme2.runners.registry): its names are the
     # values, checked when the options are resolved (a device of one's own is registered by a module pytest-sme2
     # imports, after this table is read); the plugin's help lists them.
-    OptionSpec("device", "where models run: a device of pytest_sme2.runners.registry (default: local)", "local"),
+    OptionSpec("device", "where models run: a device of pytest_sme2.runners.registry (default: local)", "local",
+               # profile: host when --runner is given (the user's executor_runner), else local
+               cli_default=None),
     OptionSpec("runner", "executor_runner build with SME2 ON (and the event tracer, for per-operator "
                "timing); needed by --sme2-device=android; host and qemu build pytest-sme2's own runner without it",
                type=executable_file),
@@ -321,14 +350,15 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "docs/run-modes.md) (default: untraced when timing builds are given, else traced)", None,
                choices=("traced", "untraced")),
     OptionSpec("busy-limit", "percent of a block's time the runtime may be preempted or wait for a CPU before the "
-               "block counts as disturbed by other load and is measured again (a machine that stays busy gives an "
-               "invalid verdict, never a regression); so does a block during which other processes used over a quarter "
-               "of the host's CPU time; 100 switches both checks off (default 5)", 5.0,
-               nonnegative_percent),
+               "block counts as disturbed by other load and is measured again (a machine that stays busy makes the "
+               "measurement invalid, never a regression); so does a block during which other processes used over a "
+               "quarter of the host's CPU time; 100 switches both checks off (default 5)", 5.0,
+               nonnegative_percent, metavar="PCT"),
     OptionSpec("runs", "measured executions per block (default 10)", 10, RUNS),
     OptionSpec("time-budget", "seconds one measurement may take: when the second block shows that blocks x runs "
                "would take longer (a model on the portable kernels), the runs per block shrink to 3 and then the "
-               "blocks to 6, and the result says so; 0 = no limit (default 60)", TIME_BUDGET_S, BUDGET_S),
+               "blocks to 6, and the result says so; 0 = no limit (default 60)", TIME_BUDGET_S, BUDGET_S,
+               metavar="SECONDS"),
     OptionSpec("min-block-ms", "milliseconds the measured runs of a block should take: a model faster than that "
                "(tens of microseconds) gets more runs per block after the first, up to 3x --sme2-runs executions "
                "(warm-up included); the runs asked for stay the measurement's recipe. 0 = exactly --sme2-runs "
@@ -395,7 +425,8 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("history", "the history store every session appends its results to (one file per run; "
                "docs/history.md), relative to the rootdir, or none to keep no history (default: .sme2_history "
                "beside the baseline directory)"),
-    OptionSpec("cache-dir", "export cache, relative to the rootdir (default .sme2_cache)", ".sme2_cache"),
+    OptionSpec("cache-dir", "export cache (default .sme2_cache; pytest: relative to the rootdir)", Path(".sme2_cache"),
+               Path, metavar="DIR"),
     OptionSpec("export-processes", "before the first measurement, the models of every selected test that the "
                "export cache lacks are exported in this many processes at once (nothing is measured meanwhile); "
                "1 = each test exports its model when it runs. Under pytest-xdist each worker exports its own tests' "
@@ -413,6 +444,27 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("fixed-performance", "Android: enable fixed performance mode while measuring (Android 11+)",
                False, ini_type="bool", action="store_true"),
 )
+
+
+#: The option table by name (without the ``--sme2-`` prefix).
+OPTIONS: Mapping[str, OptionSpec] = {spec.name: spec for spec in OPTION_TABLE}
+
+
+def add_cli_options(parser: argparse.ArgumentParser, *names: str) -> None:
+    """Give a CLI command the table's options ``names`` as ``--NAME``: the plugin's type, choices, action and help
+    (its ``--sme2-*`` flags named as the CLI's), and its default unless the row's ``cli_default`` says otherwise.
+
+    The one source of both front ends' options: the CLI copied them once and drifted (``--warmup`` 1 against the
+    plugin's 3, ``--timeout`` a whole number against seconds); tests/test_options.py walks the CLI's ``profile``.
+    """
+    for name in names:
+        spec = OPTIONS[name]
+        kwargs: dict[str, Any] = {"default": spec.default_in_cli, "help": spec.help.replace("--sme2-", "--")}
+        if spec.action:
+            kwargs["action"] = spec.action
+        else:
+            kwargs.update(type=spec.type, choices=spec.choices, metavar=spec.value_name)
+        parser.add_argument(f"--{spec.name}", **kwargs)
 
 
 @dataclass(frozen=True)
