@@ -116,7 +116,7 @@ def check_schema_version(
     newer one needs a newer pytest-sme2. ``missing`` is the version of a document without the key (None: such a
     document is not one of ours); ``then`` ends the newer-version message (e.g. that the file was left untouched).
     """
-    from pytest_sme2 import __version__
+    from pytest_sme2.version import __version__
 
     name = f"{what} {source}" if str(source) else what
     version = data.get("schema_version", missing)

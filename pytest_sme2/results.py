@@ -30,7 +30,7 @@ from pytest_sme2.gate.verdict import Status, Verdict
 from pytest_sme2.measure.profile import Profile
 from pytest_sme2.store.baseline import Baseline, OtherBaseline, now_iso
 from pytest_sme2.store.files import write_atomic
-from pytest_sme2.units import fmt_ms
+from pytest_sme2.units import fmt_interval, fmt_ms, fmt_signed_pct
 from pytest_sme2.version import __version__
 
 SCHEMA_VERSION = 1
@@ -453,11 +453,12 @@ def _cell(text: str) -> str:
 
 
 def delta_text(h: Headline) -> str:
-    """``+2.3% (CI -0.4%..+4.8%)`` or ``—`` without a baseline verdict."""
+    """``+2.3% (CI -0.4% .. +4.8%)`` or ``—`` without a baseline verdict."""
     if h.delta_pct is None:
         return "—"
-    ci = f" (CI {h.delta_ci_pct[0]:+.1f}%..{h.delta_ci_pct[1]:+.1f}%)" if h.delta_ci_pct else ""
-    return f"{h.delta_pct:+.1f}%{ci}"
+    if not h.delta_ci_pct:
+        return fmt_signed_pct(h.delta_pct)
+    return fmt_interval(h.delta_pct, *h.delta_ci_pct, fmt_signed_pct, level="CI")
 
 
 def speedup_label(comparison: OnOffComparison | None, *, emulated: bool = False) -> str:
@@ -470,11 +471,11 @@ def speedup_label(comparison: OnOffComparison | None, *, emulated: bool = False)
 
 
 def speedup_text(iv: Interval | None, *, emulated: bool = False) -> str:
-    """``2.59× (CI 2.56–2.60)`` or ``—``; emulated: ``0.95× (CI ...; emulated, not device time: not gated)``."""
+    """``2.59× (CI 2.56×–2.60×)`` or ``—``; emulated: ``0.95× (CI ...; emulated, not device time: not gated)``."""
     if iv is None:
         return "—"
     note = "; emulated, not device time: not gated" if emulated else ""
-    return f"{iv.estimate:.2f}× (CI {iv.low:.2f}–{iv.high:.2f}{note})"
+    return fmt_interval(iv.estimate, iv.low, iv.high, level="CI", note=note)
 
 
 def median_text(h: Headline, digits: int | None = None) -> str:

@@ -8,6 +8,7 @@ for an unknown (None or non-finite) value instead of ``nan``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 UNKNOWN = "—"
 
@@ -36,3 +37,28 @@ def fmt_x(ratio: float | None) -> str:
 def fmt_change(ratio: float | None) -> str:
     """A ratio of new to old as a signed percent change: 1.023 -> ``+2.3%``."""
     return f"{(ratio - 1) * 100:+.1f}%" if ratio is not None and _known(ratio) else UNKNOWN
+
+
+def fmt_signed_pct(pct: float | None) -> str:
+    """A change already in percent, signed: 2.3 -> ``+2.3%``."""
+    return f"{pct:+.1f}%" if pct is not None and _known(pct) else UNKNOWN
+
+
+def fmt_range(low: float | None, high: float | None, fmt: Callable[[float | None], str] = fmt_x) -> str:
+    """Two bounds in ``fmt``'s spelling: ``2.56×–2.60×``; signed ones (changes) as ``-0.4% .. +4.8%``, where a dash
+    would read as a minus."""
+    lo, hi = fmt(low), fmt(high)
+    signed = lo[:1] in ("+", "-") or hi[:1] in ("+", "-")
+    return f"{lo} .. {hi}" if signed else f"{lo}–{hi}"
+
+
+def fmt_interval(estimate: float | None, low: float | None, high: float | None,
+                 fmt: Callable[[float | None], str] = fmt_x, *, level: str = "", unit: str = "", note: str = "") -> str:
+    """An estimate and its interval, the one spelling of every report: ``2.59× (95% CI 2.56×–2.60×)``,
+    ``+2.3% (CI -0.4% .. +4.8%)``, ``1.234 ms (1.100–1.300)``.
+
+    ``fmt`` spells each number (:func:`fmt_x` a ratio, :func:`fmt_change` a ratio as a change, :func:`fmt_ms`), ``unit``
+    follows the estimate, ``level`` names the interval ("95% CI"; empty: unnamed) and ``note`` ends the parenthesis.
+    """
+    named = f"{level} " if level else ""
+    return f"{fmt(estimate)}{unit} ({named}{fmt_range(low, high, fmt)}{note})"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_sme2.analysis.run import BOTTLENECK_SHARE, Analysis, OperatorDetail
 from pytest_sme2.evidence.categories import CONVOLUTION, DATA_MOVEMENT, GEMM
 from pytest_sme2.gate.verdict import Check, Status, Verdict
-from pytest_sme2.units import fmt_ms, fmt_pct, fmt_x
+from pytest_sme2.units import fmt_change, fmt_interval, fmt_ms, fmt_pct, fmt_x
 
 if TYPE_CHECKING:
     from pytest_sme2.analysis.onoff import OnOffComparison
@@ -72,11 +72,11 @@ def _op_list(ops: Sequence[OperatorDetail]) -> str:
 
 
 def _delta(check: Check | None) -> str:
-    """``+2.3% (CI -0.4%..+4.8%)``: the change of the median against the baseline, or ``—``."""
+    """``+2.3% (CI -0.4% .. +4.8%)``: the change of the median against the baseline, or ``—``."""
     iv = check.interval if check is not None else None
     if iv is None:
         return "—"
-    return f"{(iv.estimate - 1) * 100:+.1f}% (CI {(iv.low - 1) * 100:+.1f}%..{(iv.high - 1) * 100:+.1f}%)"
+    return fmt_interval(iv.estimate, iv.low, iv.high, fmt_change, level="CI")
 
 
 def _from_verdict(verdict: Verdict, analysis: Analysis | None) -> list[Recommendation]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from pytest_sme2.units import UNKNOWN, fmt_change, fmt_ms, fmt_pct, fmt_x
+from pytest_sme2.units import UNKNOWN, fmt_change, fmt_interval, fmt_ms, fmt_pct, fmt_x
 
 
 class Kind(str, Enum):
@@ -159,9 +159,8 @@ def cell_text(cell: Cell) -> str:
     elif k is Kind.SHARE:
         out = fmt_pct(_number(v))
     elif k is Kind.RATIO:
-        out = fmt_x(_number(v))
-        if cell.low is not None and cell.high is not None:
-            out += f" ({fmt_x(cell.low)}–{fmt_x(cell.high)})"
+        known = cell.low is not None and cell.high is not None
+        out = fmt_interval(_number(v), cell.low, cell.high) if known else fmt_x(_number(v))
     elif k is Kind.CHANGE:
         out = fmt_change(_number(v))
     elif k is Kind.COUNT:

@@ -24,6 +24,7 @@ from pytest_sme2.analysis.run import Analysis
 from pytest_sme2.evidence.kernels import KernelLog
 from pytest_sme2.gate.checks import speedup_check
 from pytest_sme2.gate.verdict import Check, GateConfig, Samples
+from pytest_sme2.units import fmt_range
 
 #: A category must move by more than this many percentage points of E2E to be called a shift.
 SHIFT_PP = 2.0
@@ -36,7 +37,7 @@ def _pct(x: float) -> str:
 def _speedup_sentence(cmp: OnOffComparison) -> str:
     iv = cmp.speedup
     where = (f"median {cmp.off_e2e.median:.3f} → {cmp.on_e2e.median:.3f} ms, "
-             f"95% CI {iv.low:.2f}×–{iv.high:.2f}×")
+             f"95% CI {fmt_range(iv.low, iv.high)}")
     if cmp.emulated:
         return (f"Emulated time, not device time: {cmp.on_label} took {1 / iv.estimate:.2f}× the emulated time of "
                 f"{cmp.off_label} ({where}). QEMU translates every instruction and emulates SME more slowly than "

@@ -52,7 +52,7 @@ from pytest_sme2.results import (
     delta_text,
     speedup_text,
 )
-from pytest_sme2.units import fmt_ms, fmt_x
+from pytest_sme2.units import fmt_change, fmt_interval, fmt_ms, fmt_range, fmt_signed_pct, fmt_x
 
 BASELINE_SAMPLES_COLOR = "#8C959F"
 #: Keys of :func:`row_cells` / :func:`header_cells`, in column order.
@@ -208,9 +208,8 @@ def _check_text(c: Check) -> str:
     if iv is None:
         return c.message
     level = f"{iv.confidence * 100:.4g}% CI"  # 95 %, or a sequential look's level (the gate's interval as judged)
-    if c.name in ("speedup", "min_speedup"):
-        return f"{fmt_x(iv.estimate)} ({level} {fmt_x(iv.low)}–{fmt_x(iv.high)})"
-    return f"{(iv.estimate - 1) * 100:+.1f}% ({level} {(iv.low - 1) * 100:+.1f}% .. {(iv.high - 1) * 100:+.1f}%)"
+    fmt = fmt_x if c.name in ("speedup", "min_speedup") else fmt_change
+    return fmt_interval(iv.estimate, iv.low, iv.high, fmt, level=level)
 
 
 def _headline(test: TestResult) -> str:
@@ -390,12 +389,12 @@ def row_cells(test_result: TestResult) -> dict[str, str]:
     h = test_result.headline
     fg, _ = _STATUS_COLORS.get(h.status, ("#57606A", "#EAEEF2"))
     num = "text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap"
-    delta = "—" if h.delta_pct is None else f"{h.delta_pct:+.1f}%"
+    delta = fmt_signed_pct(h.delta_pct)
     interval = "—"
     if h.delta_ci_pct is not None:
         margin = f" (±{h.margin * 100:.0f}%)" if h.margin is not None else ""
-        interval = f"{h.delta_ci_pct[0]:+.1f}% .. {h.delta_ci_pct[1]:+.1f}%{margin}"
-    speedup = "—" if h.speedup is None else f"{h.speedup.estimate:.2f}× ({h.speedup.low:.2f}–{h.speedup.high:.2f})"
+        interval = fmt_range(*h.delta_ci_pct, fmt_signed_pct) + margin
+    speedup = "—" if h.speedup is None else fmt_interval(h.speedup.estimate, h.speedup.low, h.speedup.high)
     if h.emulated and h.speedup is not None:
         speedup += " emulated, not gated"
     values = {

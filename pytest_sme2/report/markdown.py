@@ -35,7 +35,7 @@ from pytest_sme2.results import (
     median_text,
     speedup_text,
 )
-from pytest_sme2.units import fmt_ms, fmt_pct, fmt_x
+from pytest_sme2.units import fmt_ms, fmt_pct, fmt_range, fmt_x
 
 #: What the seeds expect SME2 to do to matrix compute (generate_report: "GEMM and Convolution
 #: should show 3-15x speedup with SME2").
@@ -156,7 +156,7 @@ def _latency(test: TestResult, level: int) -> list[str]:
     if cmp is not None:
         iv = cmp.speedup
         what = "Emulated time ratio (not a speedup: emulated time is not device time)" if cmp.emulated else "Speedup"
-        out += ["", f"**{what}: {fmt_x(iv.estimate)}** (95% CI {fmt_x(iv.low)}–{fmt_x(iv.high)}): median "
+        out += ["", f"**{what}: {fmt_x(iv.estimate)}** (95% CI {fmt_range(iv.low, iv.high)}): median "
                 f"{_escape(cmp.off_label)} / median {_escape(cmp.on_label)}, block interval."]
     elif test.baseline is not None:
         e2e = test.verdict.e2e if test.verdict is not None else None
@@ -210,7 +210,7 @@ def _acceleration(test: TestResult, level: int) -> list[str]:
         if s is None or s.off_ms <= 0 or not s.resolvable:
             continue
         expect = "within" if s.speedup >= EXPECTED_MATRIX_SPEEDUP else "below"
-        ci = f" (95% CI {fmt_x(s.speedup_ci.low)}–{fmt_x(s.speedup_ci.high)})" if s.speedup_ci else ""
+        ci = f" (95% CI {fmt_range(s.speedup_ci.low, s.speedup_ci.high)})" if s.speedup_ci else ""
         out.append(f"- **{cat}**: {fmt_x(s.speedup)}{ci}, {fmt_ms(s.off_ms)} → {fmt_ms(s.on_ms)} ms per run — "
                    f"{expect} the {EXPECTED_MATRIX_SPEEDUP:.0f}–15× the SME2 guides expect for matrix compute.")
     for s in cmp.categories:

@@ -44,7 +44,7 @@ from pytest_sme2.results import (
     median_text,
     speedup_text,
 )
-from pytest_sme2.units import fmt_change, fmt_ms, fmt_x
+from pytest_sme2.units import fmt_change, fmt_interval, fmt_ms, fmt_x
 
 TOP_OPERATORS = 10
 
@@ -633,10 +633,10 @@ def _check_change(check: Check) -> str:
     if iv is None:
         return "—"
     if check.name in ("speedup", "min_speedup"):
-        return f"{fmt_x(iv.estimate)} ({fmt_x(iv.low)}–{fmt_x(iv.high)})"
+        return fmt_interval(iv.estimate, iv.low, iv.high, fmt_x)
     if check.name.endswith("_budget"):
-        return f"{fmt_ms(iv.estimate)} ms ({fmt_ms(iv.low)}–{fmt_ms(iv.high)})"
-    return f"{fmt_change(iv.estimate)} ({fmt_change(iv.low)}..{fmt_change(iv.high)})"
+        return fmt_interval(iv.estimate, iv.low, iv.high, fmt_ms, unit=" ms")
+    return fmt_interval(iv.estimate, iv.low, iv.high, fmt_change)
 
 
 def _check_margin(check: Check) -> str:
