@@ -104,26 +104,6 @@ def probability(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; use e.g. 30") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
-    return value
-
-
-def nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; use e.g. 1") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
-    return value
-
-
 def _finite_float(text: str) -> float:
     try:
         value = float(text)
@@ -132,20 +112,6 @@ def _finite_float(text: str) -> float:
     # nan compares false with everything, so it would slip past the range checks below.
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number; use e.g. 30")
-    return value
-
-
-def positive_float(text: str) -> float:
-    value = _finite_float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
-
-
-def nonnegative_float(text: str) -> float:
-    value = _finite_float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
     return value
 
 
