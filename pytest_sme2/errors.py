@@ -93,6 +93,20 @@ def tail(text: str | bytes, lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def unreadable(path: object, exc: OSError, *, what: str, fix: str, inside: str,
+               error: type[Sme2Error] = ConfigError) -> Sme2Error:
+    """The error for input file ``path`` (a ``what``: "trace file", "baseline") that ``exc`` kept from being read.
+
+    Missing: ``fix`` says what to pass; a directory: pass the ``inside`` file ("JSON", ".pte") inside it; any other
+    reason: the system's words for it.
+    """
+    if isinstance(exc, FileNotFoundError):
+        return error(f"{what} {path} does not exist; {fix}")
+    if isinstance(exc, IsADirectoryError):
+        return error(f"{what} {path} is a directory; pass the {inside} file inside it")
+    return error(f"cannot read {what} {path}: {exc.strerror or exc}")
+
+
 #: What to do with a stored document that is not one of ours, or damaged (the callers name a better fix).
 NOT_OURS_FIX = "restore it or write it again with pytest-sme2"
 

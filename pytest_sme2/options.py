@@ -16,11 +16,7 @@ from typing import Any
 
 def percent(text: str) -> float:
     """``5``, ``5%`` or ``2.5 %`` -> 5.0 / 2.5 (percent, 0 < x < 100)."""
-    raw = str(text).strip().removesuffix("%").strip()
-    try:
-        value = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; use e.g. 5 or 5%") from None
+    value = _percent_value(text, "5")
     if not 0 < value < 100:
         raise argparse.ArgumentTypeError(f"{text!r} is out of range; allowed: above 0 and below 100 percent, e.g. 5")
     return value
@@ -28,14 +24,18 @@ def percent(text: str) -> float:
 
 def nonnegative_percent(text: str) -> float:
     """``0``, ``60`` or ``60%`` -> percent, 0 <= x <= 1000."""
-    raw = str(text).strip().removesuffix("%").strip()
-    try:
-        value = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; use e.g. 60 or 60%") from None
+    value = _percent_value(text, "60")
     if not (math.isfinite(value) and 0 <= value <= 1000):
         raise argparse.ArgumentTypeError(f"{text!r} is out of range; use a percentage from 0 to 1000")
     return value
+
+
+def _percent_value(text: str, example: str) -> float:
+    """The number of ``5``, ``5%`` or ``2.5 %``; not a number is refused with ``example`` as a hint."""
+    try:
+        return float(str(text).strip().removesuffix("%").strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; use e.g. {example} or {example}%") from None
 
 
 def precision_percent(text: str) -> float:

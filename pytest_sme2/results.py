@@ -29,7 +29,7 @@ from pytest_sme2.gate.stats import Interval, times_problem
 from pytest_sme2.gate.verdict import Status, Verdict
 from pytest_sme2.measure.profile import Profile
 from pytest_sme2.store.baseline import Baseline, OtherBaseline, now_iso
-from pytest_sme2.store.files import write_atomic
+from pytest_sme2.store.files import read_json, write_atomic
 from pytest_sme2.units import fmt_interval, fmt_ms, fmt_signed_pct
 from pytest_sme2.version import __version__
 
@@ -415,23 +415,9 @@ class SessionResults:
 
 def load_results(path: str | Path) -> SessionResults:
     """Read a ``--sme2-json`` file; raises :class:`ConfigError` saying what is wrong and what to do."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"results file {p} does not exist; pass the file written by --sme2-json") from None
-    except IsADirectoryError:
-        raise ConfigError(f"results path {p} is a directory; pass the JSON file inside it") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read results file {p}: {exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"results file {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); it was "
-            "probably cut off — re-run the session with --sme2-json to rewrite it"
-        ) from None
-    return SessionResults.from_dict(data, source=str(p))
+    data = read_json(path, what="results file", fix="pass the file written by --sme2-json (re-run the session with "
+                     "it to write one)")
+    return SessionResults.from_dict(data, source=str(path))
 
 
 def write_results(path: str | Path, results: SessionResults) -> Path:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pytest_sme2.errors import TraceError
+from pytest_sme2.errors import TraceError, unreadable
 from pytest_sme2.evidence.categories import DEFAULT, CategoryRules, op_type_of
 
 ETDUMP_IDENTIFIER = b"ED00"
@@ -363,12 +363,9 @@ def read_etdump(
     p = Path(path)
     try:
         data = p.read_bytes()
-    except FileNotFoundError:
-        raise TraceError(f"trace file {p} does not exist; pass the path of an .etdump file") from None
-    except IsADirectoryError:
-        raise TraceError(f"trace path {p} is a directory; pass the .etdump file inside it") from None
     except OSError as exc:
-        raise TraceError(f"cannot read trace file {p}: {exc.strerror}") from None
+        raise unreadable(p, exc, what="trace file", fix="pass the path of an .etdump file", inside=".etdump",
+                         error=TraceError) from None
     timeline = parse_etdump(data, source=str(p), rules=rules, delegate_backend=delegate_backend)
     if require_runs and timeline.num_runs == 0:
         raise TraceError(

@@ -18,7 +18,6 @@ test was renamed, or the range is wrong).
 from __future__ import annotations
 
 import fnmatch
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 from pytest_sme2.errors import ConfigError
 from pytest_sme2.history.series import FoundStep, Series
+from pytest_sme2.store.files import read_json
 
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "sme2_acknowledged.json"
@@ -48,10 +48,8 @@ def load(path: str | Path) -> list[Acknowledgement]:
     p = Path(path)
     if not p.is_file():
         return []
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{p}: not JSON ({exc}); see docs/history.md#acknowledging-a-change for the format") from None
+    data = read_json(p, what="acknowledgements file",
+                     fix="see docs/history.md#acknowledging-a-change for the format")
     entries = data.get("acknowledged") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise ConfigError(f'{p}: no "acknowledged" list; write {{"schema_version": 1, "acknowledged": [...]}} '

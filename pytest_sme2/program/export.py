@@ -51,7 +51,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from pytest_sme2.errors import ConfigError, ExportError, ModelError
+from pytest_sme2.errors import ConfigError, ExportError, ModelError, unreadable
 from pytest_sme2.models import ModelSpec, get_model
 from pytest_sme2.progress import Progress, to_stderr
 from pytest_sme2.store.files import TMP_PREFIX, ensure_dir, fsync_path, remove_stale_tmp, replace_atomically
@@ -764,12 +764,9 @@ def load_pte_check(path: str | Path) -> Path:
         with p.open("rb") as fh:
             head = fh.read(64)
         size = p.stat().st_size
-    except FileNotFoundError:
-        raise ExportError(f"program file {p} does not exist; export the model first (export_model)") from None
-    except IsADirectoryError:
-        raise ExportError(f"program path {p} is a directory; pass the .pte file inside it") from None
     except OSError as exc:
-        raise ExportError(f"cannot read program file {p}: {exc.strerror}") from None
+        raise unreadable(p, exc, what="program file", fix="export the model first (export_model)", inside=".pte",
+                         error=ExportError) from None
     if len(head) < 8 or not _PTE_IDENTIFIER.fullmatch(head[4:8]):
         found = head[4:8] if len(head) >= 8 else head
         hint = ""

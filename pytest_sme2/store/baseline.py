@@ -33,7 +33,7 @@ from pytest_sme2.evidence.memory import Memory
 from pytest_sme2.gate.stats import times_problem
 from pytest_sme2.gate.verdict import Samples
 from pytest_sme2.store.artifacts import Artifact
-from pytest_sme2.store.files import write_atomic
+from pytest_sme2.store.files import read_json, write_atomic
 
 SCHEMA_VERSION = 2
 #: Schema versions written before baselines carried the device identity and the artifact.
@@ -253,22 +253,8 @@ class BaselineStore:
         return self.root / f"{safe_name(test_id)}@{identity_id(identity)}.json"
 
     def read(self, path: Path) -> Baseline:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise BaselineError(f"cannot read baseline {path}: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise BaselineError(
-                f"baseline {path} is not UTF-8 text (byte {exc.start}): it is not a pytest-sme2 baseline. Restore "
-                "it from version control or delete it and re-create it with --sme2-update-baseline"
-            ) from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BaselineError(
-                f"baseline {path} is not valid JSON (line {exc.lineno}: {exc.msg}); restore it from version "
-                "control or delete it and re-create it with --sme2-update-baseline"
-            ) from None
+        data = read_json(path, what="baseline", error=BaselineError, fix="restore it from version control or delete "
+                         "it and re-create it with --sme2-update-baseline")
         return Baseline.from_dict(data, source=str(path))
 
     def lookup(self, test_id: str, identity: Mapping[str, Any]) -> Lookup:

@@ -12,6 +12,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -19,9 +20,9 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from pytest_sme2.errors import ConfigError, Sme2Error
+from pytest_sme2.errors import ConfigError, Sme2Error, unreadable
 
 TMP_PREFIX = ".tmp-sme2-"
 
@@ -258,3 +259,23 @@ def file_sha256(path: str | Path) -> str:
                 h.update(chunk)
         digest = _HASHES[key] = h.hexdigest()
     return digest
+
+
+def read_json(path: str | Path, *, what: str, fix: str, error: type[Sme2Error] = ConfigError) -> Any:
+    """The JSON document in ``path``, for every reader of a stored file (baselines, results, acknowledgements).
+
+    A file that is missing, a directory, unreadable, not UTF-8 text or not JSON raises ``error`` naming ``what``
+    ("baseline", "results file"), the file, what is wrong with it, and ``fix``.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise unreadable(p, exc, what=what, fix=fix, inside="JSON", error=error) from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {p} is not UTF-8 text (byte {exc.start}), so not a pytest-sme2 {what}; {fix}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{what} {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); it was "
+                    f"probably cut off or edited: {fix}") from None
