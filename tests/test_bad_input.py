@@ -296,7 +296,7 @@ def test_results_files_with_impossible_samples_or_schema_are_refused(case: str, 
     (b"", ("is not valid JSON", "is not valid JSON")),
     (b'{"schema_version": 1, "kind": "pytest-sme2-results", "tests": [{"test_id": "t.py::test',
      ("not valid JSON", "not valid JSON")),
-    (b"\xff\xfe\x00garbage", ("is not UTF-8 text", "codec can't decode")),
+    (b"\xff\xfe\x00garbage", ("is not UTF-8 text", "is not UTF-8 text (byte 0), so not a pytest-sme2 results file")),
     (b"[1, 2, 3]", ("expected an object", "expected a JSON object")),
 ])
 def test_compare_and_report_on_missing_empty_cut_or_foreign_files(content: bytes | None, expected: tuple[str, str],
