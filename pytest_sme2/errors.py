@@ -130,8 +130,6 @@ def check_schema_version(
     newer one needs a newer pytest-sme2. ``missing`` is the version of a document without the key (None: such a
     document is not one of ours); ``then`` ends the newer-version message (e.g. that the file was left untouched).
     """
-    from pytest_sme2.version import __version__
-
     name = f"{what} {source}" if str(source) else what
     version = data.get("schema_version", missing)
     if not isinstance(version, int) or isinstance(version, bool):
@@ -142,5 +140,5 @@ def check_schema_version(
                     f"{fix}")
     if version > reads:
         raise error(f"{name} has schema_version {version}, newer than this pytest-sme2 reads ({reads}); upgrade "
-                    f"pytest-sme2 (pip install -U pytest-sme2; this is {__version__}){then}")
+                    f"pytest-sme2 (pip install -U pytest-sme2){then}")
     return version
