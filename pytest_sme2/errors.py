@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_sme2.version import __version__
+
 
 class Sme2Error(Exception):
     """Root of every error pytest-sme2 raises on purpose (bad input, failed run, bad baseline)."""
@@ -140,5 +142,5 @@ def check_schema_version(
                     f"{fix}")
     if version > reads:
         raise error(f"{name} has schema_version {version}, newer than this pytest-sme2 reads ({reads}); upgrade "
-                    f"pytest-sme2 (pip install -U pytest-sme2){then}")
+                    f"pytest-sme2 (pip install -U pytest-sme2; this is {__version__}){then}")
     return version
