@@ -2,14 +2,36 @@
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
+import numpy as np
 import pytest
 from recorded import toy_samples
+from report.builders import MN, TT, e2e_by_hand, on_off_result, regression_result, session_results
 
+from pytest_sme2.analysis.onoff import OnOffComparison
+from pytest_sme2.errors import ConfigError
 from pytest_sme2.gate.decide import gate
 from pytest_sme2.gate.verdict import GateConfig, Status
-from pytest_sme2.results import TestResult
+from pytest_sme2.report.markdown import render_markdown
+from pytest_sme2.results import (
+    SessionResults,
+    TestResult,
+    append_step_summary,
+    github_step_summary,
+    load_results,
+    write_results,
+)
 
 pytestmark = pytest.mark.fast
+
+
+@pytest.fixture(scope="module")
+def session() -> SessionResults:
+    """The recorded on/off pairs of both models and a real regression, as one session (as the report tests have it)."""
+    return session_results(on_off_result(TT), on_off_result(MN, min_speedup=2.0), regression_result())
 
 
 def test_a_test_failing_after_check_is_failed_not_pass() -> None:
@@ -20,3 +42,56 @@ def test_a_test_failing_after_check_is_failed_not_pass() -> None:
     result = TestResult("t.py::test_a", outcome="failed", verdict=verdict)
     assert result.status == "failed" and result.to_dict()["status"] == "failed"
     assert TestResult("t.py::test_a", outcome="passed", verdict=verdict).status == "pass"
+
+
+def test_results_round_trip(session: SessionResults, tmp_path: Path) -> None:
+    again = SessionResults.from_dict(json.loads(json.dumps(session.to_dict())))
+    assert again == session
+    path = write_results(tmp_path / "out" / "results.json", session)
+    loaded = load_results(path)
+    assert loaded == session
+    assert render_markdown(loaded) == render_markdown(session)  # everything a report needs is in the file
+    cmp = session.tests[0].comparison
+    assert cmp is not None and OnOffComparison.from_dict(json.loads(json.dumps(cmp.to_dict()))) == cmp
+    assert json.loads(path.read_text())["counts"] == {
+        "regression": 1, "bug": 0, "failed": 0, "invalid": 0, "inconclusive": 0, "drift": 0, "improvement": 0,
+        "pass": 1, "recorded": 0, "baseline-written": 0, "measured": 1, "skipped": 0}
+
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "does not exist"),
+        ("{\"schema_version\": 1, \"tests\": [", "is not valid JSON"),
+        (json.dumps({"schema_version": 1, "test_id": "x", "samples_ms": [1.0]}), "is not a pytest-sme2 results file"),
+        (json.dumps({"tests": []}), "has no integer schema_version"),
+        (json.dumps({"schema_version": 99, "tests": []}), "upgrade pytest-sme2"),
+        (json.dumps({"schema_version": 1, "tests": [{"test_id": "t::x", "verdict": {"checks": []}}]}),
+         "test t::x does not match the results schema"),
+    ],
+)
+def test_load_results_errors_name_the_file_and_the_fix(tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "results.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError, match=re.escape(message)) as info:
+        load_results(path)
+    assert str(path) in str(info.value)
+
+
+
+def test_step_summary_appended_when_github_sets_it(session: SessionResults, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    assert append_step_summary(session) == summary
+    text = summary.read_text()
+    assert text.startswith("earlier step\n### pytest-sme2: 3 tests — 1 regression, 1 pass, 1 measured")
+    lines = [x for x in text.splitlines() if x.startswith("| ❌")]
+    assert len(lines) == 1 and "test_latency[mobilenet]" in lines[0] and "**regression**" in lines[0]
+    median_on = np.median(e2e_by_hand(f"{TT}_simd-on_t1")[1:])
+    assert f"| {median_on:.3f} |" in github_step_summary(session)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY")
+    assert append_step_summary(session) is None

@@ -22,7 +22,7 @@ import pytest
 from pytest_sme2.evidence.categories import CATEGORIES
 from pytest_sme2.report.charts import CATEGORY_COLORS
 from pytest_sme2.results import SessionResults, write_results
-from report.test_reports import TT, on_off_result, regression_result
+from report.builders import TT, on_off_result, regression_result
 
 CHROMIUM = Path("/usr/bin/chromium")
 
