@@ -386,14 +386,11 @@ def _profile(args: argparse.Namespace, progress: StreamProgress) -> int:
     return EXIT_OK
 
 
-#: The device options ``profile`` has, as the registry's rows name them (Sme2Options fields), spelled ``--<name>``.
-PROFILE_DEVICE_OPTIONS = frozenset(("runner", "serial", "libcxx", "runner_libs", "big_cores", "cooldown",
-                                    "fixed_performance", "qemu"))
-
-
 def _device_options(args: argparse.Namespace) -> Any:
-    """``profile``'s device and its options as the plugin's :class:`~pytest_sme2.options.Sme2Options`, checked by the
-    device's registry row as the plugin checks them (the CLI's spelling in the messages)."""
+    """``profile``'s device and its options as the plugin's :class:`~pytest_sme2.options.Sme2Options` (every argument
+    whose name is an option's), checked by the device's registry row as the plugin checks them, in the CLI's spelling.
+    """
+    import dataclasses
     import os
 
     from pytest_sme2.options import Sme2Options
@@ -401,11 +398,10 @@ def _device_options(args: argparse.Namespace) -> Any:
 
     name = args.device or ("host" if args.runner else "local")
     registry.device(name, sources=f"a model source ({args.models_where})")
-    options = registry.resolve(Sme2Options(
-        device=name, runner=args.runner, serial=args.serial, libcxx=args.libcxx, runner_libs=args.runner_libs,
-        big_cores=args.big_cores, cooldown=args.cooldown, fixed_performance=args.fixed_performance, qemu=args.qemu,
-        timeout=args.timeout, threads=args.threads, cache_dir=args.cache_dir))
-    registry.check_options(options, registry.Spelling("--", "--device ", PROFILE_DEVICE_OPTIONS))
+    named = {f.name for f in dataclasses.fields(Sme2Options)} - {"device"}
+    given = {key: value for key, value in vars(args).items() if key in named}
+    options = registry.resolve(Sme2Options(device=name, **given))
+    registry.check_options(options, registry.Spelling("--", "--device ", frozenset(given)))
     registry.check_threads_here(options, os.cpu_count() or 0)
     return options
 
