@@ -99,7 +99,7 @@ class Device:
     on_off: bool = True
     #: why an SME2 on/off test cannot run on it (said by the skip)
     no_on_off: str = ""
-    #: it compares export backends of one model (``variant="portable"``, ``compare_backends``): the local runtime
+    #: it compares export backends of one model (``profile(backend=...)``, ``compare_backends``): the local runtime
     compares_backends: bool = False
     #: its own defaults for options the user did not set: ``defaults(resolved values) -> {field: value}``
     defaults: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
