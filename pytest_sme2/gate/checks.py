@@ -39,6 +39,7 @@ from pytest_sme2.gate.stats import (
     paired_ratio_ci,
 )
 from pytest_sme2.gate.verdict import Check, Comparison, GateConfig, Samples, Status
+from pytest_sme2.units import fmt_change, fmt_interval
 
 #: Categories below this share of the reference E2E median are below XNNPACK's 1 µs resolution for
 #: small models; a gated category is judged as if it were this large (so 0 ms -> 0.03 ms is visible).
@@ -89,16 +90,12 @@ def _effect(a: Samples, b: Samples, *, confidence: float, scale: str, category: 
 # ------------------------------------------------------------------------------------------ checks
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:+.1f}%"
-
-
 def _design_text(effect: BlockEffect) -> str:
     return f", paired over {effect.baseline_blocks} interleaved rounds" if effect.paired else ""
 
 
 def _ratio_text(iv: Interval) -> str:
-    return f"{_pct(iv.estimate - 1)} ({_ci(iv)} {_pct(iv.low - 1)} .. {_pct(iv.high - 1)})"
+    return fmt_interval(iv.estimate, iv.low, iv.high, fmt_change, level=_ci(iv))
 
 
 def _ci(iv: Interval) -> str:
@@ -119,7 +116,7 @@ def compare_e2e(reference: Samples, candidate: Samples, config: GateConfig, comp
     head = f"median {ref_med:.4f} -> {cand_med:.4f} ms"
     if effect.interval is None:
         return Check("e2e", Status.INCONCLUSIVE,
-                     f"{head} ({_pct(cand_med / ref_med - 1)}); not judged: {effect.reason}", margin=margin,
+                     f"{head} ({fmt_change(cand_med / ref_med)}); not judged: {effect.reason}", margin=margin,
                      p_value=effect.p_value, baseline=ref_med, candidate=cand_med)
     iv = effect.interval
     where = f"{head}, {_ratio_text(iv)}{_design_text(effect)}"
