@@ -24,6 +24,7 @@ from dataclasses import replace
 from pytest_sme2.device.load import HostWindow
 from pytest_sme2.measure.recipe import PREEMPTED_LIMIT, Measurement
 from pytest_sme2.measure.sequential import Looks, Precision
+from pytest_sme2.progress import Progress
 from pytest_sme2.runners.base import Runner, RunResult
 
 # A block whose measuring thread was preempted (or waited for a CPU) for more than its ``Measurement.busy_limit``
@@ -156,7 +157,7 @@ def _size_blocks(arms: Sequence[Measurement], first: Sequence[Block]) -> tuple[l
 
 
 def measure_blocks(
-    runner: Runner, arms: Sequence[Measurement], *, blocks: int, progress: Callable[[str], None] | None, what: str,
+    runner: Runner, arms: Sequence[Measurement], *, blocks: int, progress: Progress | None, what: str,
     looks: Looks | None = None, stop: Callable[[list[list[Block]]], str] | None = None,
     reading_s: Callable[[int, Block], float] | None = None,
 ) -> tuple[list[list[Block]], str, str, tuple[str, ...]]:
