@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from recorded import DATA
 
 from pytest_sme2.analysis.run import analyze_e2e
@@ -31,6 +32,8 @@ AA = DATA.parent.parent / "benchmarks" / "data"
 XNNLOG = DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.xnnlog"
 XNNPACK, PORTABLE = "toy_cnn_fp32_xnnpack", "toy_cnn_fp32_portable"
 PATH = Path("baselines/t.py__test_a.json")  # named in the plan; deciding never opens it
+
+pytestmark = pytest.mark.fast
 
 
 def _blocks(name: str, arm: str, first: int, count: int = 10) -> list[list[float]]:
