@@ -16,6 +16,8 @@ import pytest
 from pytest_sme2.cli import build_parser
 from pytest_sme2.options import OPTIONS, PLUGIN_DEFAULT, Sme2Options, add_cli_options
 
+pytestmark = pytest.mark.fast
+
 
 def _command(name: str) -> argparse.ArgumentParser:
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
