@@ -27,6 +27,8 @@ from pytest_sme2.history.calibration import HistoryCalibration
 from pytest_sme2.history.records import HistoryRecord, RunInfo
 from pytest_sme2.history.store import HistoryStore
 
+pytestmark = pytest.mark.fast
+
 SESSIONS = Path(__file__).parents[2] / "benchmarks" / "data" / "history_toy_cnn_sessions.jsonl"
 TEST_ID = "test_perf.py::test_latency"
 
@@ -194,40 +196,3 @@ def test_an_unreadable_history_says_so(tmp_path: Path) -> None:
     assert not cal.calibrated and "the history cannot be read" in cal.why and broken.name in cal.why
 
 
-@pytest.mark.slow
-def test_judge_calibrates_a_runtime_change_from_the_history(tmp_path: Path) -> None:
-    """The judge asks the history for the test's calibration only in a cross-session comparison, and says which
-    allowance judged it. A real toy_cnn measurement on the local runtime; the baseline as another runtime wrote it."""
-    from pytest_sme2.judge import RECORDED, Policy, judge
-    from pytest_sme2.measure.profile import measure
-    from pytest_sme2.measure.recipe import Measurement, ProgramFile
-    from pytest_sme2.runners.local import LocalRunner
-    from pytest_sme2.store.artifacts import ArtifactStore
-    from pytest_sme2.store.baseline import BaselineStore
-
-    data = Path(__file__).parents[1] / "data"
-    runner = LocalRunner()
-    m = Measurement.of(ProgramFile(data / "toy_cnn_fp32_xnnpack.pte", (data / "toy_cnn_input_fp32.bin",), "fp32",
-                                   "xnnpack"), runs=3, warmup=1, blocks=4, out_dir=tmp_path / "runs", busy_limit=1.0)
-    common: dict[str, Any] = {"test_id": TEST_ID, "runner": runner, "baselines": BaselineStore(tmp_path / "b"),
-                              "artifacts": ArtifactStore(tmp_path / "a"), "config": GateConfig(margin=0.1),
-                              "policy": Policy(confirm=False)}
-    assert judge(measure(runner, m), **common).outcome == RECORDED
-    (path,) = (tmp_path / "b").glob("*.json")
-    stored = json.loads(path.read_text())
-    stored["artifact"]["build"]["runtime_sha256"] = "0" * 64
-    path.write_text(json.dumps(stored))
-    undecided = judge(measure(runner, m), **common).verdict
-    assert undecided.comparison is Comparison.RUNTIME and undecided.status is Status.INCONCLUSIVE
-    assert "no history of this test on this device calibrates the drift between sessions" in undecided.summary()
-    # The history of this test on this device: the real sessions' medians scaled to this machine's toy_cnn.
-    identity = BaselineStore(tmp_path / "b").read(path).identity_id
-    level = float(np.median(stored["samples_ms"]))
-    rows = _plugin_sessions()
-    scale = level / rows[0]["median_ms"]
-    _store(tmp_path / "h", [{**r, "identity_id": identity, "median_ms": r["median_ms"] * scale} for r in rows])
-    verdict = judge(measure(runner, m), **common, calibrate=HistoryCalibration(tmp_path / "h")).verdict
-    assert verdict.comparison is Comparison.RUNTIME
-    assert "drift allowance calibrated from 16 sessions of this test on this device" in verdict.summary()
-    e2e = verdict.e2e
-    assert e2e is not None and e2e.margin is not None and 0.1 < e2e.margin < 0.15
