@@ -8,9 +8,11 @@ needs a change adds it to these runs in a known amount.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pytest_sme2.analysis.run import analyze
 from pytest_sme2.evidence.trace import read_etdump
+from pytest_sme2.gate.checks import REQUIRED_BY_ON_OFF, Sme2Evidence
 from pytest_sme2.gate.verdict import Samples
 from pytest_sme2.measure.profile import Profile
 from pytest_sme2.measure.recipe import Measurement
@@ -49,3 +51,9 @@ def standin_measurement(tmp_path: Path, **kwargs: object) -> Measurement:
     settings = {"runs": 4, "warmup": 1, "blocks": 2, "busy_limit": 1.0, **kwargs}  # what is compared, not how much
     return Measurement(pte=TOY_PTE, inputs=(TOY_INPUT,), label="toy_cnn_fp32_xnnpack", out_dir=tmp_path / "out",
                        model={"name": "toy_cnn", "dtype": "fp32", "backend": "xnnpack"}, **settings)  # type: ignore[arg-type]
+
+
+def phone_evidence(**kw: Any) -> Sme2Evidence:
+    """SME2 kernel evidence from the emulated SME2 phone, an on/off pair asking for it; ``kw`` overrides any field."""
+    fields: dict[str, Any] = {"required_by": REQUIRED_BY_ON_OFF, "device_sme2": True, "device": "EmuPhone SME2", **kw}
+    return Sme2Evidence(**fields)

@@ -17,6 +17,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from recorded import DATA
 from standin import make_standin
 
 from pytest_sme2.device.facts import (
@@ -35,7 +36,6 @@ from pytest_sme2.runners.local import LocalRunner
 
 pytestmark = pytest.mark.fast
 
-DATA = Path(__file__).parents[1] / "data"
 DEVICE = DATA / "device"
 ZEN3 = (DEVICE / "cpuinfo_zen3_epyc_2cpu.txt").read_text()
 ZEN4 = (DEVICE / "cpuinfo_zen4_epyc_2cpu.txt").read_text()

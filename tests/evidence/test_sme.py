@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recorded import DATA, phone_evidence
 
 from pytest_sme2.analysis.run import Analysis, analyze, merge
 from pytest_sme2.errors import ConfigError
@@ -24,10 +25,8 @@ from pytest_sme2.evidence.sme import (
 from pytest_sme2.evidence.trace import read_etdump
 from pytest_sme2.gate.checks import (
     REQUIRED_BY_MARKER,
-    REQUIRED_BY_ON_OFF,
     SME2_KERNELS,
     SME2_OFF_KERNELS,
-    Sme2Evidence,
     sme2_kernel_checks,
 )
 from pytest_sme2.gate.verdict import GateConfig, Status
@@ -37,7 +36,6 @@ from pytest_sme2.report.html import html_section
 from pytest_sme2.report.markdown import render_markdown
 from pytest_sme2.results import SessionResults, TestResult
 
-DATA = Path(__file__).parents[1] / "data"
 # The ETDump names of one .pte under qemu-aarch64 11.1.3, -cpu max vs -cpu max,sme=off (executorch 1.5.1).
 SME2_ON = ["Convolution (NHWC, PF32) IGEMM #1", "Fully Connected (NC, PF32) GEMM #1",
            "Convolution (NHWC, PQS8, QS8, QC8W) IGEMM #2", "Fully Connected (NC, PQS8, QC8W) GEMM #1"]
@@ -181,32 +179,26 @@ def test_analysis_carries_the_evidence_and_keeps_its_old_form_without_it() -> No
 # ------------------------------------------------------------------------------------------- gate
 
 
-def _evidence(**kw: object) -> Sme2Evidence:
-    fields: dict[str, object] = {"required_by": REQUIRED_BY_ON_OFF, "device_sme2": True, "device": "EmuPhone SME2"}
-    fields.update(kw)
-    return Sme2Evidence(**fields)  # type: ignore[arg-type]
-
-
 SME2_LOG = "Note (XNNPACK): Using gemm microkernel 'xnn_pf32_gemm_minmax_ukernel_1x32__neonsme2'\n"
 
 
 def test_a_trace_without_sme_operators_fails_an_sme2_on_arm_on_an_sme2_device() -> None:
     off_names = trace_evidence(SME2_OFF, source="on.etdump")
-    (check,) = sme2_kernel_checks(_evidence(trace=off_names))
+    (check,) = sme2_kernel_checks(phone_evidence(trace=off_names))
     assert check.name == SME2_KERNELS and check.status is Status.REGRESSION and not check.advisory
     assert "no SME operator" in check.message and "the trace (on.etdump)" in check.message
     assert "Convolution (NHWC, F32) IGEMM" in check.message and "and 1 more" in check.message
-    (ok,) = sme2_kernel_checks(_evidence(trace=trace_evidence(SME2_ON)))
+    (ok,) = sme2_kernel_checks(phone_evidence(trace=trace_evidence(SME2_ON)))
     assert ok.status is Status.PASS and "Convolution (NHWC, PF32) IGEMM" in ok.message
     # Only QP8 GEMMs: the names cannot tell; advisory unless the marker enforces it.
-    (qp8,) = sme2_kernel_checks(_evidence(trace=trace_evidence([DYNAMIC_INT8])))
+    (qp8,) = sme2_kernel_checks(phone_evidence(trace=trace_evidence([DYNAMIC_INT8])))
     assert qp8.status is Status.INCONCLUSIVE and qp8.advisory and "QP8" in qp8.message
-    (strict,) = sme2_kernel_checks(_evidence(trace=trace_evidence([DYNAMIC_INT8]), required_by=REQUIRED_BY_MARKER,
+    (strict,) = sme2_kernel_checks(phone_evidence(trace=trace_evidence([DYNAMIC_INT8]), required_by=REQUIRED_BY_MARKER,
                                              enforced=True))
     assert strict.status is Status.INCONCLUSIVE and not strict.advisory
-    (unknown,) = sme2_kernel_checks(_evidence(trace=off_names, device_sme2=None))
+    (unknown,) = sme2_kernel_checks(phone_evidence(trace=off_names, device_sme2=None))
     assert unknown.status is Status.INCONCLUSIVE and "does not say whether it has SME2" in unknown.message
-    (na,) = sme2_kernel_checks(_evidence(trace=off_names, device_sme2=False, device="x86 host"))
+    (na,) = sme2_kernel_checks(phone_evidence(trace=off_names, device_sme2=False, device="x86 host"))
     assert na.status is Status.INCONCLUSIVE and na.advisory and "reports no SME2" in na.message
 
 
@@ -214,27 +206,27 @@ def test_trace_and_log_are_judged_together() -> None:
     sme2_log = parse_xnnpack_log(SME2_LOG, source="arm.xnnlog")
     x86_log = read_xnnpack_log(DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.xnnlog")
     # Either source showing SME2 absent decides, and the message carries both findings.
-    (check,) = sme2_kernel_checks(_evidence(log=sme2_log, trace=trace_evidence(SME2_OFF, source="on.etdump")))
+    (check,) = sme2_kernel_checks(phone_evidence(log=sme2_log, trace=trace_evidence(SME2_OFF, source="on.etdump")))
     assert check.status is Status.REGRESSION and "no SME operator" in check.message
     assert "Also: the XNNPACK log (arm.xnnlog) names 1 SME2 kernel" in check.message
-    (check,) = sme2_kernel_checks(_evidence(log=x86_log, trace=trace_evidence(SME2_ON)))
+    (check,) = sme2_kernel_checks(phone_evidence(log=x86_log, trace=trace_evidence(SME2_ON)))
     assert check.status is Status.REGRESSION and check.message.startswith("no SME2 kernel")
     assert "Also: the trace names 4 operators on XNNPACK's SME packed-LHS path" in check.message
-    (both,) = sme2_kernel_checks(_evidence(log=sme2_log, trace=trace_evidence(SME2_ON)))
+    (both,) = sme2_kernel_checks(phone_evidence(log=sme2_log, trace=trace_evidence(SME2_ON)))
     assert both.status is Status.PASS
     # The log cannot tell (no debug build), the trace can.
-    (check,) = sme2_kernel_checks(_evidence(log=parse_xnnpack_log("", source="empty.log"),
+    (check,) = sme2_kernel_checks(phone_evidence(log=parse_xnnpack_log("", source="empty.log"),
                                             trace=trace_evidence(SME2_ON)))
     assert check.status is Status.PASS and "Also: not checked" in check.message
 
 
 def test_sme_operators_in_the_off_arms_trace_make_the_comparison_invalid() -> None:
-    checks = sme2_kernel_checks(_evidence(trace=trace_evidence(SME2_ON), off_trace=trace_evidence(SME2_ON,
+    checks = sme2_kernel_checks(phone_evidence(trace=trace_evidence(SME2_ON), off_trace=trace_evidence(SME2_ON,
                                                                                                    source="off.etdump")))
     off = next(c for c in checks if c.name == SME2_OFF_KERNELS)
     assert off.status is Status.INVALID and "trace (off.etdump) names 4 operator(s)" in off.message
     assert "-cpu max,sme=off" in off.message and off.message.endswith("not an SME2 on/off comparison")
-    assert [c.name for c in sme2_kernel_checks(_evidence(trace=trace_evidence(SME2_ON),
+    assert [c.name for c in sme2_kernel_checks(phone_evidence(trace=trace_evidence(SME2_ON),
                                                          off_trace=trace_evidence(SME2_OFF)))] == [SME2_KERNELS]
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recorded import DATA
 
 from pytest_sme2.errors import TraceError
 from pytest_sme2.evidence.trace import (
@@ -31,7 +32,6 @@ from pytest_sme2.evidence.trace import (
 
 pytestmark = pytest.mark.fast
 
-DATA = Path(__file__).parents[1] / "data"
 TRACES = sorted(DATA.glob("*.etdump"))
 TRACE_IDS = [p.name.removesuffix(".etdump") for p in TRACES]
 CONTAINERS = {"Method::execute", "DELEGATE_CALL", "OPERATOR_CALL"}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from recorded import DATA
 
 from pytest_sme2.gate.stats import Interval, mann_whitney_p, summarize, trimmed_mean
 
@@ -22,8 +23,6 @@ from benchmarks.former_stats import (
 )
 
 pytestmark = pytest.mark.fast
-
-DATA = Path(__file__).parents[1] / "data"
 
 
 def _scipy_stats():  # type: ignore[no-untyped-def]

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from emulated_device.device import EmulatedPhone
 from emulated_device.fixtures import MakePhone
+from recorded import DATA, phone_evidence
 from standin import make_standin
 
 from pytest_sme2.errors import ConfigError, RunnerError
@@ -32,10 +33,8 @@ from pytest_sme2.evidence.kernels import KernelLog, operator_kernels, parse_xnnp
 from pytest_sme2.evidence.trace import read_etdump
 from pytest_sme2.gate.checks import (
     REQUIRED_BY_MARKER,
-    REQUIRED_BY_ON_OFF,
     SME2_KERNELS,
     SME2_OFF_KERNELS,
-    Sme2Evidence,
     sme2_kernel_checks,
 )
 from pytest_sme2.gate.decide import decide, gate
@@ -48,7 +47,6 @@ from pytest_sme2.runners.host import HostRunner
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).parents[1] / "data"
 MN = "mobilenet_v3_small_like_fp32_xnnpack"
 MN_PTE = DATA / f"{MN}.pte"
 MN_INPUT = DATA / "mobilenet_v3_small_like_input_fp32.bin"
@@ -167,14 +165,8 @@ def _samples(trace: Path, blocks: int = 5) -> Samples:
     return Samples(tuple(e2e * blocks), (len(e2e),) * blocks)
 
 
-def _evidence(**kw: Any) -> Sme2Evidence:
-    fields: dict[str, Any] = {"required_by": REQUIRED_BY_ON_OFF, "device_sme2": True, "device": "EmuPhone SME2"}
-    fields.update(kw)
-    return Sme2Evidence(**fields)
-
-
 def test_an_sme2_on_log_without_sme2_kernels_is_a_regression_on_an_sme2_device() -> None:
-    (check,) = sme2_kernel_checks(_evidence(log=read_xnnpack_log(ON_LOG)))
+    (check,) = sme2_kernel_checks(phone_evidence(log=read_xnnpack_log(ON_LOG)))
     assert check.name == SME2_KERNELS and check.status is Status.REGRESSION and not check.advisory
     assert "no SME2 kernel" in check.message and "EmuPhone SME2, which reports SME2" in check.message
     assert "target avx512f (23), scalar (8)" in check.message  # what its kernels target instead
@@ -183,16 +175,16 @@ def test_an_sme2_on_log_without_sme2_kernels_is_a_regression_on_an_sme2_device()
 
 def test_sme2_kernel_evidence_in_each_situation() -> None:
     sme2 = parse_xnnpack_log(SME2_LOG_TEXT, source="arm.xnnlog")
-    (ok,) = sme2_kernel_checks(_evidence(log=sme2))
+    (ok,) = sme2_kernel_checks(phone_evidence(log=sme2))
     assert ok.status is Status.PASS and "xnn_pf32_gemm_minmax_ukernel_1x32__neonsme2" in ok.message
-    (na,) = sme2_kernel_checks(_evidence(log=read_xnnpack_log(ON_LOG), device_sme2=False, device="EmuPhone NoSME"))
+    (na,) = sme2_kernel_checks(phone_evidence(log=read_xnnpack_log(ON_LOG), device_sme2=False, device="EmuPhone NoSME"))
     assert na.status is Status.INCONCLUSIVE and na.advisory and "reports no SME2" in na.message
-    (missing,) = sme2_kernel_checks(_evidence(log=None))
+    (missing,) = sme2_kernel_checks(phone_evidence(log=None))
     assert missing.status is Status.INCONCLUSIVE and missing.advisory and "--sme2-runner-log" in missing.message
     # The marker enforces it: a requirement nothing can check is not passed silently.
-    (enforced,) = sme2_kernel_checks(_evidence(required_by=REQUIRED_BY_MARKER, enforced=True, log=None))
+    (enforced,) = sme2_kernel_checks(phone_evidence(required_by=REQUIRED_BY_MARKER, enforced=True, log=None))
     assert enforced.status is Status.INCONCLUSIVE and not enforced.advisory
-    checks = sme2_kernel_checks(_evidence(log=sme2, off_log=sme2))
+    checks = sme2_kernel_checks(phone_evidence(log=sme2, off_log=sme2))
     off = next(c for c in checks if c.name == SME2_OFF_KERNELS)
     assert off.status is Status.INVALID and "XNNPACK_ENABLE_ARM_SME2=OFF" in off.message
     assert sme2_kernel_checks(None) == []
@@ -206,26 +198,26 @@ def test_evidence_fails_the_verdict_but_never_triggers_a_second_measurement() ->
         return _samples(ON_TRACE), _samples(ON_TRACE), None
 
     same = _samples(ON_TRACE)
-    x86 = _evidence(log=read_xnnpack_log(ON_LOG))
+    x86 = phone_evidence(log=read_xnnpack_log(ON_LOG))
     verdict = decide((same, same, None), again, GateConfig(margin=0.1), evidence=x86)
     assert verdict.status is Status.REGRESSION and calls == []  # the timing passed; the log does not change
     assert "[regression] sme2_kernels: no SME2 kernel" in verdict.summary()
     # A measured regression is still confirmed by measuring again.
     verdict = decide((same, _samples(OFF_TRACE), None), again, GateConfig(margin=0.1),
-                     evidence=_evidence(log=parse_xnnpack_log(SME2_LOG_TEXT, source="arm.xnnlog")))
+                     evidence=phone_evidence(log=parse_xnnpack_log(SME2_LOG_TEXT, source="arm.xnnlog")))
     assert calls == [1] and verdict.attempts == 2
 
 
 def test_a_required_kernel_check_without_a_log_is_inconclusive_and_fails_strict() -> None:
     same = _samples(ON_TRACE)
-    unverifiable = _evidence(required_by=REQUIRED_BY_MARKER, enforced=True, log=None)
+    unverifiable = phone_evidence(required_by=REQUIRED_BY_MARKER, enforced=True, log=None)
     verdict = gate(same, same, GateConfig(margin=0.1), evidence=unverifiable)
     assert verdict.status is Status.INCONCLUSIVE and not verdict.failed
     assert "[inconclusive] sme2_kernels: not checked" in verdict.summary()
     strict = gate(same, same, GateConfig(margin=0.1, strict=True), evidence=unverifiable)
     assert strict.failed
     # Not required by the test itself (an on/off pair without a log build): advisory, the verdict passes.
-    assert gate(same, same, GateConfig(margin=0.1), evidence=_evidence(log=None)).status is Status.PASS
+    assert gate(same, same, GateConfig(margin=0.1), evidence=phone_evidence(log=None)).status is Status.PASS
 
 
 # --------------------------------------------------------------------------------- host runner
