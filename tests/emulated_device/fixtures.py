@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import adbutils
 import pytest
@@ -167,8 +167,15 @@ def _wait_for_state(client: adbutils.AdbClient, serial: str, state: str, timeout
     raise TimeoutError(f"{serial} did not reach state {state!r} in {timeout} s (last seen: {seen})")
 
 
-class MakePhone(Protocol):
-    """Signature of the `make_emulated_phone` factory."""
+class MakePhone:
+    """The `make_emulated_phone` factory: each call builds, starts and connects one phone (see the fixture)."""
+
+    def __init__(self, client: adbutils.AdbClient, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        self.client = client
+        self.tmp_path = tmp_path
+        self.request = request
+        #: every phone made, stopped at the fixture's teardown
+        self.phones: list[EmulatedPhone] = []
 
     def __call__(
         self,
@@ -183,7 +190,43 @@ class MakePhone(Protocol):
         drop_after_recv_bytes: int | None = None,
         arm64: bool = False,
         cpu_overrides: Mapping[str, str] | None = None,
-    ) -> EmulatedPhone: ...
+    ) -> EmulatedPhone:
+        client, phones = self.client, self.phones
+        cpu: Arm64Cpu | None = None
+        if arm64:
+            cpus: Mapping[str, Arm64Cpu] = self.request.getfixturevalue("arm64_cpus")
+            cpu = cpus[get_profile(profile).qemu_cpu]
+        faults = Faults(
+            overrides=list(overrides),
+            thermal_schedule=validate_thermal_schedule(thermal_schedule or {}),
+            sync=SyncFaults(
+                data_quota_bytes=0 if disk_full else data_quota_bytes,
+                drop_after_recv_bytes=drop_after_recv_bytes,
+            ),
+        )
+        phone = EmulatedPhone(
+            self.tmp_path / f"phone{len(phones)}-{profile}",
+            profile,
+            unauthorized=unauthorized,
+            ro_binds=default_ro_binds(),
+            bwrap=find_bwrap(),
+            faults=faults,
+            arm64=cpu,
+            cpu_overrides=cpu_overrides,
+        )
+        phone.set_thermal_status(thermal_status)
+        phones.append(phone)
+        address = phone.start()
+        phone.serial = address
+        answer = client.connect(address, timeout=CONNECT_TIMEOUT)
+        expected = "failed to authenticate to" if unauthorized else "connected to"
+        if not answer.startswith(expected):
+            raise RuntimeError(f"adb connect {address}: expected {expected!r}, server said {answer!r}")
+        if unauthorized:
+            _wait_for_state(client, address, "unauthorized", CONNECT_TIMEOUT)
+        else:
+            client.wait_for(address, state="device", timeout=CONNECT_TIMEOUT)
+        return phone
 
 
 @pytest.fixture
@@ -209,64 +252,13 @@ def make_emulated_phone(
         if IN_CI:
             pytest.fail(f"{message} (CI must run this tier)", pytrace=False)
         pytest.skip(message)
-    client = adb_server.client()
-    phones: list[EmulatedPhone] = []
-
-    def make(
-        profile: str = "sme2_phone",
-        *,
-        unauthorized: bool = False,
-        overrides: Sequence[CommandOverride] = (),
-        thermal_schedule: Mapping[int, int] | None = None,
-        thermal_status: int = 0,
-        disk_full: bool = False,
-        data_quota_bytes: int | None = None,
-        drop_after_recv_bytes: int | None = None,
-        arm64: bool = False,
-        cpu_overrides: Mapping[str, str] | None = None,
-    ) -> EmulatedPhone:
-        cpu: Arm64Cpu | None = None
-        if arm64:
-            cpus: Mapping[str, Arm64Cpu] = request.getfixturevalue("arm64_cpus")
-            cpu = cpus[get_profile(profile).qemu_cpu]
-        faults = Faults(
-            overrides=list(overrides),
-            thermal_schedule=validate_thermal_schedule(thermal_schedule or {}),
-            sync=SyncFaults(
-                data_quota_bytes=0 if disk_full else data_quota_bytes,
-                drop_after_recv_bytes=drop_after_recv_bytes,
-            ),
-        )
-        phone = EmulatedPhone(
-            tmp_path / f"phone{len(phones)}-{profile}",
-            profile,
-            unauthorized=unauthorized,
-            ro_binds=default_ro_binds(),
-            bwrap=find_bwrap(),
-            faults=faults,
-            arm64=cpu,
-            cpu_overrides=cpu_overrides,
-        )
-        phone.set_thermal_status(thermal_status)
-        phones.append(phone)
-        address = phone.start()
-        phone.serial = address
-        answer = client.connect(address, timeout=CONNECT_TIMEOUT)
-        expected = "failed to authenticate to" if unauthorized else "connected to"
-        if not answer.startswith(expected):
-            raise RuntimeError(f"adb connect {address}: expected {expected!r}, server said {answer!r}")
-        if unauthorized:
-            _wait_for_state(client, address, "unauthorized", CONNECT_TIMEOUT)
-        else:
-            client.wait_for(address, state="device", timeout=CONNECT_TIMEOUT)
-        return phone
-
+    make = MakePhone(adb_server.client(), tmp_path, request)
     yield make
 
-    for phone in phones:
-        client.disconnect(phone.address)
+    for phone in make.phones:
+        make.client.disconnect(phone.address)
         phone.stop()
-    errors = [error for phone in phones for error in phone.errors]
+    errors = [error for phone in make.phones for error in phone.errors]
     if errors:
         pytest.fail(f"emulated adbd internal error(s): {errors!r}", pytrace=False)
 

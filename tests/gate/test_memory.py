@@ -18,7 +18,16 @@ from pytest_sme2.errors import ExportError
 from pytest_sme2.evidence.memory import Memory, PeakSource, memory_of, planned_buffers, program_size, runner_log_memory
 from pytest_sme2.gate.decide import gate
 from pytest_sme2.gate.memory import NOT_STORED, with_memory
-from pytest_sme2.gate.verdict import PEAK_MARGIN, Check, Comparison, GateConfig, MemoryThresholds, Samples, Status
+from pytest_sme2.gate.verdict import (
+    PEAK_MARGIN,
+    Check,
+    Comparison,
+    GateConfig,
+    MemoryThresholds,
+    Samples,
+    Status,
+    Verdict,
+)
 from pytest_sme2.runners.base import MODE_TIMING, RunRequest
 from pytest_sme2.store.baseline import Baseline
 
@@ -130,27 +139,36 @@ def _other_plan(memory: Memory, pte: Path) -> Memory:
     return replace(memory, planned_bytes=planned_buffers(pte), size=program_size(pte))
 
 
+def _small_and_large_plans(memory: Memory) -> tuple[Memory, Memory]:
+    """``memory`` with the int8 toy_cnn's plan (12400 B), and with the fp32 portable one's (196608 B)."""
+    return _other_plan(memory, TOY_INT8), _other_plan(memory, TOY_PORTABLE)
+
+
+def _memory_check(comparison: Comparison | None, before: Memory | None, after: Memory, name: str,
+                  **thresholds: object) -> tuple[Verdict, Check]:
+    """The verdict of a ``comparison`` with the memory checks of ``before`` -> ``after``, and its check ``name``."""
+    v = with_memory(_verdict(comparison), before, after, _cfg(**thresholds))  # type: ignore[arg-type]
+    return v, next(c for c in v.checks if c.name == name)
+
+
 def test_planned_growth_is_a_regression_with_every_byte(local_memory: Memory) -> None:
     # The int8 toy_cnn plans 12400 B, the fp32 portable one 196608 B: a change of export settings.
-    small, grown = _other_plan(local_memory, TOY_INT8), _other_plan(local_memory, TOY_PORTABLE)
-    v = with_memory(_verdict(Comparison.SESSION), small, grown, _cfg())  # type: ignore[arg-type]
-    check = next(c for c in v.checks if c.name == "planned_memory")
+    small, grown = _small_and_large_plans(local_memory)
+    v, check = _memory_check(Comparison.SESSION, small, grown, "planned_memory")
     assert check.status is Status.REGRESSION and v.status is Status.REGRESSION and v.failed
     assert "12,400 B -> 196,608 B (+184,208 B" in check.message and "no growth allowed" in check.message
     assert "buffer 0: 12,400 -> 196,608 B (+184,208)" in check.message
     # ... and a drop is an improvement, not a failure.
-    v = with_memory(_verdict(Comparison.SESSION), grown, small, _cfg())  # type: ignore[arg-type]
-    check = next(c for c in v.checks if c.name == "planned_memory")
+    v, check = _memory_check(Comparison.SESSION, grown, small, "planned_memory")
     assert check.status is Status.IMPROVEMENT and not v.failed
     # A growth within the allowed percentage passes (+1486 % within 1500 %).
-    v = with_memory(_verdict(Comparison.STORED), small, grown, _cfg(planned_growth=15.0))  # type: ignore[arg-type]
-    assert next(c for c in v.checks if c.name == "planned_memory").status is Status.PASS
+    _, check = _memory_check(Comparison.STORED, small, grown, "planned_memory", planned_growth=15.0)
+    assert check.status is Status.PASS
 
 
 def test_an_unchanged_artifact_whose_plan_changed_is_a_bug(local_memory: Memory) -> None:
-    small, changed = _other_plan(local_memory, TOY_INT8), _other_plan(local_memory, TOY_PORTABLE)
-    v = with_memory(_verdict(Comparison.UNCHANGED), small, changed, _cfg())  # type: ignore[arg-type]
-    check = next(c for c in v.checks if c.name == "planned_memory")
+    small, changed = _small_and_large_plans(local_memory)
+    v, check = _memory_check(Comparison.UNCHANGED, small, changed, "planned_memory")
     assert check.status is Status.BUG and v.status is Status.BUG and v.failed
     assert "cannot be the machine" in check.message and "+184,208 B" in check.message
 

@@ -8,9 +8,8 @@ and exits 0. These runs set ``CI`` themselves (``tests/conftest.py`` removes it 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from gated_project import EXAMPLE_MODELS, FAST, GATED_TEST
 
 from pytest_sme2.gate.decide import gate
 from pytest_sme2.gate.verdict import Check, Comparison, GateConfig, Samples, Status, Verdict
@@ -19,19 +18,6 @@ from pytest_sme2.plugin.config import resolve_fail_on
 from pytest_sme2.plugin.reports import nothing_gated
 
 pytestmark = pytest.mark.slow
-
-EXAMPLE_MODELS = Path(__file__).parents[2] / "example_models" / "models.py"
-FAST = ["--sme2-runs", "4", "--sme2-warmup", "1", "--sme2-blocks", "4", "--sme2-busy-limit=100",
-        "-p", "no:cacheprovider", "-p", "no:randomly"]
-
-GATED_TEST = """
-    import pytest
-
-    @pytest.mark.sme2_model("toy_cnn", dtype="int8")
-    @pytest.mark.sme2_threshold(latency_pct=50)
-    def test_latency(exported_model, sme2_runner, sme2_baseline):
-        sme2_baseline.check(sme2_runner.profile(exported_model))
-"""
 
 
 @pytest.fixture

@@ -14,23 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+from gated_project import EXAMPLE_MODELS, FAST, GATED_TEST
 
 from pytest_sme2.store.artifacts import ArtifactStore
 from pytest_sme2.store.files import STALE_TMP_SECONDS, file_sha256
 
 pytestmark = pytest.mark.slow
-
-EXAMPLE_MODELS = Path(__file__).parents[2] / "example_models" / "models.py"
-FAST = ["--sme2-runs", "4", "--sme2-warmup", "1", "--sme2-blocks", "4", "--sme2-busy-limit=100",
-        "-p", "no:cacheprovider", "-p", "no:randomly"]
-TEST = """
-    import pytest
-
-    @pytest.mark.sme2_model("toy_cnn", dtype="int8")
-    @pytest.mark.sme2_threshold(latency_pct=50)
-    def test_latency(exported_model, sme2_runner, sme2_baseline):
-        sme2_baseline.check(sme2_runner.profile(exported_model))
-"""
 
 
 def _stored(root: Path) -> set[str]:
@@ -41,7 +30,7 @@ def test_an_unchanged_run_seeds_the_artifact_store(pytester: pytest.Pytester,
                                                     tmp_path_factory: pytest.TempPathFactory) -> None:
     cache = tmp_path_factory.getbasetemp() / "seeding_cache"
     pytester.makeini(f"[pytest]\nsme2_models = {EXAMPLE_MODELS}\n")
-    pytester.makepyfile(test_model=TEST)
+    pytester.makepyfile(test_model=GATED_TEST)
     store = pytester.path / ".sme2_artifacts"
 
     def run(*args: str) -> pytest.RunResult:
