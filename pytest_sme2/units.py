@@ -9,8 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from enum import Enum
 
 UNKNOWN = "—"
+
+
+class TextEnum(str, Enum):
+    """An enumeration whose members read as their value in text (str(), f-strings): ``pass``, not ``Status.PASS``."""
+
+    def __str__(self) -> str:
+        return str(self.value)
 
 
 def _known(x: float | None) -> bool:

@@ -18,11 +18,11 @@ import statistics
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from pytest_sme2.errors import ExportError
+from pytest_sme2.units import TextEnum
 
 #: Keys of ``RunResult.metadata`` a runner fills in (all optional: an absent key is "not measured").
 PEAK_KB = "peak_rss_kb"
@@ -47,7 +47,7 @@ RUNNER_START_LINE = re.compile(r"^sme2_runner rss_start_kb: (\d+)$", re.M)
 RUNNER_LOAD_LINE = re.compile(r"Model loaded in ([0-9.eE+-]+) ms")
 
 
-class PeakSource(str, Enum):
+class PeakSource(TextEnum):
     """Which process' high-water mark a peak is, and so what it includes."""
 
     #: a runner process of its own: Linux ``VmHWM`` (``ru_maxrss`` is the same counter)
@@ -56,9 +56,6 @@ class PeakSource(str, Enum):
     EMULATOR = "emulator"
     #: the local runtime in this Python process: ``VmHWM`` after load + runs minus ``VmRSS`` before the load
     DELTA = "delta"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def description(self) -> str:

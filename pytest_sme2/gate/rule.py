@@ -25,10 +25,11 @@ with a reference of another session, so they take no rule: they gate the same in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+
+from pytest_sme2.units import TextEnum
 
 
-class Status(str, Enum):
+class Status(TextEnum):
     PASS = "pass"
     REGRESSION = "regression"
     IMPROVEMENT = "improvement"
@@ -39,11 +40,8 @@ class Status(str, Enum):
     #: something that cannot change did (an unchanged artifact's memory plan): the tool or its data is wrong
     BUG = "bug"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Comparison(str, Enum):
+class Comparison(TextEnum):
     """What the candidate is compared with (see the module docstring)."""
 
     SESSION = "session"
@@ -54,9 +52,6 @@ class Comparison(str, Enum):
     #: Judged by the ``stored`` rule (margin + drift allowance); named apart so CI sees that an upgrade was gated
     #: this weakly
     RUNTIME = "runtime"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def description(self) -> str:
