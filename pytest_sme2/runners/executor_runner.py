@@ -16,6 +16,7 @@ import os
 import re
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -121,137 +122,130 @@ def new_run_dir(request: RunRequest) -> Path:
             ) from None
 
 
-def result_from_trace(
-    *,
-    runner_name: str,
-    runner_text: str,
-    request: RunRequest,
-    build: str,
-    cmd: list[str] | str,
-    run_dir: Path,
-    trace_path: Path,
-    log_path: Path,
-    wall_s: float,
-    metadata: Mapping[str, Any] | None = None,
-    load: BlockLoad | None = None,
-) -> RunResult:
+@dataclass(frozen=True)
+class FinishedRun:
+    """One executor_runner process that exited 0, as the host and Android runners hand it over to be read."""
+
+    runner_name: str
+    #: how messages name the runner (``executor_runner <path>``, ``... on Android device <serial>``)
+    runner_text: str
+    request: RunRequest
+    build: str
+    cmd: list[str] | str
+    run_dir: Path
+    log_path: Path
+    wall_s: float
+    #: the runner's own metadata, added to what the log and trace give
+    metadata: Mapping[str, Any] | None = None
+    load: BlockLoad | None = None
+
+
+def result_from_trace(run: FinishedRun, trace_path: Path) -> RunResult:
     """Read a fresh, checked trace (and the runner's log) into a :class:`RunResult`.
 
     Shared by the host and Android runners: the caller has already proved that ``trace_path`` was
     written by this run. A file that is not an ETDump becomes a RunnerError naming ``runner_text``;
     a real ETDump without latency events keeps its TraceError, which says how to rebuild the runner.
     """
-    log_tail = read_tail(log_path)
+    log_tail = read_tail(run.log_path)
     try:
         timeline = read_etdump(trace_path)
     except TraceError as exc:
         if looks_like_etdump(trace_path):
             raise
         raise RunnerError(
-            f"{runner_text} exited 0 but wrote something that is not a trace: {exc}",
-            command=cmd, returncode=0, stderr_tail=log_tail,
+            f"{run.runner_text} exited 0 but wrote something that is not a trace: {exc}",
+            command=run.cmd, returncode=0, stderr_tail=log_tail,
         ) from exc
     e2e = tuple(float(x) for x in timeline.e2e_ms_per_run())
-    log_text = log_path.read_text(encoding="utf-8", errors="replace")
-    check_what_ran(runner_text, request, len(e2e), log_text, cmd=cmd, log_path=log_path, log_tail=log_tail)
+    log_text = run.log_path.read_text(encoding="utf-8", errors="replace")
+    check_what_ran(run.runner_text, run.request, len(e2e), log_text, cmd=run.cmd, log_path=run.log_path,
+                   log_tail=log_tail)
     iterations = parse_iteration_ms(log_text)
     per_operator = bool(len(timeline.operators()))
     meta: dict[str, Any] = {
         "mode": MODE_TRACE,
-        "command": cmd,
-        "run_dir": str(run_dir),
-        "wall_s": round(wall_s, 3),
-        "requested_executions": request.executions,
+        "command": run.cmd,
+        "run_dir": str(run.run_dir),
+        "wall_s": round(run.wall_s, 3),
+        "requested_executions": run.request.executions,
         "trace_runs": len(e2e),
         "log_iteration_ms": list(iterations),
         "log_success": SUCCESS_TEXT in log_text,
     }
     if iterations and len(iterations) == len(e2e):
         meta["log_vs_trace_max_abs_diff_ms"] = max(abs(a - b) for a, b in zip(iterations, e2e, strict=True))
-    meta.update(metadata or {})
+    meta.update(run.metadata or {})
     meta.update(log_memory(log_text, meta))
     return RunResult(
-        runner=runner_name,
+        runner=run.runner_name,
         e2e_ms=e2e,
-        warmup=request.warmup,
-        threads=request.threads,
-        build=build,
-        variant=request.variant,
+        warmup=run.request.warmup,
+        threads=run.request.threads,
+        build=run.build,
+        variant=run.request.variant,
         trace_path=trace_path,
-        log_path=log_path,
+        log_path=run.log_path,
         per_operator=per_operator,
         per_operator_note="" if per_operator else (
             "the trace holds no operator events, only Method::execute: this runner records end-to-end "
             "time only"
         ),
         metadata=meta,
-        load=load,
+        load=run.load,
     )
 
 
-def result_from_log(
-    *,
-    runner_name: str,
-    runner_text: str,
-    request: RunRequest,
-    build: str,
-    cmd: list[str] | str,
-    run_dir: Path,
-    log_path: Path,
-    wall_s: float,
-    metadata: Mapping[str, Any] | None = None,
-    load: BlockLoad | None = None,
-    stray_trace: Path | None = None,
-) -> RunResult:
+def result_from_log(run: FinishedRun, *, stray_trace: Path | None = None) -> RunResult:
     """A timing or log run (no trace): its E2E times from the log's ``Iteration`` lines.
 
     Shared by the host and Android runners. A timing run must log one ``Iteration`` line per execution
     (else the build cannot time: it says how to rebuild) and must not have written a trace (a build with
     the event tracer would put the tracer's cost into the latency it reports as untraced).
     """
-    log_text = log_path.read_text(encoding="utf-8", errors="replace")
-    log_tail = read_tail(log_path)
+    log_text = run.log_path.read_text(encoding="utf-8", errors="replace")
+    log_tail = read_tail(run.log_path)
     iterations = parse_iteration_ms(log_text)
-    if request.mode == MODE_TIMING:
+    if run.request.mode == MODE_TIMING:
         if stray_trace is not None:
             raise RunnerError(
-                f"{runner_text}, given as a timing-only build ({build_option(MODE_TIMING, request.variant)}), wrote "
-                f"an ETDump ({stray_trace}): it was built with the event tracer, so its latency would include the "
-                f"tracer's cost. {TIMING_BUILD_HINT}",
-                command=cmd, returncode=0, stderr_tail=log_tail,
+                f"{run.runner_text}, given as a timing-only build ({build_option(MODE_TIMING, run.request.variant)}), "
+                f"wrote an ETDump ({stray_trace}): it was built with the event tracer, so its latency would include "
+                f"the tracer's cost. {TIMING_BUILD_HINT}",
+                command=run.cmd, returncode=0, stderr_tail=log_tail,
             )
-        if len(iterations) != request.executions:
+        if len(iterations) != run.request.executions:
             raise RunnerError(
-                f"{runner_text} ran as the timing-only build but logged {len(iterations)} 'Iteration i of N: x ms' "
-                f"lines for {request.executions} executions, so its end-to-end times cannot be read; "
-                f"{TIMING_BUILD_HINT}. The log is {log_path}",
-                command=cmd, returncode=0, stderr_tail=log_tail,
+                f"{run.runner_text} ran as the timing-only build but logged {len(iterations)} 'Iteration i of N: x ms' "
+                f"lines for {run.request.executions} executions, so its end-to-end times cannot be read; "
+                f"{TIMING_BUILD_HINT}. The log is {run.log_path}",
+                command=run.cmd, returncode=0, stderr_tail=log_tail,
             )
     meta: dict[str, Any] = {
-        "mode": request.mode,
-        "command": cmd,
-        "run_dir": str(run_dir),
-        "wall_s": round(wall_s, 3),
-        "requested_executions": request.executions,
+        "mode": run.request.mode,
+        "command": run.cmd,
+        "run_dir": str(run.run_dir),
+        "wall_s": round(run.wall_s, 3),
+        "requested_executions": run.request.executions,
         "log_success": SUCCESS_TEXT in log_text,
     }
-    if request.mode == MODE_TIMING:
+    if run.request.mode == MODE_TIMING:
         meta["timing_scope"] = ("executor_runner's 'Iteration' lines: Method::execute of each execution, the span "
                                 "the traced build's Method::execute events time")
-    meta.update(metadata or {})
+    meta.update(run.metadata or {})
     meta.update(log_memory(log_text, meta))
     return RunResult(
-        runner=runner_name,
+        runner=run.runner_name,
         e2e_ms=iterations,
-        warmup=min(request.warmup, len(iterations)),
-        threads=request.threads,
-        build=build,
-        variant=request.variant,
-        log_path=log_path,
+        warmup=min(run.request.warmup, len(iterations)),
+        threads=run.request.threads,
+        build=run.build,
+        variant=run.request.variant,
+        log_path=run.log_path,
         per_operator=False,
-        per_operator_note=TIMING_NOTE if request.mode == MODE_TIMING else "XNNPACK log run: kernel selection only",
+        per_operator_note=TIMING_NOTE if run.request.mode == MODE_TIMING else "XNNPACK log run: kernel selection only",
         metadata=meta,
-        load=load,
+        load=run.load,
     )
 
 

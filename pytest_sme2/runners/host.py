@@ -62,6 +62,7 @@ from pytest_sme2.runners.executor_runner import (
     BUILD_HINT,
     DEFAULT_TRACE_NAME,
     LIBRARIES,
+    FinishedRun,
     loaded_libraries,
     new_run_dir,
     outputs_path,
@@ -234,23 +235,18 @@ class HostRunner(BinaryBuilds):
         peak: dict[str, Any] = {RU_MAXRSS_KB: child_peak_kb(usage.ru_maxrss), PEAK_SOURCE: self.peak_source.value}
         if objects is not None:
             peak[SHARED_OBJECTS] = objects
+        finished = FinishedRun(runner_name=self.name, runner_text=f"executor_runner {runner}", request=request,
+                               build=build, cmd=cmd, run_dir=run_dir, log_path=log_path, wall_s=wall_s, metadata=peak,
+                               load=load)
         if not traced:
-            result = result_from_log(
-                runner_name=self.name, runner_text=f"executor_runner {runner}", request=request, build=build,
-                cmd=cmd, run_dir=run_dir, log_path=log_path, wall_s=wall_s, load=load,
-                stray_trace=trace_path if trace_path.exists() else None, metadata=peak,
-            )
+            result = result_from_log(finished, stray_trace=trace_path if trace_path.exists() else None)
             return replace(result, metadata={**result.metadata, LIBRARIES: libraries}) if libraries else result
         self._check_trace(runner, cmd, trace_path, started_mtime_ns, log_tail)
         outputs = outputs_path(trace_path)
         extra: dict[str, Any] = {"outputs_path": str(outputs)} if self.write_outputs and outputs.is_file() else {}
         if libraries:
             extra[LIBRARIES] = libraries
-        return result_from_trace(
-            runner_name=self.name, runner_text=f"executor_runner {runner}", request=request, build=build, cmd=cmd,
-            run_dir=run_dir, trace_path=trace_path, log_path=log_path, wall_s=wall_s, load=load,
-            metadata={**peak, **extra},
-        )
+        return result_from_trace(replace(finished, metadata={**peak, **extra}), trace_path)
 
     def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
         """``<path> (sha256 <12>)`` of the binary that runs ``mode`` for ``variant`` (or of ``build``)."""

@@ -437,7 +437,7 @@ def test_the_runners_own_lines_give_the_peak_of_the_kind_the_runner_says(given: 
                                                                           tmp_path: Path) -> None:
     """The log parsing shared by host, QEMU and Android runs: a phone's run passes no kind (its runner's own process),
     QEMU says emulator; an executor_runner that prints no VmHWM has no peak (wait4's ru_maxrss is never used)."""
-    from pytest_sme2.runners.executor_runner import result_from_log
+    from pytest_sme2.runners.executor_runner import FinishedRun, result_from_log
 
     ours = ("sme2_runner rss_start_kb: 5100\nModel loaded in 0.400000 ms.\n"
             "sme2_runner planned_memory: buffers=1 total_bytes=12400 sizes=12400\n"
@@ -451,8 +451,9 @@ def test_the_runners_own_lines_give_the_peak_of_the_kind_the_runner_says(given: 
         log = tmp_path / "run.log"
         log.write_text(text)
         meta = {"peak_source": given, "ru_maxrss_kb": 402000} if given else {}
-        metas.append(result_from_log(runner_name="x", runner_text="x", request=request, build="b", cmd=["x"],
-                                     run_dir=tmp_path, log_path=log, wall_s=0.1, metadata=meta).metadata)
+        metas.append(result_from_log(FinishedRun(runner_name="x", runner_text="x", request=request, build="b",
+                                                 cmd=["x"], run_dir=tmp_path, log_path=log, wall_s=0.1,
+                                                 metadata=meta)).metadata)
     memory = memory_of(TOY_INT8, [metas[0]])
     assert memory.peak_kb == (6520,) and memory.start_kb == (5100,) and memory.peak_source is expected
     assert memory.load_ms == (0.4,) and memory.runner_planned_bytes == memory.planned_bytes == (12400,)

@@ -53,6 +53,7 @@ from pytest_sme2.runners.base import (
 from pytest_sme2.runners.executor_runner import (
     BUILD_HINT,
     DEFAULT_TRACE_NAME,
+    FinishedRun,
     new_run_dir,
     result_from_log,
     result_from_trace,
@@ -342,22 +343,17 @@ class AndroidRunner(BinaryBuilds):
         if before is None or after is None:
             metadata["thermal_note"] = ("the thermal status could not be read (no 'Thermal Status' from dumpsys "
                                         "thermalservice): thermal validity is unchecked for this run")
-        if not traced:
-            if logged:
-                metadata["logcat_lines"] = logcat.count("\n")
-                metadata.pop("invalid_reason", None)  # a log run's numbers are not used: heat cannot spoil them
-            return result_from_log(
-                runner_name=self.name, runner_text=f"executor_runner {runner} on Android device {self.serial}",
-                request=request, build=self.build_of(request.variant, request.build, request.mode), cmd=command,
-                run_dir=local_dir, log_path=log_path, wall_s=wall_s, metadata=metadata,
-                stray_trace=Path(remote_trace) if stray_trace else None,
-            )
-        return result_from_trace(
+        if not traced and logged:
+            metadata["logcat_lines"] = logcat.count("\n")
+            metadata.pop("invalid_reason", None)  # a log run's numbers are not used: heat cannot spoil them
+        finished = FinishedRun(
             runner_name=self.name, runner_text=f"executor_runner {runner} on Android device {self.serial}",
             request=request, build=self.build_of(request.variant, request.build, request.mode), cmd=command,
-            run_dir=local_dir,
-            trace_path=trace_path, log_path=log_path, wall_s=wall_s, metadata=metadata,
+            run_dir=local_dir, log_path=log_path, wall_s=wall_s, metadata=metadata,
         )
+        if not traced:
+            return result_from_log(finished, stray_trace=Path(remote_trace) if stray_trace else None)
+        return result_from_trace(finished, trace_path)
 
 
 def shared_libraries(directory: Path) -> tuple[Path, ...]:
