@@ -24,7 +24,10 @@ from pytest_sme2.errors import ModelError
 
 REPO = Path(__file__).resolve().parents[2]
 
-MY_MODELS = '''
+#: The user's model file of every project here: ``tiny``, whose forward() warns while it is exported.
+USER_MODELS = '''
+import warnings
+
 import torch
 from torch import nn
 
@@ -37,6 +40,8 @@ class Tiny(nn.Module):
         self.fc = nn.Linear(16, 8)
 
     def forward(self, x):
+        if torch.compiler.is_exporting():  # only while the plugin exports it, not when run eagerly
+            warnings.warn("Tiny.forward: old_api is deprecated (the user's own warning)", DeprecationWarning)
         return torch.relu(self.fc(x))
 
 
@@ -185,7 +190,7 @@ def test_ini_paths_are_relative_to_the_ini_file(tmp_path: Path) -> None:
 def test_export_cache_hits_in_a_second_process_and_another_checkout(tmp_path: Path) -> None:
     """String hashes are salted per process (PYTHONHASHSEED); nothing in the key may depend on them, nor on
     the directory the project is checked out in."""
-    first_dir = _project(tmp_path / "checkout_a", {"my_models.py": MY_MODELS, "export_it.py": EXPORT_SCRIPT})
+    first_dir = _project(tmp_path / "checkout_a", {"my_models.py": USER_MODELS, "export_it.py": EXPORT_SCRIPT})
     first = _python(first_dir, "export_it.py", PYTHONHASHSEED="1")
     assert first.returncode == 0, first.stderr
     made = json.loads(first.stdout.splitlines()[-1])
@@ -267,34 +272,6 @@ def test_models_from_an_installed_packages_entry_point(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------- a user's pytest run
 
-
-USER_MODELS = '''
-import warnings
-
-import torch
-from torch import nn
-
-from pytest_sme2.models import register_model
-
-
-class Tiny(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(16, 8)
-
-    def forward(self, x):
-        if torch.compiler.is_exporting():  # only while the plugin exports it, not when run eagerly
-            warnings.warn("Tiny.forward: old_api is deprecated (the user's own warning)", DeprecationWarning)
-        return torch.relu(self.fc(x))
-
-
-@register_model("tiny")
-def tiny():
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = Tiny()
-    return model.eval(), (torch.ones(1, 16),)
-'''
 
 USER_TEST = '''
 import pytest
