@@ -267,3 +267,9 @@ def make_emulated_phone(
 def emulated_phone(make_emulated_phone: MakePhone) -> EmulatedPhone:
     """A connected `sme2_phone` with no faults."""
     return make_emulated_phone()
+
+
+@pytest.fixture(params=["sme2_phone", "nosme_phone"])
+def phone_of_each_profile(make_emulated_phone: MakePhone, request: pytest.FixtureRequest) -> EmulatedPhone:
+    """A connected phone with no faults, once of each profile (the test runs twice; `phone.profile.name` says which)."""
+    return make_emulated_phone(request.param)

@@ -423,12 +423,10 @@ def test_on_off_without_log_builds_is_judged_by_the_trace(
 
 
 @pytest.mark.emulated_device
-@pytest.mark.parametrize("profile", ["sme2_phone", "nosme_phone"])
 def test_require_sme2_kernels_marker_on_plain_tests(
-    make_emulated_phone: MakePhone, tmp_path: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-    profile: str,
+    phone_of_each_profile: EmulatedPhone, tmp_path: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    phone = make_emulated_phone(profile)
+    phone, profile = phone_of_each_profile, phone_of_each_profile.profile.name
     builds = _builds(tmp_path)
     pytester.makepyfile(test_plain=PLAIN_TESTS)
     result = _phone_run(pytester, monkeypatch, phone, *_args(builds, "runner", "runner-log"), "--sme2-blocks=1")

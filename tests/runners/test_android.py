@@ -126,9 +126,8 @@ class _Exported:
 # ------------------------------------------------------------------------------------- device facts
 
 
-@pytest.mark.parametrize("profile", ["sme2_phone", "nosme_phone"])
-def test_device_info(make_emulated_phone: MakePhone, tmp_path: Path, profile: str) -> None:
-    phone = make_emulated_phone(profile)
+def test_device_info(phone_of_each_profile: EmulatedPhone, tmp_path: Path) -> None:
+    phone, profile = phone_of_each_profile, phone_of_each_profile.profile.name
     info = _runner(phone, tmp_path).device_info()
     model, soc, release, sdk, parts, clusters = EXPECTED[profile]
     assert (info.kind, info.serial, info.model, info.soc) == ("android", phone.serial, model, soc)
@@ -155,11 +154,10 @@ def test_fingerprint_separates_phones_and_builds(make_emulated_phone: MakePhone,
     assert c["runner_sha256"][SME2_ON] != a["runner_sha256"][SME2_ON]  # another build, another baseline
 
 
-@pytest.mark.parametrize("profile", ["sme2_phone", "nosme_phone"])
-def test_identity_over_adb_is_the_one_of_the_recorded_facts(make_emulated_phone: MakePhone, tmp_path: Path,
-                                                             profile: str) -> None:
+def test_identity_over_adb_is_the_one_of_the_recorded_facts(phone_of_each_profile: EmulatedPhone,
+                                                             tmp_path: Path) -> None:
     """The live adb path reads the same identity as the recorded facts text (tests/data/device)."""
-    phone = make_emulated_phone(profile)
+    phone, profile = phone_of_each_profile, phone_of_each_profile.profile.name
     recorded = device_info_from_facts("recorded", (DATA / "device" / f"android_facts_{profile}.txt").read_text())
     live = _runner(phone, tmp_path).identity()
     assert live == recorded.identity().to_dict()
@@ -285,12 +283,10 @@ def test_on_off_interleaved_speedup_from_the_recorded_traces(make_emulated_phone
 # ---------------------------------------------------------------------------------------- plugin
 
 
-@pytest.mark.parametrize("profile", ["sme2_phone", "nosme_phone"])
 def test_plugin_skips_sme2_on_without_sme2(
-    make_emulated_phone: MakePhone, tmp_path: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-    profile: str,
+    phone_of_each_profile: EmulatedPhone, tmp_path: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    phone = make_emulated_phone(profile)
+    phone, profile = phone_of_each_profile, phone_of_each_profile.profile.name
     on = make_standin(tmp_path / "on", trace=TOY_TRACE)
     monkeypatch.setenv("ANDROID_SERIAL", phone.serial)
     pytester.makepyfile(
