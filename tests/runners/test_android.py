@@ -681,7 +681,7 @@ def test_cli_profile_on_the_phone(make_emulated_phone: MakePhone, tmp_path: Path
 
     phone = make_emulated_phone()
     on = make_standin(tmp_path / "on", trace=TOY_TRACE)
-    # 1 warm-up + 10 runs (the CLI's defaults): the stand-in replays the recording's first 11 runs.
+    # 3 warm-ups + 10 runs (the CLI's defaults, the plugin's): the stand-in replays the recording's first 13 runs.
     code = main(["profile", "--model", "toy_cnn", "--models-from", str(REPO / "example_models" / "models.py"),
                  "--device", "android", "--runner", str(on), "--serial", phone.serial, "--blocks", "1",
                  "--cache-dir", str(REPO / ".sme2_cache"), "--out", str(tmp_path)])
@@ -689,9 +689,9 @@ def test_cli_profile_on_the_phone(make_emulated_phone: MakePhone, tmp_path: Path
     assert code == 0, out + err
     assert f"== toy_cnn_fp32_xnnpack on android {phone.serial}" in out
     summary = json.loads((tmp_path / "toy_cnn_fp32_xnnpack" / "analysis_summary.json").read_text())
-    assert summary["e2e_ms"]["per_run"] == pytest.approx(_e2e(TOY_TRACE)[:11])
-    # Statistics leave out the CLI's default single warm-up run.
-    assert summary["e2e_ms"]["median"] == pytest.approx(statistics.median(_e2e(TOY_TRACE)[1:11]))
+    assert summary["e2e_ms"]["per_run"] == pytest.approx(_e2e(TOY_TRACE)[:13])
+    # Statistics leave out the CLI's default three warm-up runs.
+    assert summary["e2e_ms"]["median"] == pytest.approx(statistics.median(_e2e(TOY_TRACE)[3:13]))
     assert summary["profile"]["device"]["serial"] == phone.serial
     assert main(["profile", "--model", "toy_cnn", "--serial", phone.serial]) == 2  # android-only option
     assert "apply to --device android only" in capsys.readouterr().err
