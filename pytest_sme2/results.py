@@ -251,7 +251,12 @@ class TestResult:
         return view
 
     def _arms(self) -> list[tuple[str, Profile]]:
-        return [(p.variant or ("measured" if i else "sme2_off"), p)
+        """Each measured arm by its name: its runner variant, or for two backends of one runner (a backend
+        comparison, neither arm a variant) its export backend."""
+        pair = [p for p in (self.profile_off, self.profile) if p is not None]
+        backends = {str(p.model.get("backend", "")) for p in pair}
+        by_backend = len(pair) == 2 and len(backends) == 2 and all(p.variant is None for p in pair)
+        return [(p.variant or (str(p.model.get("backend")) if by_backend else ("measured" if i else "sme2_off")), p)
                 for i, p in enumerate((self.profile_off, self.profile)) if p is not None]
 
     def sources(self) -> dict[str, dict[str, str]]:

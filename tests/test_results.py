@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from recorded import toy_samples
-from report.builders import MN, TT, e2e_by_hand, on_off_result, regression_result, session_results
+from report.builders import MN, TT, e2e_by_hand, on_off_result, recorded_profile, regression_result, session_results
 
 from pytest_sme2.analysis.onoff import OnOffComparison
 from pytest_sme2.errors import ConfigError
@@ -32,6 +32,21 @@ pytestmark = pytest.mark.fast
 def session() -> SessionResults:
     """The recorded on/off pairs of both models and a real regression, as one session (as the report tests have it)."""
     return session_results(on_off_result(TT), on_off_result(MN, min_speedup=2.0), regression_result())
+
+
+def test_a_backend_pair_names_its_arms_by_backend_not_sme2_off() -> None:
+    """A backend comparison (``compare_backends``: two exports on one runner, neither arm a variant) names its arms'
+    sources and kernel evidence by their backends; an SME2 on/off pair keeps its variants' names."""
+    from dataclasses import replace
+
+    slow = recorded_profile(f"{TT}_simd-off_t1", None)
+    slow = replace(slow, model={**slow.model, "backend": "portable"})
+    fast = recorded_profile(f"{TT}_simd-on_t1", None)
+    result = TestResult("t.py::test_xnnpack_vs_portable", outcome="passed", profile=fast, profile_off=slow)
+    assert list(result.sources()) == ["portable", "xnnpack"]
+    evidence = result.kernel_evidence()
+    assert evidence is not None and [a["arm"] for a in evidence["arms"]] == ["portable", "xnnpack"]
+    assert list(on_off_result(TT).sources()) == ["sme2_off", "sme2_on"]
 
 
 def test_a_test_failing_after_check_is_failed_not_pass() -> None:
