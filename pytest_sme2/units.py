@@ -52,6 +52,14 @@ def fmt_signed_pct(pct: float | None) -> str:
     return f"{pct:+.1f}%" if pct is not None and _known(pct) else UNKNOWN
 
 
+def fixed(places: int, *, signed: bool = False, suffix: str = "") -> Callable[[float | None], str]:
+    """A formatter of ``places`` decimals (``signed``: with its sign), for :func:`fmt_interval`/:func:`fmt_range`
+    where a message wants more digits than a report: the gate's ``+0.0123 ms``."""
+    def fmt(v: float | None) -> str:
+        return f"{v:{'+' if signed else ''}.{places}f}{suffix}" if v is not None and _known(v) else UNKNOWN
+    return fmt
+
+
 def fmt_range(low: float | None, high: float | None, fmt: Callable[[float | None], str] = fmt_x) -> str:
     """Two bounds in ``fmt``'s spelling: ``2.56×–2.60×``; signed ones (changes) as ``-0.4% .. +4.8%``, where a dash
     would read as a minus."""

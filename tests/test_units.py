@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from pytest_sme2.units import UNKNOWN, fmt_change, fmt_interval, fmt_ms, fmt_range, fmt_signed_pct, fmt_x
+from pytest_sme2.units import UNKNOWN, fixed, fmt_change, fmt_interval, fmt_ms, fmt_range, fmt_signed_pct, fmt_x
 
 pytestmark = pytest.mark.fast
 
@@ -25,3 +25,12 @@ def test_an_unknown_bound_is_a_dash_not_nan() -> None:
     assert fmt_interval(math.nan, None, 1.1) == f"{UNKNOWN} ({UNKNOWN}–1.10×)"
     assert fmt_signed_pct(None) == UNKNOWN and fmt_signed_pct(math.inf) == UNKNOWN
     assert fmt_x(None) == UNKNOWN
+
+
+def test_the_gates_messages_spell_their_intervals_with_the_same_function() -> None:
+    """The gate's messages keep four decimals of a millisecond, through fmt_interval like every report."""
+    assert fmt_interval(0.0123, -0.001, 0.02, fixed(4, signed=True), level="95% CI", unit=" ms") == \
+        "+0.0123 ms (95% CI -0.0010 .. +0.0200)"
+    assert fmt_interval(1.2345, 1.1, 1.3, fixed(4), level="95% CI of the blocks' p95", unit=" ms") == \
+        "1.2345 ms (95% CI of the blocks' p95 1.1000–1.3000)"
+    assert fixed(2)(math.nan) == UNKNOWN and fixed(1, suffix="%")(2.34) == "2.3%"

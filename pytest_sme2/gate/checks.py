@@ -39,7 +39,7 @@ from pytest_sme2.gate.stats import (
     paired_ratio_ci,
 )
 from pytest_sme2.gate.verdict import Check, Comparison, GateConfig, Samples, Status
-from pytest_sme2.units import fmt_change, fmt_interval
+from pytest_sme2.units import fixed, fmt_change, fmt_interval
 
 #: Categories below this share of the reference E2E median are below XNNPACK's 1 µs resolution for
 #: small models; a gated category is judged as if it were this large (so 0 ms -> 0.03 ms is visible).
@@ -169,8 +169,9 @@ def _category_check(cat: str, reference: Samples, candidate: Samples, *, asked: 
         return Check(name, Status.INCONCLUSIVE, f"{head}; not judged: {effect.reason}", margin=margin,
                      p_value=effect.p_value, baseline=a_med, candidate=b_med, advisory=not gated)
     iv = effect.interval
-    where = (f"{head}, change {iv.estimate:+.4f} ms ({_ci(iv)} {iv.low:+.4f} .. {iv.high:+.4f}{_design_text(effect)}), "
-             f"allowed +{allowance:.4f} ms ({basis})")
+    change = fmt_interval(iv.estimate, iv.low, iv.high, fixed(4, signed=True), level=_ci(iv), unit=" ms",
+                          note=_design_text(effect))
+    where = f"{head}, change {change}, allowed +{allowance:.4f} ms ({basis})"
     status = rule.status(iv.low, iv.high, allowance)
     msg = {Status.REGRESSION: f"slower: {where}", Status.IMPROVEMENT: f"faster: {where}",
            Status.PASS: f"within: {where}", Status.INCONCLUSIVE: (
@@ -226,8 +227,9 @@ def budget_check(name: str, candidate: Samples, budget: float, quantile: float, 
         status = Status.REGRESSION if min(per_block) > budget else (
             Status.PASS if max(per_block) <= budget else Status.INCONCLUSIVE)
         return Check(name, status, where, candidate=estimate, baseline=budget)
-    where = (f"p{quantile:.0f} {estimate:.4f} ms (95% CI of the blocks' p{quantile:.0f} {iv.low:.4f} .. {iv.high:.4f}) "
-             f"vs budget {budget:.4f} ms")
+    where = (fmt_interval(estimate, iv.low, iv.high, fixed(4), level=f"95% CI of the blocks' p{quantile:.0f}",
+                          unit=" ms") + f" vs budget {budget:.4f} ms")
+    where = f"p{quantile:.0f} {where}"
     status = Status.REGRESSION if iv.low > budget else (Status.PASS if iv.high <= budget else Status.INCONCLUSIVE)
     return Check(name, status, where, interval=Interval(estimate, iv.low, iv.high, iv.confidence, iv.coverage),
                  candidate=estimate, baseline=budget)
@@ -250,7 +252,7 @@ def speedup_check(off: Samples, on: Samples, config: GateConfig) -> Check:
         # Emulated time never gates, whatever the number of blocks: a speedup too uncertain to judge is as
         # ungated as a certain one.
         iv = effect.interval
-        ratio = (f"SME2 off/on ratio {iv.estimate:.2f}x (95% CI {iv.low:.2f}x .. {iv.high:.2f}x)" if iv is not None
+        ratio = (f"SME2 off/on ratio {fmt_interval(iv.estimate, iv.low, iv.high, level='95% CI')}" if iv is not None
                  else f"SME2 off/on ratio {estimate:.2f}x ({effect.reason})")
         required = f"; min_speedup {config.min_speedup:.2f}x applies on a device" if config.min_speedup else ""
         return Check(name, Status.INCONCLUSIVE, f"not a device: not gated. The emulated {ratio} is of emulated time, "
@@ -260,7 +262,7 @@ def speedup_check(off: Samples, on: Samples, config: GateConfig) -> Check:
         return Check(name, Status.INCONCLUSIVE, f"speedup {estimate:.2f}x; not judged: {effect.reason}",
                      advisory=config.min_speedup is None, baseline=off.median_ms, candidate=on.median_ms)
     iv = effect.interval
-    where = f"speedup {iv.estimate:.2f}x ({_ci(iv)} {iv.low:.2f}x .. {iv.high:.2f}x{_design_text(effect)})"
+    where = f"speedup {fmt_interval(iv.estimate, iv.low, iv.high, level=_ci(iv), note=_design_text(effect))}"
     if config.min_speedup is None:
         return Check(name, Status.PASS, where, interval=iv, advisory=True, p_value=effect.p_value,
                      baseline=off.median_ms, candidate=on.median_ms)

@@ -38,6 +38,7 @@ from typing import Any
 
 from pytest_sme2.gate.rule import ComparisonRule
 from pytest_sme2.gate.verdict import Check, Comparison, Status, Verdict, overall
+from pytest_sme2.units import fmt_change, fmt_range
 
 #: The share of sessions without a real slowdown that may fail on a ``regression`` (union bound over the tests).
 SUITE_FALSE_ALARM_BUDGET = 0.05
@@ -68,7 +69,7 @@ class Machine:
     def describe(self) -> str:
         lo, hi = min(self.ratios), max(self.ratios)
         return (f"the session's {len(self.ratios)} unchanged test(s) moved {(self.ratio - 1) * 100:+.1f}% "
-                f"(median; {(lo - 1) * 100:+.1f} .. {(hi - 1) * 100:+.1f}%) against their baselines")
+                f"(median; {fmt_range(lo, hi, fmt_change)}) against their baselines")
 
 
 def control_ratio(verdict: Verdict) -> float | None:
@@ -106,14 +107,14 @@ def as_machine(verdict: Verdict, machine: Machine) -> Verdict:
         status = rule.status(low, high, c.margin)
         if status is Status.REGRESSION:
             checks.append(replace(c, message=f"{c.message}; still beyond the margin with the machine's move divided "
-                                             f"out ({machine.describe()}): {low * 100:+.1f} .. {high * 100:+.1f}%"))
+                                             f"out ({machine.describe()}): {fmt_range(low + 1, high + 1, fmt_change)}"))
             continue
         said = ("the machine, not a regression" if status in (Status.PASS, Status.IMPROVEMENT)
                 else "not decided once the machine's move is divided out")
         checks.append(replace(c, status=Status.DRIFT if status in (Status.PASS, Status.IMPROVEMENT)
                               else Status.INCONCLUSIVE,
                               message=f"{c.message}; {said}: {machine.describe()}, and with that divided out the "
-                                      f"change is {low * 100:+.1f} .. {high * 100:+.1f}%"))
+                                      f"change is {fmt_range(low + 1, high + 1, fmt_change)}"))
     status = overall(checks)
     if status is verdict.status:
         return replace(verdict, checks=tuple(checks))

@@ -19,6 +19,7 @@ from pytest_sme2.errors import ConfigError
 from pytest_sme2.history.records import HistoryRecord
 from pytest_sme2.history.store import StoredRun
 from pytest_sme2.store.gitinfo import git
+from pytest_sme2.units import fmt_range, fmt_signed_pct
 
 COLUMNS = ("regressed", "improved", "unchanged", "new", "missing", "invalid")
 STATUS_COLUMN = {"regression": "regressed", "improvement": "improved", "pass": "unchanged", "drift": "unchanged",
@@ -101,7 +102,7 @@ def _ms(v: float | None) -> str:
 def _gate_delta(r: HistoryRecord) -> str:
     if r.delta_pct is None:
         return "—"
-    ci = f" ({r.delta_ci_pct[0]:+.1f}..{r.delta_ci_pct[1]:+.1f})" if r.delta_ci_pct else ""
+    ci = f" ({fmt_range(r.delta_ci_pct[0], r.delta_ci_pct[1], fmt_signed_pct)})" if r.delta_ci_pct else ""
     return f"{r.delta_pct:+.1f}%{ci}"
 
 

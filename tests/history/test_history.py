@@ -169,7 +169,7 @@ def test_pr_view_counts_are_the_head_runs_gate_statuses(tmp_path: Path) -> None:
     text = render_markdown(view)
     assert "| regressed | improved | unchanged | new | missing | invalid | not gated |" in text
     assert "| 1 | 0 | 1 | 3 | 1 | 1 | 1 |" in text
-    assert "+12.0% (+9.0..+15.0)" in text and "`t::gone`" in text
+    assert "+12.0% (+9.0% .. +15.0%)" in text and "`t::gone`" in text
 
 
 # --------------------------------------------------------------------------- end to end, real commits
