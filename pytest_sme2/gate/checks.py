@@ -227,9 +227,8 @@ def budget_check(name: str, candidate: Samples, budget: float, quantile: float, 
         status = Status.REGRESSION if min(per_block) > budget else (
             Status.PASS if max(per_block) <= budget else Status.INCONCLUSIVE)
         return Check(name, status, where, candidate=estimate, baseline=budget)
-    where = (fmt_interval(estimate, iv.low, iv.high, fixed(4), level=f"95% CI of the blocks' p{quantile:.0f}",
-                          unit=" ms") + f" vs budget {budget:.4f} ms")
-    where = f"p{quantile:.0f} {where}"
+    p_ms = fmt_interval(estimate, iv.low, iv.high, fixed(4), level=f"95% CI of the blocks' p{quantile:.0f}", unit=" ms")
+    where = f"p{quantile:.0f} {p_ms} vs budget {budget:.4f} ms"
     status = Status.REGRESSION if iv.low > budget else (Status.PASS if iv.high <= budget else Status.INCONCLUSIVE)
     return Check(name, status, where, interval=Interval(estimate, iv.low, iv.high, iv.confidence, iv.coverage),
                  candidate=estimate, baseline=budget)

@@ -38,7 +38,7 @@ from typing import Any
 
 from pytest_sme2.gate.rule import ComparisonRule
 from pytest_sme2.gate.verdict import Check, Comparison, Status, Verdict, overall
-from pytest_sme2.units import fmt_change, fmt_range
+from pytest_sme2.units import fmt_change, fmt_range, fmt_signed_pct
 
 #: The share of sessions without a real slowdown that may fail on a ``regression`` (union bound over the tests).
 SUITE_FALSE_ALARM_BUDGET = 0.05
@@ -105,16 +105,17 @@ def as_machine(verdict: Verdict, machine: Machine) -> Verdict:
             continue
         low, high = c.interval.low / machine.ratio - 1, c.interval.high / machine.ratio - 1
         status = rule.status(low, high, c.margin)
+        divided = fmt_range(low * 100, high * 100, fmt_signed_pct)
         if status is Status.REGRESSION:
             checks.append(replace(c, message=f"{c.message}; still beyond the margin with the machine's move divided "
-                                             f"out ({machine.describe()}): {fmt_range(low + 1, high + 1, fmt_change)}"))
+                                             f"out ({machine.describe()}): {divided}"))
             continue
         said = ("the machine, not a regression" if status in (Status.PASS, Status.IMPROVEMENT)
                 else "not decided once the machine's move is divided out")
         checks.append(replace(c, status=Status.DRIFT if status in (Status.PASS, Status.IMPROVEMENT)
                               else Status.INCONCLUSIVE,
                               message=f"{c.message}; {said}: {machine.describe()}, and with that divided out the "
-                                      f"change is {fmt_range(low + 1, high + 1, fmt_change)}"))
+                                      f"change is {divided}"))
     status = overall(checks)
     if status is verdict.status:
         return replace(verdict, checks=tuple(checks))

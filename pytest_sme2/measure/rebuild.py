@@ -172,8 +172,8 @@ class Rebuilder:
         refused = []
         for commit, which in _candidates(root, baseline_recipe, baseline_file):
             tree, why = worktree(root, commit, self.cache_dir.resolve() / REBUILD_DIR)
-            source = next((tree / s for s in _RUNNER_SOURCES if (tree / s).is_file()), None) if tree else None
-            if source is None:
+            found = next((s for s in _RUNNER_SOURCES if (tree / s).is_file()), None) if tree is not None else None
+            if tree is None or found is None:
                 refused.append(f"at {commit[:10]} ({which}) " + (why or f"there is no {RUNNER_SOURCE} (the runner's "
                                "source comes with the installed pytest-sme2, not from this project's git)"))
                 continue
@@ -182,15 +182,14 @@ class Rebuilder:
             try:
                 with heavy_work(self.lock_file, what="rebuilding the baseline's runner", progress=self.progress):
                     built = build_runner(self.runner_target, cache_dir=self.runner_cache, wheel=self.aarch64_wheel,
-                                         source=source.read_bytes(), progress=self.progress)
+                                         source=(tree / found).read_bytes(), progress=self.progress)
             except Sme2Error as exc:
                 refused.append(f"at {commit[:10]} ({which}) the build failed: {str(exc).splitlines()[0]}")
                 continue
             got = file_sha256(built.path)
             if got == sha256:
-                where = source.relative_to(tree) if tree is not None else source
                 return built.path, (f"the baseline's runner build was not in the artifact store: rebuilt it from "
-                                    f"{where} at commit {commit[:10]} ({which}); its binary hashes to the "
+                                    f"{found} at commit {commit[:10]} ({which}); its binary hashes to the "
                                     f"baseline's ({sha256[:10]})")
             refused.append(f"at {commit[:10]} ({which}) the runner hashes to {got[:10]}, not the baseline's "
                            f"{sha256[:10]} (another compiler or executorch SDK than the recording's?)")
