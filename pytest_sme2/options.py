@@ -159,6 +159,11 @@ def existing_dir(text: str) -> Path:
     return p
 
 
+def comma_list(text: str) -> tuple[str, ...]:
+    """``adb, ssh`` -> ("adb", "ssh"): a comma (or line) separated list, empty items dropped, order kept."""
+    return tuple(dict.fromkeys(x.strip() for x in str(text).replace("\n", ",").split(",") if x.strip()))
+
+
 #: What ``--sme2-fail-on`` can make fail besides a regression (which always fails).
 FAIL_ON_CHOICES = ("missing", "invalid", "inconclusive", "drift")
 #: ``--sme2-fail-on`` when it is not given: fail closed where ``CI`` is set (a missing baseline fails, a verdict that
@@ -309,6 +314,18 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "executorch's shared libraries): every .so in it is pushed once per content beside the runner and put "
                "on LD_LIBRARY_PATH (Android only)", type=existing_dir),
     OptionSpec("serial", "adb serial of the Android device (default: $ANDROID_SERIAL, else the only device)"),
+    OptionSpec("pool", "a device pool from these sources, comma separated (adb: every phone the adb server lists as "
+               "'device'): each pytest-xdist worker holds one device (-n auto: one worker per device) and each test "
+               "runs on a device that has what it needs (--sme2-needs, the sme2_device marker); see docs/lab.md",
+               (), comma_list, metavar="SOURCES"),
+    OptionSpec("adb-connect", "--sme2-pool=adb: `adb connect` these HOST:PORT addresses first (comma separated: "
+               "phones over Wi-Fi, DeviceFarmer/STF devices, remote device streaming)", (), comma_list,
+               metavar="ADDRESSES"),
+    OptionSpec("needs", "--sme2-pool: what every device test needs of its device, comma separated: sme2, no-sme2, "
+               "svl>=BITS, soc=NAME (a test's sme2_device marker adds its own)", metavar="NEEDS"),
+    OptionSpec("matrix", "--sme2-pool: run every device test on every device that serves it (one test per device, "
+               "each with its own baseline and report row), not once on any of them", False, ini_type="bool",
+               action="store_true"),
     OptionSpec("latency", "which runs give the gate's latency samples: untraced = an untraced run beside the traced "
                "one in every block (twice the measuring time; on host/android the timing-only builds, "
                "--sme2-runner-timing); traced = the traced runs that also give the operator breakdown, so the latency "
@@ -451,6 +468,14 @@ class Sme2Options:
     #: qemu: measure emulated time in full and gate it (default: one execution per arm, time reported, not gated)
     emulated_timing: bool = False
     serial: str | None = None
+    #: the device sources of the lab's pool (``pytest_sme2.runners.pool``); () = no pool, one device
+    pool: tuple[str, ...] = ()
+    #: ``adb connect`` addresses read into the pool
+    adb_connect: tuple[str, ...] = ()
+    #: what every device test needs (``Need.parse``'s text); None = anything
+    needs: str | None = None
+    #: every device test once per serving device of the pool
+    matrix: bool = False
     #: None = decided by the builds: untraced with timing builds, else traced (see :attr:`latency_mode`)
     latency: str | None = None
     busy_limit: float = 5.0

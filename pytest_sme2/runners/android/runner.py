@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import adbutils
 
-from pytest_sme2.device.facts import ANDROID_FACTS_SCRIPT, DeviceInfo, device_info_from_facts
-from pytest_sme2.errors import ConfigError, DeviceError, Sme2Error
+from pytest_sme2.device.facts import DeviceInfo
+from pytest_sme2.errors import ConfigError, Sme2Error
 from pytest_sme2.program.export import load_pte_check
 from pytest_sme2.runners.android.adb import AdbLink, join_args, quote
 from pytest_sme2.runners.android.conditions import (
@@ -39,6 +39,7 @@ from pytest_sme2.runners.android.conditions import (
 from pytest_sme2.runners.android.deploy import REMOTE_ROOT, Deployed, deploy, remote_path
 from pytest_sme2.runners.android.run import device_command, exit_error, pull_trace, run_on_device
 from pytest_sme2.runners.android.selection import parse_serials
+from pytest_sme2.runners.android.source import read_info
 from pytest_sme2.runners.base import (
     MODE_LOG,
     MODE_TIMING,
@@ -168,18 +169,7 @@ class AndroidRunner(BinaryBuilds):
     def device_info(self) -> DeviceInfo:
         """The selected device's facts (read once; thermal status as of that first read)."""
         if self._info is None:
-            device = self._link.device()
-            features = self._link.call("reading adb features", device.get_features)
-            if "shell_v2" not in features.split(","):
-                # Without it adbutils silently falls back to a shell that cannot report exit codes.
-                raise DeviceError(
-                    f"Android device {self.serial} does not offer adb's shell protocol v2 (features: "
-                    f"{features or 'none'}), so runner exit codes cannot be read: it needs Android 7 or later "
-                    "and an up-to-date adb (`adb version`)"
-                )
-            facts = self._link.shell(ANDROID_FACTS_SCRIPT, what="reading device facts")
-            info = device_info_from_facts(self.serial, facts.stdout)
-            self._info = info
+            self._info = read_info(self._link)
         return self._info
 
     # ------------------------------------------------------------------------------ identity
