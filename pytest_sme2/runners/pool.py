@@ -154,35 +154,71 @@ class Discovery:
 
 #: ``discover(options, progress) -> Discovery``: a source's whole job. ``progress`` shows a transient status line.
 SourceFunction = Callable[["Sme2Options", Callable[[str], None]], Discovery]
+#: ``alive(entry) -> ""`` when the device still answers, else what became of it (asked after a test of it failed:
+#: a device that dropped mid-test makes that test invalid and its other tests move to another device).
+AliveFunction = Callable[[PoolEntry], str]
 
-_SOURCES: dict[str, str | SourceFunction] = {}
+
+@dataclass(frozen=True)
+class Source:
+    """One ``--sme2-pool`` value: its discover function and its liveness check (``"module:function"`` or callables,
+    imported when used, so ``--help`` imports no source)."""
+
+    name: str
+    discover: str | SourceFunction
+    alive: str | AliveFunction | None = None
 
 
-def register_source(name: str, discover: str | SourceFunction) -> None:
-    """Add a device source named ``name`` (a ``--sme2-pool`` value); ``discover`` or ``"module:function"`` naming it,
-    imported when the pool is read (so ``--help`` imports no source)."""
+_SOURCES: dict[str, Source] = {}
+
+
+def register_source(name: str, discover: str | SourceFunction, alive: str | AliveFunction | None = None) -> None:
+    """Add a device source named ``name`` (a ``--sme2-pool`` value). ``alive`` (optional): without it a device of this
+    source that drops mid-test fails that test, and its other tests stay on it."""
+    source = Source(name, discover, alive)
     known = _SOURCES.get(name)
-    if known is not None and known != discover:
-        raise ConfigError(f"device source {name!r} is registered twice ({known!r} and {discover!r}); give the second "
-                          "another name")
-    _SOURCES[name] = discover
+    if known is not None and known != source:
+        raise ConfigError(f"device source {name!r} is registered twice ({known.discover!r} and {discover!r}); give the "
+                          "second another name")
+    _SOURCES[name] = source
 
 
 def source_names() -> tuple[str, ...]:
     return tuple(_SOURCES)
 
 
-def _load(name: str) -> SourceFunction:
+def _source(name: str) -> Source:
     try:
-        found = _SOURCES[name]
+        return _SOURCES[name]
     except KeyError:
         raise ConfigError(f"--sme2-pool {name!r} is not a device source ({', '.join(_SOURCES)}); a source of your own "
                           "is one function and one register_source row (docs/lab.md)") from None
-    if isinstance(found, str):
-        module, _, function = found.partition(":")
-        loaded: SourceFunction = getattr(importlib.import_module(module), function)
-        return loaded
-    return found
+
+
+def _function(found: Any, name: str) -> Any:
+    if not isinstance(found, str):
+        return found
+    module, _, function = found.partition(":")
+    try:
+        return getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"device source {name!r}: {found!r} cannot be loaded ({type(exc).__name__}: {exc}); fix its "
+                          "register_source row") from None
+
+
+def _load(name: str) -> SourceFunction:
+    loaded: SourceFunction = _function(_source(name).discover, name)
+    return loaded
+
+
+def alive(entry: PoolEntry) -> str | None:
+    """"" when ``entry``'s device still answers, what became of it when it does not, None when its source cannot
+    tell (it registered no ``alive``)."""
+    check = _source(entry.source).alive
+    if check is None:
+        return None
+    answer: str = _function(check, entry.source)(entry)
+    return answer
 
 
 def discover(options: Sme2Options, progress: Callable[[str], None] | None = None) -> Discovery:
@@ -314,4 +350,4 @@ def parse_list(text: str | None) -> tuple[str, ...]:
     return tuple(s.strip() for s in (text or "").replace("\n", ",").split(",") if s.strip())
 
 
-register_source("adb", "pytest_sme2.runners.android.source:discover")
+register_source("adb", "pytest_sme2.runners.android.source:discover", "pytest_sme2.runners.android.source:alive")

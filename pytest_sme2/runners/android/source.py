@@ -115,3 +115,15 @@ def discover(options: Sme2Options, progress: Callable[[str], None]) -> Discovery
         except Sme2Error as exc:
             left.append(LeftOut("adb", attached.serial, str(exc)))
     return Discovery(tuple(entries), tuple(left))
+
+
+def alive(entry: PoolEntry) -> str:
+    """"" when the adb server still lists ``entry``'s device as ``device`` and it runs a command; else what became of
+    it (the pool's liveness check, asked after a test on it failed)."""
+    client = adbutils.AdbClient(socket_timeout=CONNECT_TIMEOUT)
+    link = AdbLink(client, (entry.address,), None)
+    try:
+        link.shell("true", what="checking that the device still answers", timeout=CONNECT_TIMEOUT)
+    except Sme2Error as exc:
+        return str(exc)
+    return ""
