@@ -22,6 +22,7 @@ from pytest_sme2.store.files import file_sha256
 
 if TYPE_CHECKING:
     from pytest_sme2.device.facts import DeviceInfo
+    from pytest_sme2.evidence.instructions import InstructionCounts
     from pytest_sme2.evidence.qemu_log import ExecutedKernels
 
 SCHEMA_VERSION = 1
@@ -182,6 +183,8 @@ class Runner(ABC):
     on_this_host: bool = False
     #: it can record the kernels that executed (:meth:`record_executed`: QEMU's in_asm log)
     records_executed: bool = False
+    #: it can count the instructions a method execution executes (:meth:`record_counts`: QEMU's exec log)
+    records_counts: bool = False
     #: called about once a second while a long run goes on (the plugin's status line and the CLI show the elapsed
     #: time with it); set by the front end, None = nothing to tell
     heartbeat: Callable[[], None] | None = None
@@ -230,6 +233,10 @@ class Runner(ABC):
 
     def record_executed(self, request: RunRequest) -> ExecutedKernels | None:
         """Run ``request`` once and say which kernels executed (when :attr:`records_executed`); None otherwise."""
+        return None
+
+    def record_counts(self, request: RunRequest) -> InstructionCounts | None:
+        """Instructions one method execution of ``request`` executes (when :attr:`records_counts`); None otherwise."""
         return None
 
 

@@ -20,9 +20,11 @@ process under ``-cpu max`` sees it (SME is bit 23, SME2 bit 37) and the ``/proc/
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -32,9 +34,12 @@ from typing import TYPE_CHECKING, Any
 from pytest_sme2.device.facts import cpuinfo_features, linux_identity
 from pytest_sme2.device.identity import DeviceIdentity
 from pytest_sme2.errors import ConfigError, RunnerError
+from pytest_sme2.evidence.instructions import InstructionCounts
 from pytest_sme2.evidence.memory import PeakSource
+from pytest_sme2.evidence.qemu_counts import CODE_MAP_PREFIX, QEMU_LOG_ITEMS, BlockCounter, counts_of
 from pytest_sme2.evidence.qemu_log import ExecutedKernels, read_executed_kernels
-from pytest_sme2.runners.base import MODE_TRACE, SME2_OFF, SME2_ON, RunRequest
+from pytest_sme2.program.export import load_pte_check
+from pytest_sme2.runners.base import MODE_TRACE, SME2_OFF, SME2_ON, RunRequest, inputs_argv
 from pytest_sme2.runners.host import HostRunner
 from pytest_sme2.runners.process import kill_group, wait_with_rusage
 from pytest_sme2.store.files import file_sha256
@@ -174,6 +179,8 @@ class QemuRunner(HostRunner):
     emulated = True
     #: QEMU's in_asm log says which kernels executed (:meth:`record_executed`)
     records_executed = True
+    #: it counts the instructions a method execution executes (:meth:`record_counts`: QEMU's exec log)
+    records_counts = True
     #: the peak wait4 gives is qemu-user's (and so is the runner's own getrusage: the guest asks the host's kernel)
     peak_source = PeakSource.EMULATOR
 
@@ -287,8 +294,82 @@ class QemuRunner(HostRunner):
                               "only for pytest-sme2's own runner", command=cmd, stderr_tail=text[-2000:])
         return read_executed_kernels(log, maps)
 
+    def record_counts(self, request: RunRequest) -> InstructionCounts:
+        """Count the instructions one method execution of ``request`` executes under emulation (not start-up).
+
+        One process on one thread under ``-d in_asm,exec,nochain``, its log streamed through a pipe into
+        :class:`~pytest_sme2.evidence.qemu_counts.BlockCounter`: ``request.warmup`` executions first (the first one
+        packs and plans: it executes more), then ``request.runs`` counted ones, which must agree exactly. The runner,
+        the program and its inputs are linked into the run directory under fixed names and the process gets an
+        empty environment, so its arguments, environment and auxiliary vector — what lies on the emulated stack —
+        are the same on every host and checkout.
+        """
+        runner = self._binary(request)
+        self._check_executable(runner)
+        load_pte_check(request.pte)
+        run_dir = self.new_run_dir(request)
+        argv = _stage(run_dir, runner, request)
+        stderr = run_dir / f"{request.stem}.count.log"
+        timeout = min(t for t in (self.timeout_s, request.timeout_s) if t is not None)
+        counter = BlockCounter(source=f"QEMU's log of {request.pte.name} (-cpu {self.cpu_for(request.variant)})")
+        read_end, write_end = os.pipe()
+        cmd = [*qemu_command(self.qemu, self.cpu_for(request.variant), self.sysroot), "-d", QEMU_LOG_ITEMS,
+               "-D", f"/dev/fd/{write_end}", *argv]
+        with stderr.open("wb") as out, os.fdopen(read_end, "rb", buffering=1 << 20) as log:
+            try:
+                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        cwd=run_dir, env={}, pass_fds=(write_end,), start_new_session=True)
+            except OSError as exc:
+                raise RunnerError(f"running {self.qemu} failed ({exc.strerror or exc}); {QEMU_HINT}",
+                                  command=cmd) from None
+            finally:
+                os.close(write_end)
+            watchdog = threading.Timer(timeout, kill_group, (proc,))
+            watchdog.start()
+            try:
+                counter.feed_stream(log)
+                returncode = proc.wait()
+            finally:
+                watchdog.cancel()
+                kill_group(proc)  # a counter that raised, or Ctrl-C: no emulator left behind
+        text = stderr.read_text(encoding="utf-8", errors="replace")
+        if returncode != 0:
+            what = f"took over {timeout:g} s" if returncode == -9 else f"exited with code {returncode}"
+            raise RunnerError(f"the runner under QEMU (-d {QEMU_LOG_ITEMS}) {what} running {request.pte}; its "
+                              f"output is {stderr}", command=cmd, returncode=returncode, stderr_tail=text[-2000:])
+        maps = [line.split(CODE_MAP_PREFIX, 1)[1] for line in text.splitlines() if CODE_MAP_PREFIX in line]
+        cpu = self.cpu_for(request.variant)
+        counted = [counts_of(counter, maps, cpu=cpu, qemu_version=self.version, execution=i)
+                   for i in range(request.warmup, request.warmup + request.runs)]
+        if len(counter.executions) != request.executions or any(c != counted[0] for c in counted):
+            totals = [c.total for c in counted]
+            raise RunnerError(f"the counted executions of {request.pte} under -cpu {cpu} do not agree "
+                              f"({len(counter.executions)} counted of {request.executions}; totals {totals}): "
+                              "something other than the program and its inputs decides what it executes",
+                              command=cmd)
+        return replace(counted[0], executions=request.runs)
+
     def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
         return f"{super().build_of(variant, build, mode)} under QEMU {self.version} -cpu {self.cpu_for(variant)}"
+
+
+#: The fixed names a counted run sees (:meth:`QemuRunner.record_counts`).
+STAGED_RUNNER = "sme2_runner"
+STAGED_PROGRAM = "model.pte"
+
+
+def _stage(run_dir: Path, runner: Path, request: RunRequest) -> list[str]:
+    """Link the runner, the program and its inputs into ``run_dir`` under fixed names; the command line using them.
+
+    QEMU resolves the runner's link for ``/proc/self/exe``, so its ``$ORIGIN/lib`` RUNPATH still finds the SDK.
+    """
+    links = {STAGED_RUNNER: runner, STAGED_PROGRAM: request.pte,
+             **{f"input_{i}.bin": Path(p) for i, p in enumerate(request.inputs or ())}}
+    for name, target in links.items():
+        (run_dir / name).symlink_to(target.absolute())
+    inputs = [f"input_{i}.bin" for i in range(len(request.inputs or ()))]
+    return [f"./{STAGED_RUNNER}", "--model_path", STAGED_PROGRAM, f"--num_executions={request.executions}",
+            "--cpu_threads=1", *inputs_argv(inputs, fix="")]
 
 
 def from_options(options: Sme2Options, context: RunnerContext) -> QemuRunner:
