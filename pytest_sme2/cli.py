@@ -1,7 +1,8 @@
 """``pytest-sme2`` / ``python -m pytest_sme2``: the library's command-line front end.
 
 Commands: ``analyze`` (a trace), ``profile`` (export + run + analyze a registered model), ``build-runner``
-(pytest-sme2's own runner from the executorch wheel, for the host or linux-aarch64), ``history`` (runs across
+(pytest-sme2's own runner from the executorch wheel, for the host or linux-aarch64), ``count``
+(instructions executed under emulation, SME2 on and off), ``history`` (runs across
 commits: steps, current regressions, the PR view, the trend page; docs/history.md),
 ``compare`` (the regression gate on two result files, exit 1 on a regression), ``report`` (markdown
 from a results JSON or run directory) and ``export-trace`` (Chrome/Perfetto JSON).
@@ -160,6 +161,68 @@ def _add_build_runner(sub: Any) -> None:
     p.set_defaults(files_read=(("--wheel", "wheel"),), files_written=(("--json", "json_out"),))
 
 
+def _add_count(sub: Any) -> None:
+    p = sub.add_parser(
+        "count", help="instructions executed under emulation by one method execution, SME2 on and off (QEMU)",
+        description="Run a registered model (exported, cached) or a .pte under qemu-aarch64 with SME2 on (-cpu max) "
+        "and off (-cpu max,sme=off), one warm-up and one counted execution per arm, and print the instructions the "
+        "counted execution executed: in total, by kind (sme, sve, neon, load_store, scalar), by library and by "
+        "exported function. Exact and the same on every host with the same QEMU, runner and program; counts, never "
+        "times (docs/arm-emulation.md).")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--model", action="append", dest="models", help="registered model name (repeatable)")
+    what.add_argument("--pte", type=existing_file, help="an existing .pte to count as it is")
+    p.add_argument("--inputs", type=existing_file, nargs="+", default=[], metavar="FILE",
+                   help="with --pte: raw input tensor files, one per input (default: all ones)")
+    p.add_argument("--dtype", choices=("fp32", "fp16", "int8"), help="export dtype (default fp32)")
+    p.add_argument("--backend", choices=("xnnpack", "portable"), help="export backend (default xnnpack)")
+    p.add_argument("--device", default="qemu", help="a device that counts instructions (default and only built-in: "
+                   "qemu)")
+    p.add_argument("--qemu", type=executable_file, help="the qemu-aarch64 binary (default: on PATH)")
+    p.add_argument("--runner", type=executable_file,
+                   help="an aarch64 runner with pytest-sme2's count markers (default: pytest-sme2's own, built)")
+    add_cli_options(p, "timeout")
+    p.add_argument("--models", "--models-from", action="append", dest="model_sources", metavar="SRC",
+                   help="module name or .py file that registers models (repeatable), as profile's")
+    add_cli_options(p, "cache-dir")
+    p.add_argument("--out", type=Path, default=Path("sme2_out"), help="output directory (default sme2_out)")
+    p.add_argument("--json", type=Path, dest="json_out", help="write every arm's counts as JSON")
+    p.set_defaults(files_read=(("--pte", "pte"), ("--inputs", "inputs")), files_written=(("--json", "json_out"),))
+
+
+def cmd_count(args: argparse.Namespace) -> int:
+    from pytest_sme2.measure.counts import count_arms
+    from pytest_sme2.measure.hostlock import LOCK_NAME
+    from pytest_sme2.measure.profile import stderr_progress
+    from pytest_sme2.measure.recipe import ProgramFile
+    from pytest_sme2.models import get_model, load_model_sources
+    from pytest_sme2.program.export import export_model
+    from pytest_sme2.report.instruction_table import counts_table
+    from pytest_sme2.runners.registry import RunnerContext, make_runner
+    from pytest_sme2.store.files import write_atomic
+
+    load_model_sources(_model_sources(args))
+    args.threads = 1
+    if args.inputs and args.pte is None:
+        raise ConfigError("--inputs goes with --pte; a registered model (--model) brings its own example inputs")
+    options = _device_options(args)
+    specs = [get_model(name) for name in args.models or ()]
+    runner = make_runner(options, RunnerContext(progress=stderr_progress, runner_cache=args.cache_dir / "runners"))
+    programs: list[Any] = [ProgramFile(args.pte, tuple(args.inputs))] if args.pte is not None else []
+    programs += [export_model(spec, dtype=args.dtype or "fp32", backend=args.backend or "xnnpack",
+                              cache_dir=args.cache_dir, progress=stderr_progress) for spec in specs]
+    results = {}
+    for program in programs:
+        label = "_".join(p for p in (program.name, program.dtype, program.backend) if p != "unknown")
+        arms = count_arms(runner, program, out_dir=args.out / label, label=label, timeout_s=args.timeout,
+                          lock_file=args.cache_dir / LOCK_NAME)
+        print(counts_table(arms, what=label) + "\n")
+        results[label] = {arm: counts.to_dict() for arm, counts in arms.items()}
+    if args.json_out is not None:
+        print(f"Wrote: {write_atomic(args.json_out, json.dumps(results, indent=2) + chr(10), what='counts')}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pytest-sme2",
@@ -173,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare(sub)
     _add_report_commands(sub)
     _add_build_runner(sub)
+    _add_count(sub)
     _add_rebaselined(sub)
     from pytest_sme2.history import cli as history_cli
 
@@ -663,7 +727,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 COMMANDS = {
     "analyze": cmd_analyze, "profile": cmd_profile, "compare": cmd_compare, "report": cmd_report,
     "export-trace": cmd_export_trace, "build-runner": cmd_build_runner, "history": cmd_history,
-    "rebaselined": cmd_rebaselined,
+    "rebaselined": cmd_rebaselined, "count": cmd_count,
 }
 
 
