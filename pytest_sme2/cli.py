@@ -105,6 +105,7 @@ def _add_profile(sub: Any) -> None:
                    "(see docs/android.md); qemu's time is emulated time (see docs/arm-emulation.md)")
     p.add_argument("--qemu", type=executable_file, help="qemu: the qemu-aarch64 binary (default: on PATH)")
     p.add_argument("--serial", help="android: adb serial (default $ANDROID_SERIAL, else the only device)")
+    add_cli_options(p, "ssh-host", "ssh-config")
     p.add_argument("--libcxx", type=existing_file, help="android: libc++_shared.so to push beside the runner")
     p.add_argument("--runner-libs", type=existing_dir,
                    help="android: a directory whose .so files the runner needs (pushed beside it, on LD_LIBRARY_PATH)")

@@ -326,6 +326,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("matrix", "--sme2-pool: run every device test on every device that serves it (one test per device, "
                "each with its own baseline and report row), not once on any of them", False, ini_type="bool",
                action="store_true"),
+    OptionSpec("ssh-host", "--sme2-device=ssh: the Arm host to measure on, user@host[:port] or a Host of your ssh "
+               "config (its IdentityFile, Port, ProxyJump ... apply; no password prompts)"),
+    OptionSpec("ssh-config", "--sme2-device=ssh: an ssh_config file used instead of ~/.ssh/config (ssh -F)",
+               type=existing_file),
     OptionSpec("latency", "which runs give the gate's latency samples: untraced = an untraced run beside the traced "
                "one in every block (twice the measuring time; on host/android the timing-only builds, "
                "--sme2-runner-timing); traced = the traced runs that also give the operator breakdown, so the latency "
@@ -476,6 +480,9 @@ class Sme2Options:
     needs: str | None = None
     #: every device test once per serving device of the pool
     matrix: bool = False
+    #: ssh: the host (``user@host[:port]`` or an ssh config Host) and an ssh_config file (None: ~/.ssh/config)
+    ssh_host: str | None = None
+    ssh_config: Path | None = None
     #: None = decided by the builds: untraced with timing builds, else traced (see :attr:`latency_mode`)
     latency: str | None = None
     busy_limit: float = 5.0

@@ -152,15 +152,25 @@ def probe_cpu(qemu: Path, runner: Path, cpu: str, sysroot: str, *, timeout_s: fl
         raise RunnerError(f"probing the emulated CPU -cpu {cpu} took over {timeout_s:g} s", command=cmd) from None
     except OSError as exc:
         raise RunnerError(f"running {qemu} failed ({exc.strerror or exc}); {QEMU_HINT}", command=cmd) from None
-    m = _PROBE.search(proc.stdout)
-    if proc.returncode != 0 or m is None:
+    probe = parse_probe(proc.stdout, cpu)
+    if proc.returncode != 0 or probe is None:
         raise RunnerError(
             f"the runner's CPU probe under {qemu} -cpu {cpu} failed: a QEMU that does not know this CPU or cannot "
             f"start the runner (its loader and libc come from -L {sysroot or '(none)'}: install the arm64 cross "
             "sysroot, Debian/Ubuntu libc6-dev-arm64-cross, or pass a statically usable runner)",
             command=cmd, returncode=proc.returncode, stderr_tail=(proc.stderr or proc.stdout)[-2000:],
         )
-    cpuinfo = proc.stdout.split("sme2_runner cpuinfo-begin\n", 1)[-1].split("sme2_runner cpuinfo-end", 1)[0]
+    return probe
+
+
+def parse_probe(text: str, cpu: str = "") -> CpuProbe | None:
+    """What the runner's ``--probe`` printed (``cpu``: the CPU it ran on, when QEMU's); None when it printed no probe.
+
+    The same output on any Linux: on an Arm host the hwcaps and ``/proc/cpuinfo`` are the kernel's own."""
+    m = _PROBE.search(text)
+    if m is None:
+        return None
+    cpuinfo = text.split("sme2_runner cpuinfo-begin\n", 1)[-1].split("sme2_runner cpuinfo-end", 1)[0]
     return CpuProbe(cpu=cpu, hwcap=int(m.group(2), 16), hwcap2=int(m.group(3), 16), sve_vl_bytes=int(m.group(4)),
                     sme_vl_bytes=int(m.group(5)), cpuinfo=cpuinfo)
 

@@ -37,6 +37,9 @@ ANDROID_OPTIONS = ("serial", "libcxx", "runner_libs", "big_cores", "cooldown", "
 #: What the emulated device takes besides its one runner.
 QEMU_OPTIONS = ("qemu", "aarch64_wheel", "emulated_timing")
 
+#: What an Arm host over ssh takes besides its one runner (pytest-sme2's own is cross-built from the aarch64 wheel).
+SSH_OPTIONS = ("ssh_host", "ssh_config", "aarch64_wheel")
+
 #: ``--sme2-device=qemu``'s defaults for the options the user did not set (command line or ini): one execution per
 #: arm gives the SME2 question's answers (the trace's operators, QEMU's log of the kernels that ran, the outputs) ...
 EMULATED_DEFAULTS = MappingProxyType({"blocks": 1, "runs": 1, "warmup": 0})
@@ -266,6 +269,12 @@ def _qemu_check(options: Sme2Options, spelling: Spelling) -> None:
             "Linux runner) or nothing (pytest-sme2's own, cross-built from the executorch wheel)")
 
 
+def _ssh_check(options: Sme2Options, spelling: Spelling) -> None:
+    if not options.ssh_host:
+        raise ConfigError(f"{spelling.device('ssh')} needs {spelling.flag('ssh_host')} user@host[:port] (or a Host of "
+                          "your ssh config): the Arm Linux host or Mac to measure on (docs/lab.md)")
+
+
 def _qemu_defaults(values: Mapping[str, Any]) -> Mapping[str, Any]:
     # Emulation runs 150-500x slower than native (and SME2 code far slower than that on some hosts: 48 s per
     # tiny_transformer fp32 execution on an Intel Xeon, issue 30), and emulated time is no device's: what the
@@ -292,4 +301,8 @@ _builtin((
            "qemu-aarch64: real Arm code, emulated time", "pytest_sme2.runners.qemu:from_options",
            options=("runner", *QEMU_OPTIONS), host_lock=True, own_runner=TARGET_LINUX_AARCH64, defaults=_qemu_defaults,
            check=_qemu_check),
+    Device("ssh", "an Arm Linux host (or a Mac) over ssh: the runner pushed once per content, run pinned, its trace "
+           "pulled", "pytest_sme2.runners.ssh:from_options", options=("runner", *SSH_OPTIONS),
+           own_runner=TARGET_LINUX_AARCH64, own_runner_untraced=True, on_off=False,
+           no_on_off="the ssh device runs one runner build on the host's own CPU", check=_ssh_check),
 ))

@@ -1,0 +1,189 @@
+"""``--sme2-device=ssh`` against a real OpenSSH server on loopback whose aarch64 programs run under QEMU.
+
+The host (``tests/ssh_server.py``) is Debian's sshd with its own keys and config in the test's temp dir; each command
+a client sends runs in a user namespace with a private binfmt_misc that hands aarch64 ELF files to ``qemu-aarch64
+-cpu max`` (SME2), as the arm64 emulated phone does. Nothing is replayed: pytest-sme2's runner cross-built from the
+aarch64 wheel is pushed over ssh with its libraries, runs there, and its trace is pulled. Expectations are read here
+from what ran — the pulled traces (``read_etdump``), the commands the host logged — with this file's own rules, not
+pytest_sme2's. Latency under QEMU is emulated time: no test asserts one, and the reports must say so. toy_cnn and one
+execution per run keep the tier's time modest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ssh_server import LocalSshHost, SshUnavailable, free_port, start_ssh_host
+
+from pytest_sme2.errors import ConfigError, DeviceError
+from pytest_sme2.evidence.trace import read_etdump
+from pytest_sme2.runners.base import MODE_TIMING, RunRequest
+from pytest_sme2.runners.build import RunnerBuild
+from pytest_sme2.runners.ssh import SshRunner
+
+pytestmark = pytest.mark.emulated_device
+
+REPO = Path(__file__).resolve().parents[2]
+#: XNNPACK's GEMM-like operators and its packed-LHS (SME/KleidiAI) types, by their event names (this file's rule).
+GEMM = re.compile(r"^(Convolution|Fully Connected) \(")
+PACKED = re.compile(r"\((NHWC|NC), P(F32|F16|QS8)\b")
+#: What pushes a bundle: one tar stream unpacked on the host.
+PUSH = "tar -xf - -C "
+
+
+def _start(root: Path, qemu: Path, **kwargs: Any) -> LocalSshHost:
+    from toolchain import tool_missing
+
+    try:
+        return start_ssh_host(root, qemu=qemu, **kwargs)
+    except SshUnavailable as exc:
+        tool_missing(f"local ssh host unavailable: {exc}")
+
+
+@pytest.fixture
+def ssh_host(tmp_path: Path, sme2_qemu: Path) -> Iterator[LocalSshHost]:
+    """A running local ssh host (aarch64 under QEMU -cpu max); stopped at teardown."""
+    host = _start(tmp_path / "sshd", sme2_qemu)
+    yield host
+    host.stop()
+
+
+@pytest.fixture
+def fp32(example_export: Callable[[str, str], Any]) -> Any:
+    return example_export("fp32", "xnnpack")
+
+
+def _runner(host: LocalSshHost, build: RunnerBuild, **kwargs: Any) -> SshRunner:
+    return SshRunner(build.path, host=host.address, config=host.client_config, timeout_s=300.0,
+                     runtime=build.runtime(), **kwargs)
+
+
+def _request(exported: Any, tmp_path: Path, **overrides: Any) -> RunRequest:
+    fields: dict[str, Any] = {"pte": exported.pte_path, "runs": 1, "warmup": 0, "threads": 1,
+                              "out_dir": tmp_path / "out", "inputs": tuple(exported.input_files), "timeout_s": 300.0}
+    return RunRequest(**{**fields, **overrides})
+
+
+def test_the_runner_is_pushed_once_per_content_across_sessions(ssh_host: LocalSshHost,
+                                                               aarch64_runner_build: RunnerBuild, fp32: Any,
+                                                               tmp_path: Path) -> None:
+    first = _runner(ssh_host, aarch64_runner_build)
+    result = first.run(_request(fp32, tmp_path))
+    first.close()
+    pushes = [c for c in ssh_host.commands if PUSH in c]
+    # The runner with the wheel's libraries in one bundle, the .pte, each input: one push each.
+    assert len(pushes) == 2 + len(fp32.input_files), pushes
+    libs = sorted(p.name for p in (aarch64_runner_build.path.parent / "lib").iterdir() if p.name.endswith(".so"))
+    bundles = sorted(p for p in (ssh_host.home / ".cache/pytest-sme2/ssh").iterdir() if p.name != "runs")
+    runner_dir = next(b for b in bundles if (b / aarch64_runner_build.path.name).is_file())
+    assert sorted(p.name for p in (runner_dir / "lib").iterdir()) == libs
+    assert (runner_dir / aarch64_runner_build.path.name).read_bytes() == aarch64_runner_build.path.read_bytes()
+    assert not [p for p in bundles if p.name.endswith(".part")]
+    assert not list((ssh_host.home / ".cache/pytest-sme2/ssh/runs").iterdir())  # the run directory was removed
+    assert result.trace_path is not None and read_etdump(result.trace_path).num_runs == 1
+    # A second session (another runner, another connection) finds everything there by content: it pushes nothing.
+    second = _runner(ssh_host, aarch64_runner_build)
+    again = second.run(_request(fp32, tmp_path))
+    second.close()
+    assert [c for c in ssh_host.commands if PUSH in c] == pushes
+    assert again.metadata["pushed"] == []
+    # Pinned with taskset, bounded by the host-side timeout, in every run.
+    runs = [c for c in ssh_host.commands if "--model_path" in c]
+    assert len(runs) == 2 and all(re.search(r"exec timeout -k 5 300 taskset -c 0 /", c) for c in runs), runs
+
+
+def test_an_untraced_run_reads_the_runners_iteration_lines(ssh_host: LocalSshHost,
+                                                          aarch64_runner_build: RunnerBuild, fp32: Any,
+                                                          tmp_path: Path) -> None:
+    runner = _runner(ssh_host, aarch64_runner_build, untraced=True)
+    result = runner.run(_request(fp32, tmp_path, mode=MODE_TIMING, runs=2))
+    runner.close()
+    assert result.trace_path is None and len(result.e2e_ms) == 2 and all(ms > 0 for ms in result.e2e_ms)
+    assert "--etdump_path" not in result.metadata["device_command"]
+
+
+def test_toy_cnn_profiled_over_ssh(ssh_host: LocalSshHost, aarch64_runner_build: RunnerBuild, fp32: Any,
+                                   sme2_shared_cache: Path, tmp_path: Path) -> None:
+    # fp32: exported into the shared cache the suite reads (the same .pte it pushes)
+    results = tmp_path / "results.json"
+    cmd = [sys.executable, "-m", "pytest", "example_models/test_toy_cnn.py", "-k", "test_latency and fp32-xnnpack",
+           "-p", "no:cacheprovider", "-p", "no:randomly", "-rs", "--sme2-device=ssh",
+           f"--sme2-ssh-host={ssh_host.address}", f"--sme2-ssh-config={ssh_host.client_config}",
+           f"--sme2-cache-dir={sme2_shared_cache}", f"--sme2-baseline-dir={tmp_path / 'baselines'}",
+           f"--sme2-out-dir={tmp_path / 'runs'}", "--sme2-blocks=1", "--sme2-runs=1", "--sme2-warmup=0",
+           "--sme2-busy-limit=100", f"--sme2-json={results}", f"--sme2-markdown={tmp_path / 'r.md'}"]
+    done = subprocess.run(cmd, cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=900,
+                          check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    tests = {t["test_id"].rsplit("::", 1)[-1]: t for t in json.loads(results.read_text())["tests"]}
+    assert set(tests) == {"test_latency[fp32-xnnpack]"}, out[-3000:]
+    test = tests["test_latency[fp32-xnnpack]"]
+    profile = test["profile"]
+    # SME2 kernels ran: the pulled trace's GEMM operators are XNNPACK's packed SME ones.
+    gemms = [o["name"] for o in profile["analysis"]["operator_details"] if GEMM.match(o["name"])]
+    assert gemms and all(PACKED.search(n) for n in gemms), gemms
+    assert profile["analysis"]["category_totals_ms"]["Convolution"] > 0
+    traces = sorted((tmp_path / "runs").rglob("*.etdump"))
+    assert traces and any(PACKED.search(str(n)) for n in read_etdump(traces[0]).operators()["event_name"])
+    # The identity is the host's own facts: the CPU QEMU emulates (SME2, implementer 0x00: emulated), its CPU count.
+    identity = profile["identity"]
+    assert identity["arch"] == "aarch64" and identity["os"] == "linux" and "sme2" in identity["isa"]
+    assert "implementer 0x00" in identity["emulator"] and identity["logical_cpus"] == os.cpu_count()
+    assert profile["device"]["kind"] == "ssh" and profile["device"]["sme2"] is True
+    # Emulated time, labelled as such.
+    assert test["emulated"]
+    line = next(line for line in done.stdout.splitlines() if "test_latency[fp32-xnnpack]" in line and "median" in line)
+    assert "(emulated)" in line
+    assert "emulated" in (tmp_path / "r.md").read_text().lower()
+    # The runner was probed and every run pinned on the host, through the one session's connections.
+    assert any(c.endswith("--probe") for c in ssh_host.commands)
+    runs = [c for c in ssh_host.commands if "--model_path" in c]
+    assert runs and all("taskset -c 0 " in c for c in runs), runs
+
+
+def test_unreachable_host_refused_key_and_unknown_host_key_say_the_fix(ssh_host: LocalSshHost,
+                                                                       aarch64_runner_build: RunnerBuild,
+                                                                       tmp_path: Path) -> None:
+    closed = f"root@127.0.0.1:{free_port()}"
+    with pytest.raises(DeviceError) as unreachable:
+        SshRunner(aarch64_runner_build.path, host=closed, config=ssh_host.client_config).device_info()
+    text = str(unreachable.value)
+    assert closed in text and "unreachable" in text and "Connection refused" in text, text
+
+    stranger = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True, timeout=30)
+    with pytest.raises(DeviceError) as refused:
+        SshRunner(aarch64_runner_build.path, host=ssh_host.address,
+                  config=ssh_host.config_with_key(stranger)).device_info()
+    text = str(refused.value)
+    assert ssh_host.address in text and "refused this machine's keys" in text and "authorized_keys" in text, text
+
+    unknown = tmp_path / "unknown_host_config"
+    unknown.write_text(ssh_host.client_config.read_text().replace(str(ssh_host.root / "known_hosts"),
+                                                                    str(tmp_path / "empty_known_hosts")))
+    with pytest.raises(DeviceError) as host_key:
+        SshRunner(aarch64_runner_build.path, host=ssh_host.address, config=unknown).device_info()
+    assert "host key is not in your known_hosts" in str(host_key.value)
+    assert not [c for c in ssh_host.commands if PUSH in c]  # nothing reached the host
+
+
+def test_a_host_that_is_not_arm_has_no_runner(tmp_path: Path, sme2_qemu: Path,
+                                              aarch64_runner_build: RunnerBuild) -> None:
+    host = _start(tmp_path / "x86", sme2_qemu, pretend_aarch64=False)
+    try:
+        with pytest.raises(ConfigError) as refused:
+            SshRunner(aarch64_runner_build.path, host=host.address, config=host.client_config).device_info()
+    finally:
+        host.stop()
+    text = str(refused.value)
+    assert f"ssh host {host.address} is Linux x86_64" in text and "no runner for this one" in text, text
+    assert "--sme2-device=host" in text
