@@ -15,9 +15,11 @@ phone), bwrap, Linux >= 6.7.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -83,6 +85,10 @@ class LocalSshHost:
         return path
 
     def stop(self) -> None:
+        """Stop the connections' sshd processes (each in a session of its own), then the listener."""
+        for pid in _children(self.process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -90,6 +96,16 @@ class LocalSshHost:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
 
 
 def start_ssh_host(root: Path, *, qemu: Path, cpu: str = "max", ld_prefix: str = LD_PREFIX,

@@ -61,9 +61,20 @@ def fp32(example_export: Callable[[str, str], Any]) -> Any:
     return example_export("fp32", "xnnpack")
 
 
-def _runner(host: LocalSshHost, build: RunnerBuild, **kwargs: Any) -> SshRunner:
-    return SshRunner(build.path, host=host.address, config=host.client_config, timeout_s=300.0,
-                     runtime=build.runtime(), **kwargs)
+@pytest.fixture
+def ssh_runner(ssh_host: LocalSshHost, aarch64_runner_build: RunnerBuild) -> Iterator[Callable[..., SshRunner]]:
+    """``ssh_runner(**kwargs)``: an SshRunner of the aarch64 runner on the local host (a new connection each: a new
+    session); every one's connection closed at teardown, whatever the test did."""
+    made: list[SshRunner] = []
+
+    def make(**kwargs: Any) -> SshRunner:
+        made.append(SshRunner(aarch64_runner_build.path, host=ssh_host.address, config=ssh_host.client_config,
+                              timeout_s=300.0, runtime=aarch64_runner_build.runtime(), **kwargs))
+        return made[-1]
+
+    yield make
+    for runner in made:
+        runner.close()
 
 
 def _request(exported: Any, tmp_path: Path, **overrides: Any) -> RunRequest:
@@ -72,10 +83,10 @@ def _request(exported: Any, tmp_path: Path, **overrides: Any) -> RunRequest:
     return RunRequest(**{**fields, **overrides})
 
 
-def test_the_runner_is_pushed_once_per_content_across_sessions(ssh_host: LocalSshHost,
+def test_the_runner_is_pushed_once_per_content_across_sessions(ssh_host: LocalSshHost, ssh_runner: Callable[..., Any],
                                                                aarch64_runner_build: RunnerBuild, fp32: Any,
                                                                tmp_path: Path) -> None:
-    first = _runner(ssh_host, aarch64_runner_build)
+    first = ssh_runner()
     result = first.run(_request(fp32, tmp_path))
     first.close()
     pushes = [c for c in ssh_host.commands if PUSH in c]
@@ -90,9 +101,8 @@ def test_the_runner_is_pushed_once_per_content_across_sessions(ssh_host: LocalSs
     assert not list((ssh_host.home / ".cache/pytest-sme2/ssh/runs").iterdir())  # the run directory was removed
     assert result.trace_path is not None and read_etdump(result.trace_path).num_runs == 1
     # A second session (another runner, another connection) finds everything there by content: it pushes nothing.
-    second = _runner(ssh_host, aarch64_runner_build)
+    second = ssh_runner()
     again = second.run(_request(fp32, tmp_path))
-    second.close()
     assert [c for c in ssh_host.commands if PUSH in c] == pushes
     assert again.metadata["pushed"] == []
     # Pinned with taskset, bounded by the host-side timeout, in every run.
@@ -100,12 +110,10 @@ def test_the_runner_is_pushed_once_per_content_across_sessions(ssh_host: LocalSs
     assert len(runs) == 2 and all(re.search(r"exec timeout -k 5 300 taskset -c 0 /", c) for c in runs), runs
 
 
-def test_an_untraced_run_reads_the_runners_iteration_lines(ssh_host: LocalSshHost,
-                                                          aarch64_runner_build: RunnerBuild, fp32: Any,
+def test_an_untraced_run_reads_the_runners_iteration_lines(ssh_runner: Callable[..., Any], fp32: Any,
                                                           tmp_path: Path) -> None:
-    runner = _runner(ssh_host, aarch64_runner_build, untraced=True)
+    runner = ssh_runner(untraced=True)
     result = runner.run(_request(fp32, tmp_path, mode=MODE_TIMING, runs=2))
-    runner.close()
     assert result.trace_path is None and len(result.e2e_ms) == 2 and all(ms > 0 for ms in result.e2e_ms)
     assert "--etdump_path" not in result.metadata["device_command"]
 
