@@ -27,7 +27,7 @@ import os
 import platform
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -266,6 +266,17 @@ def clusters_from_max_freq(
     return tuple(
         Cluster(tuple(cpus), khz, cap.get(cpus[0])) for (khz, _), cpus in sorted(groups.items())
     )
+
+
+def fastest_cpus(clusters: Sequence[Cluster], threads: int) -> list[int]:
+    """The CPUs a run of ``threads`` threads is pinned to: the fastest cluster, widened to the next-fastest ones until
+    every thread has a core of its own (``clusters`` slowest first)."""
+    cpus: list[int] = []
+    for cluster in reversed(clusters):
+        if len(cpus) >= threads:
+            break
+        cpus += cluster.cpus
+    return cpus
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from shlex import quote
 from typing import TYPE_CHECKING, Any
 
 from pytest_sme2.device.facts import (
@@ -52,6 +53,7 @@ from pytest_sme2.device.facts import (
     cpuinfo_parts,
     darwin_identity,
     facts_sections,
+    fastest_cpus,
     has_sme2,
     linux_identity,
     parse_cpu_table,
@@ -131,14 +133,6 @@ class SshHost:
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.user + '@' if self.user else ''}{host}{f':{self.port}' if self.port else ''}"
-
-
-def quote(value: object) -> str:
-    return shlex.quote(str(value))
-
-
-def join_args(argv: Sequence[object]) -> str:
-    return " ".join(quote(a) for a in argv)
 
 
 # ------------------------------------------------------------------------------------------------ the connection
@@ -541,12 +535,7 @@ class SshRunner(BinaryBuilds):
         info = self.device_info()
         if not info.clusters:
             return list(range(min(threads, self.facts.logical_cpus or threads)))
-        cpus: list[int] = []
-        for cluster in reversed(info.clusters):
-            if len(cpus) >= threads:
-                break
-            cpus += cluster.cpus
-        return sorted(cpus)
+        return sorted(fastest_cpus(info.clusters, threads))
 
     def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
         path = build or self.binary_for(variant, mode)
@@ -573,7 +562,7 @@ class SshRunner(BinaryBuilds):
             argv += ["--inputs", ",".join(inputs)]
         if traced and self.write_outputs:
             argv += ["--output_file", "trace.outputs"]
-        return f"mkdir -p {quote(run_dir)} && cd {quote(run_dir)} && exec {join_args(argv)} </dev/null"
+        return f"mkdir -p {quote(run_dir)} && cd {quote(run_dir)} && exec {shlex.join(argv)} </dev/null"
 
     def run(self, request: RunRequest) -> RunResult:
         """Push what is missing, run once on the host, pull the trace (or read the log); any failure raises."""

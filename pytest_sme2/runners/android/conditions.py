@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_sme2.device.facts import DeviceInfo, cpu_mask, parse_thermal_status
+from pytest_sme2.device.facts import DeviceInfo, cpu_mask, fastest_cpus, parse_thermal_status
 from pytest_sme2.errors import ConfigError, DeviceError, RunnerError
 from pytest_sme2.runners.android.adb import AdbLink, join_args
 
@@ -59,12 +59,7 @@ def pin_mask(pin: str | None, info: DeviceInfo, threads: int, serial: str) -> st
         return pin
     if not info.clusters:
         return None
-    cpus: list[int] = []
-    for cluster in reversed(info.clusters):
-        if len(cpus) >= threads:
-            break
-        cpus += cluster.cpus
-    return cpu_mask(cpus)
+    return cpu_mask(fastest_cpus(info.clusters, threads))
 
 
 # ---------------------------------------------------------------------------------------- thermal
