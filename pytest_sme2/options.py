@@ -412,6 +412,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("history", "the history store every session appends its results to (one file per run; "
                "docs/history.md), relative to the rootdir, or none to keep no history (default: .sme2_history "
                "beside the baseline directory)"),
+    OptionSpec("runtimes", "where the baseline's executorch is installed (pip install --no-deps, once) when the "
+               "local runtime changed since the baseline, to measure the baseline's program on it beside the change "
+               "in this session (comparison runtime-session); relative to the rootdir, or none to compare a runtime "
+               "change with the stored samples instead (default: runtimes/ in --sme2-cache-dir)"),
     OptionSpec("cache-dir", "export cache (default .sme2_cache; pytest: relative to the rootdir)", Path(".sme2_cache"),
                Path, metavar="DIR"),
     OptionSpec("export-processes", "before the first measurement, the models of every selected test that the "
@@ -519,6 +523,8 @@ class Sme2Options:
     #: the history store (None = no history, ``--sme2-history=none``); resolved beside baseline_dir by default
     history: Path | None = None
     cache_dir: Path = Path(".sme2_cache")
+    #: where the baselines' runtimes are installed (:mod:`pytest_sme2.measure.runtimes`); None = not (``none``)
+    runtimes: Path | None = None
     #: None = :func:`pytest_sme2.program.pool.default_processes`
     export_processes: int | None = None
     out_dir: Path | None = None

@@ -52,6 +52,9 @@ class Comparison(TextEnum):
     #: Judged by the ``stored`` rule (margin + drift allowance); named apart so CI sees that an upgrade was gated
     #: this weakly
     RUNTIME = "runtime"
+    #: a runtime change measured in this session: the baseline's runtime (its executorch, installed beside this one,
+    #: :mod:`pytest_sme2.measure.runtimes`) running the baseline's artifact, interleaved with the change on this runtime
+    RUNTIME_SESSION = "runtime-session"
 
     @property
     def description(self) -> str:
@@ -61,7 +64,14 @@ class Comparison(TextEnum):
             Comparison.UNCHANGED: "the stored baseline samples of the same artifact (only the machine can differ)",
             Comparison.RUNTIME: ("the stored baseline samples: the runtime changed and the baseline's runtime cannot "
                                  "run here, so only a slowdown beyond the margin plus the drift allowance is caught"),
+            Comparison.RUNTIME_SESSION: ("a runtime change: the baseline's artifact on the baseline's runtime, "
+                                         "installed beside this one and re-measured in this session, interleaved"),
         }[self]
+
+    @property
+    def in_session(self) -> bool:
+        """Whether the reference is measured in this session, interleaved with the candidate."""
+        return self in (Comparison.SESSION, Comparison.RUNTIME_SESSION)
 
     @property
     def widened(self) -> bool:
@@ -105,7 +115,7 @@ class ComparisonRule:
     def separates_session(self) -> bool:
         """Does measuring again separate the model from this session's state? Only with a reference measured
         in the same session: against stored samples, a second measurement repeats the session's drift."""
-        return self.comparison is Comparison.SESSION
+        return self.comparison.in_session
 
     def margin(self, asked: float) -> float:
         """The relative margin a check gets under this rule: ``asked`` + the drift allowance when stored."""

@@ -52,6 +52,7 @@ from pytest_sme2.judge.record import (
 from pytest_sme2.judge.recorded import Recorded, RecordedComparison, compare_recorded
 from pytest_sme2.measure.profile import Profile
 from pytest_sme2.measure.rebuild import Rebuilder
+from pytest_sme2.measure.runtimes import Runtimes
 from pytest_sme2.progress import Progress
 from pytest_sme2.runners.base import Runner
 from pytest_sme2.store.artifacts import ArtifactStore
@@ -72,6 +73,7 @@ def judge(
     progress: Progress | None = None,
     rebuilder: Rebuilder | None = None,
     calibrate: Calibrate | None = None,
+    runtimes: Runtimes | None = None,
 ) -> Judgement:
     """Judge ``profile`` (the SME2-on arm of an on/off pair when ``off`` is given) against its baseline.
 
@@ -80,12 +82,18 @@ def judge(
     ``calibrate(test_id, identity_id)``: the measured between-session variation of the test on the device (the
     history store's, :mod:`pytest_sme2.history.calibration`), asked only when the comparison is with another
     session's samples (``stored``, ``runtime``); None = no history, so such a comparison is not decided unless
-    ``config.drift_allowance`` is set by hand.
+    ``config.drift_allowance`` is set by hand. ``runtimes``: where the baseline's executorch is installed when the local
+    runtime changed, to measure the two runtimes side by side (:mod:`pytest_sme2.measure.runtimes`); None: such a
+    change is compared with the stored samples (``runtime``).
     """
     plan = choose_plan(profile, off, test_id=test_id, runner=runner, baselines=baselines, artifacts=artifacts,
-                       config=config, policy=policy, rebuilder=rebuilder, calibrate=calibrate)
-    measured = execute_plan(plan, profile, off, runner=runner, rules=rules, progress=progress, confirm=policy.confirm)
-    verdict = decide_plan(plan, measured)
+                       config=config, policy=policy, rebuilder=rebuilder, calibrate=calibrate, runtimes=runtimes)
+    try:
+        measured = execute_plan(plan, profile, off, runner=runner, rules=rules, progress=progress,
+                                confirm=policy.confirm)
+        verdict = decide_plan(plan, measured)  # may measure again (Measured.again), with the plan's runner
+    finally:
+        plan.close()
     return record_judgement(plan, verdict, measured, test_id=test_id, runner=runner, baselines=baselines,
                             artifacts=artifacts, policy=policy, rebuilder=rebuilder)
 

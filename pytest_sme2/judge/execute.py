@@ -60,25 +60,26 @@ def execute_plan(plan: Plan, profile: Profile, off: Profile | None, *, runner: R
     base = plan.baseline.samples()
     again_pair = _once(lambda: remeasure(runner, Pair(off, profile), rules=rules, progress=progress)) if off else None
     ref_m, cand_m, looks = plan.reference, profile.measurement, plan.looks
-    if plan.comparison is not Comparison.SESSION or ref_m is None or cand_m is None:
+    if plan.comparison is None or not plan.comparison.in_session or ref_m is None or cand_m is None:
         measure_again = _remeasure_stored(runner, profile, again_pair, base, rules=rules, progress=progress)
         return Measured(profile, profile, off, evidence, None, base, measure_again if confirm else None,
                         again_pair if confirm else None)
-    session_config = plan.judged
+    session_config, comparison = plan.judged, plan.comparison
+    # A runtime change: the two runtimes, each in its worker process (runners.worker), measure the two arms
+    pair_runner = plan.runner or runner
+    what = ("the baseline's artifact on the baseline's runtime" if comparison is Comparison.RUNTIME_SESSION
+            else "the baseline's artifact")
 
     def settled_pair(ref_so_far: Profile, cand_so_far: Profile) -> bool:
-        look = gate(ref_so_far.samples(), cand_so_far.samples(), session_config,
-                    comparison=Comparison.SESSION)
+        look = gate(ref_so_far.samples(), cand_so_far.samples(), session_config, comparison=comparison)
         return settled(measured_status(look))
 
-    reference, candidate = measure_pair(runner, ref_m, cand_m, rules=rules, progress=progress,
-                                        what=f"{cand_m.label} vs the baseline's artifact", looks=looks,
-                                        stop=settled_pair)
+    reference, candidate = measure_pair(pair_runner, ref_m, cand_m, rules=rules, progress=progress,
+                                        what=f"{cand_m.label} vs {what}", looks=looks, stop=settled_pair)
 
     def again_session() -> tuple[Samples | None, Samples, Samples | None]:
-        r, c = measure_pair(runner, ref_m, cand_m, rules=rules, progress=progress,
-                            what=f"{cand_m.label} vs the baseline's artifact (confirming)", looks=looks,
-                            stop=settled_pair)
+        r, c = measure_pair(pair_runner, ref_m, cand_m, rules=rules, progress=progress,
+                            what=f"{cand_m.label} vs {what} (confirming)", looks=looks, stop=settled_pair)
         return r.samples(), c.samples(), None
 
     return Measured(profile, candidate, off, evidence, reference, reference.samples(),

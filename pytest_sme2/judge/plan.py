@@ -14,13 +14,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_sme2.device.codepaths import changed_objects
 from pytest_sme2.gate.calibration import DriftCalibration
 from pytest_sme2.gate.verdict import Comparison, GateConfig
 from pytest_sme2.measure.profile import Profile
 from pytest_sme2.measure.rebuild import Rebuilder
 from pytest_sme2.measure.recipe import Measurement
+from pytest_sme2.measure.runtimes import Reference as RuntimeReference
+from pytest_sme2.measure.runtimes import Runtimes, runtime_library_names
 from pytest_sme2.measure.sequential import Looks
 from pytest_sme2.runners.base import Runner
+from pytest_sme2.runners.worker import REFERENCE_RUNTIME
 from pytest_sme2.store.artifacts import Artifact, ArtifactStore, comparable_builds, is_runtime
 from pytest_sme2.store.baseline import Baseline, BaselineStore, Lookup
 
@@ -82,12 +86,24 @@ class Plan:
     looks: Looks | None = None
     #: why this comparison, and what it cannot see: the verdict's notes
     notes: tuple[str, ...] = ()
+    #: ``runtime-session``: what measures the reference and the candidate (two runtimes in worker processes,
+    #: :class:`~pytest_sme2.runners.worker.RuntimePair`), instead of the test's runner; :meth:`close` stops it
+    runner: Runner | None = None
+
+    def close(self) -> None:
+        """Stop the processes this plan started (the two runtimes of a ``runtime-session`` comparison)."""
+        close = getattr(self.runner, "close", None)
+        if close is not None:
+            close()
 
 
 def choose_plan(profile: Profile, off: Profile | None, *, test_id: str, runner: Runner, baselines: BaselineStore,
                 artifacts: ArtifactStore, config: GateConfig, policy: Policy, rebuilder: Rebuilder | None = None,
-                calibrate: Calibrate | None = None) -> Plan:
-    """Which comparison judges ``profile`` (the SME2-on arm of a pair when ``off`` is given), and what it needs."""
+                calibrate: Calibrate | None = None, runtimes: Runtimes | None = None) -> Plan:
+    """Which comparison judges ``profile`` (the SME2-on arm of a pair when ``off`` is given), and what it needs.
+
+    ``runtimes``: where the baseline's runtime is installed when the runtime changed (:mod:`measure.runtimes`), to
+    measure it beside this one (``runtime-session``); None: a runtime change is compared with the stored samples."""
     path = baselines.path_for(test_id, profile.identity)
     invalid = profile.invalid_reason or (off.invalid_reason if off is not None else "")
     if not config.time_gated:
@@ -102,6 +118,8 @@ def choose_plan(profile: Profile, off: Profile | None, *, test_id: str, runner: 
     notes: list[str] = []
     ref_m: Measurement | None = None
     looks: Looks | None = None
+    runtime_runner: Runner | None = None
+    other: RuntimeReference | None = None  # the baseline's runtime installed beside this one (a runtime change)
     judged = config  # the configuration the verdict is judged with (a sequential measurement's looks change it)
     changes = baseline.artifact.differences(profile.artifact) if (baseline.artifact and profile.artifact) else []
     if baseline.artifact is not None and profile.artifact is not None and not changes:
@@ -112,10 +130,15 @@ def choose_plan(profile: Profile, off: Profile | None, *, test_id: str, runner: 
     else:
         ref = (reference_measurement(baseline.artifact, profile, runner, artifacts) if baseline.artifact
                else Reference(None, "the baseline does not record its artifact"))
+        # Another executorch on the local runtime: the baseline's, installed beside this one (or why not)
+        other = (runtime_reference(runtimes, baseline.artifact, profile, runner)
+                 if runtimes is not None and baseline.artifact is not None and not invalid else None)
         rebuilt = ""
         if ref.missing and rebuilder is not None and baseline.artifact is not None and not invalid:
             # A fresh runner (no artifact cache): the baseline's program, rebuilt from its commit and proven by its hash
-            attempt = rebuilder.rebuild(baseline.rebuild, baseline.artifact, lookup.path, artifacts)
+            # (by the exporter of the baseline's runtime, when it is installed)
+            attempt = rebuilder.rebuild(baseline.rebuild, baseline.artifact, lookup.path, artifacts,
+                                        other.folder if other is not None and other.runner is not None else None)
             rebuilt = attempt.message
             if attempt.ok:
                 ref = reference_measurement(baseline.artifact, profile, runner, artifacts)
@@ -129,6 +152,7 @@ def choose_plan(profile: Profile, off: Profile | None, *, test_id: str, runner: 
                 break
             builds[ref.missing_build] = binary
             ref = reference_measurement(baseline.artifact, profile, runner, artifacts, builds)
+        rebuilt_alone = rebuilt
         if rebuilt and ref.measurement is None and not (ref.missing or ref.missing_build):  # another reason
             rebuilt = f"{rebuilt}; {ref.why}"
         why = rebuilt or ref.why
@@ -145,15 +169,35 @@ def choose_plan(profile: Profile, off: Profile | None, *, test_id: str, runner: 
             looks = Looks.for_blocks(profile.measurement.blocks, config.confidence)
             judged = looks.gate_config(config)
         elif ref.runtime_changed:
-            comparison = Comparison.RUNTIME
-            notes.append(f"changed since the baseline: {what}; compared with the stored samples of "
-                         f"{baseline.created or 'an earlier session'} ({why}): a runtime change is gated only "
-                         "beyond the margin plus the drift allowance (re-record the baseline on this runtime, "
-                         "--sme2-update-baseline, to gate later changes in the same session)")
+            # The baseline's artifact on its own runtime, beside the change on this one; else the stored samples
+            started = other is not None and other.runner is not None and baseline.artifact is not None
+            beside = (runtime_session(baseline.artifact, profile, other, artifacts)
+                      if started and other is not None and baseline.artifact is not None
+                      else Reference(None, other.message if other is not None else ""))
+            if beside.measurement is not None and other is not None and profile.measurement is not None:
+                comparison = Comparison.RUNTIME_SESSION
+                ref_m, runtime_runner = beside.measurement, other.runner
+                old, new = other.versions
+                notes.append(f"changed since the baseline: {what}; a runtime change (executorch {old} -> {new}), "
+                             f"compared in this session: {other.message}")
+                if rebuilt_alone:
+                    notes.append(rebuilt_alone)
+                looks = Looks.for_blocks(profile.measurement.blocks, config.confidence)
+                judged = looks.gate_config(config)
+            else:
+                comparison = Comparison.RUNTIME
+                notes.append(f"changed since the baseline: {what}; compared with the stored samples of "
+                             f"{baseline.created or 'an earlier session'} ({why}): a runtime change is gated only "
+                             "beyond the margin plus the drift allowance (re-record the baseline on this runtime, "
+                             "--sme2-update-baseline, to gate later changes in the same session)")
+                if beside.why:
+                    notes.append(beside.why)
         else:
             comparison = Comparison.STORED
             notes.append(f"changed since the baseline: {what}; compared with the stored samples of "
                          f"{baseline.created or 'an earlier session'} ({why or 'the measurement is invalid'})")
+    if other is not None and other.runner is not None and runtime_runner is None:
+        other.runner.close()  # started, but not what this comparison measures with
     if comparison.widened:
         judged, allowance_note = calibrated(judged, calibrate, test_id, baseline.identity_id)
         notes.append(allowance_note)
@@ -164,7 +208,8 @@ def choose_plan(profile: Profile, off: Profile | None, *, test_id: str, runner: 
     if unknown:
         notes.append(f"the baseline does not record {', '.join(unknown)} (written by an earlier pytest-sme2, or a "
                      "runner whose process cannot be read): not compared; --sme2-update-baseline records them")
-    return Plan(COMPARE, path, config, judged, invalid, lookup, comparison, baseline, ref_m, looks, tuple(notes))
+    return Plan(COMPARE, path, config, judged, invalid, lookup, comparison, baseline, ref_m, looks, tuple(notes),
+                runtime_runner)
 
 
 @dataclass(frozen=True)
@@ -243,6 +288,53 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
                                "can run here", runtime_changed=True)
     return Reference(replace(m, pte=pte, inputs=tuple(p for p in inputs if p is not None), build=build,
                              timing_build=timing_build, label=f"{m.label}_reference"))
+
+
+def runtime_reference(runtimes: Runtimes, baseline: Artifact, candidate: Profile,
+                      runner: Runner) -> RuntimeReference | None:
+    """The baseline's runtime installed and started beside this one, or why not; None when the runtime did not change
+    (or the test does not run on the local runtime, or cannot say how it was measured)."""
+    m = candidate.measurement
+    if m is None or not runner.in_process:
+        return None
+    current = dict(runner.build_identity(m.variant))
+    if not (is_runtime(baseline.build) and is_runtime(current)):
+        return None
+    mine, now = comparable_builds(baseline.build, current)
+    return runtimes.reference(baseline.build, current) if mine != now else None
+
+
+def runtime_session(baseline: Artifact, candidate: Profile, other: RuntimeReference,
+                    store: ArtifactStore) -> Reference:
+    """How to measure the baseline's artifact on its runtime (``other``, started), beside the candidate on this one:
+    the reference arm's :class:`Measurement`, or why not (the store lacks the program, or something else than the
+    runtime changed that a reference measured now would hide)."""
+    m = candidate.measurement
+    assert m is not None
+    pte = store.get(baseline.pte_sha256)
+    inputs = [store.get(sha) for sha in baseline.inputs_sha256]
+    if pte is None or any(p is None for p in inputs):
+        return Reference(None, _not_held(store, [baseline.pte_sha256, *baseline.inputs_sha256],
+                                         f"the baseline's runtime was installed, but the artifact store {store.root} "
+                                         "does not hold the baseline's program and inputs; compared with the stored "
+                                         "samples instead"))
+    now = candidate.artifact
+    moved = [c for c in (baseline.code_path_differences(now) if now is not None else [])
+             if not c.startswith(("effective", "shared objects"))]  # sizing is the session's: both arms share it
+    if baseline.shared_objects is not None and now is not None and now.shared_objects is not None:
+        # The two runtimes' own libraries differ by design; any other (torch's, the C runtime's) would run as it does
+        # now in both arms, and hide its change.
+        own = runtime_library_names(other.folder)
+        objects = [c for c in changed_objects(baseline.shared_objects, now.shared_objects)
+                   if c.lstrip("+-").split(" ")[0] not in own]
+        if objects:
+            moved.append(f"shared objects changed ({', '.join(objects)})")
+    if moved:
+        return Reference(None, f"the baseline's runtime was installed, but more than the runtime changed "
+                               f"({'; '.join(moved)}), which a reference measured now would hide; compared with the "
+                               "stored samples instead")
+    return Reference(replace(m, pte=pte, inputs=tuple(p for p in inputs if p is not None), variant=REFERENCE_RUNTIME,
+                             label=f"{m.label}_reference"))
 
 
 def _not_held(store: ArtifactStore, shas: Sequence[str], missing: str) -> str:

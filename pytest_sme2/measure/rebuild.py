@@ -104,8 +104,10 @@ class Rebuilder:
     lock_file: Path | None = None
 
     def rebuild(self, baseline_recipe: Recipe | None, artifact: Artifact, baseline_file: Path,
-                store: ArtifactStore) -> Rebuilt:
-        """Rebuild the program and inputs of ``artifact`` (the baseline's) into ``store``, or say why not."""
+                store: ArtifactStore, runtime: Path | None = None) -> Rebuilt:
+        """Rebuild the program and inputs of ``artifact`` (the baseline's) into ``store``, or say why not.
+
+        ``runtime``: a folder holding the baseline's executorch (:mod:`measure.runtimes`): its exporter rebuilds it."""
         # A baseline without a recipe (written before they were recorded): the current test's model, dtype and backend,
         # and no recorded commit (HEAD now is not the recording's)
         recipe = baseline_recipe or (replace(self.recipe, commit="", dirty=False) if self.recipe else None)
@@ -128,9 +130,10 @@ class Rebuilder:
                                   f"model); {fallback}")
         refused = []
         mismatched = False
+        by = f" by the exporter of the executorch in {runtime}" if runtime is not None else ""
         for commit, which in candidates:
             with heavy_work(self.lock_file, what=f"rebuilding {_label(recipe)}", progress=self.progress):
-                made, why = _export_at(root, commit, recipe, self.cache_dir, self.progress)
+                made, why = _export_at(root, commit, recipe, self.cache_dir, self.progress, runtime=runtime)
             if made is None:
                 refused.append(f"at {commit[:10]} ({which}) {why}")
                 continue
@@ -141,8 +144,8 @@ class Rebuilder:
                 for path in inputs:
                     store.put(path)
                 return Rebuilt(True, f"the baseline's program was not in the artifact store: rebuilt {_label(recipe)} "
-                                     f"from commit {commit[:10]} ({which}); its .pte and inputs hash to the baseline's "
-                                     f"({artifact.pte_sha256[:10]})")
+                                     f"from commit {commit[:10]} ({which}){by}; its .pte and inputs hash to the "
+                                     f"baseline's ({artifact.pte_sha256[:10]})")
             what = (f".pte hashes to {got[0][:10]}, not the baseline's {artifact.pte_sha256[:10]}"
                     if got[0] != artifact.pte_sha256 else "input files hash to other values than the baseline's")
             refused.append(f"at {commit[:10]} ({which}) the {what}")
@@ -214,21 +217,23 @@ def _candidates(root: Path, recipe: Recipe | None, baseline_file: Path) -> list[
     return out
 
 
-#: (checkout root, commit, model, dtype, backend) -> what the export gave there, once per process
-_EXPORTS: dict[tuple[str, str, str, str, str], tuple[tuple[Path, tuple[Path, ...]] | None, str]] = {}
+#: (checkout root, commit, model, dtype, backend, runtime) -> what the export gave there, once per process
+_EXPORTS: dict[tuple[str, str, str, str, str, str], tuple[tuple[Path, tuple[Path, ...]] | None, str]] = {}
 
 
-def _export_at(root: Path, commit: str, recipe: Recipe, cache_dir: Path,
-               progress: Callable[[str], None] | None) -> tuple[tuple[Path, tuple[Path, ...]] | None, str]:
-    """Export ``recipe``'s model as the code was at ``commit``: ``((pte, inputs), "")`` or ``(None, why)``."""
-    key = (str(root), commit, recipe.model, recipe.dtype, recipe.backend)
+def _export_at(root: Path, commit: str, recipe: Recipe, cache_dir: Path, progress: Callable[[str], None] | None, *,
+               runtime: Path | None = None) -> tuple[tuple[Path, tuple[Path, ...]] | None, str]:
+    """Export ``recipe``'s model as the code was at ``commit`` (by the exporter of the executorch in ``runtime``, else
+    the installed one): ``((pte, inputs), "")`` or ``(None, why)``."""
+    key = (str(root), commit, recipe.model, recipe.dtype, recipe.backend, str(runtime or ""))
     if key not in _EXPORTS:
-        _EXPORTS[key] = _export_in_worktree(root, commit, recipe, cache_dir, progress)
+        _EXPORTS[key] = _export_in_worktree(root, commit, recipe, cache_dir, progress, runtime=runtime)
     return _EXPORTS[key]
 
 
 def _export_in_worktree(root: Path, commit: str, recipe: Recipe, cache_dir: Path,
-                        progress: Callable[[str], None] | None) -> tuple[tuple[Path, tuple[Path, ...]] | None, str]:
+                        progress: Callable[[str], None] | None, *,
+                        runtime: Path | None = None) -> tuple[tuple[Path, tuple[Path, ...]] | None, str]:
     from pytest_sme2.program.pool import ExportJob, export_all
 
     tree, why = worktree(root, commit, cache_dir.resolve() / REBUILD_DIR)
@@ -241,7 +246,7 @@ def _export_in_worktree(root: Path, commit: str, recipe: Recipe, cache_dir: Path
     if progress is not None:
         progress(f"rebuilding the baseline's {_label(recipe)} from commit {commit[:10]}")
     report = export_all([job], cache_dir=cache_dir.resolve(), processes=1, model_sources=(str(models),),
-                        progress=progress, cwd=tree)
+                        progress=progress, cwd=tree, runtime=runtime)
     if report.failed:
         return None, f"the export failed: {report.failed[0][1]}"
     made = report.outputs.get(job)

@@ -90,7 +90,7 @@ def settled(status: Status) -> bool:
 
 def applies(comparison: Comparison) -> bool:
     """Only an interleaved comparison with a reference measured beside the candidate can stop early."""
-    return comparison is Comparison.SESSION
+    return comparison.in_session
 
 
 

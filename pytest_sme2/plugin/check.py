@@ -83,6 +83,14 @@ class Sme2Baseline:
         return make(recipe_for(request.model, str(model.get("dtype", request.dtype)),
                                str(model.get("backend", request.backend)), source))
 
+    def runtimes(self) -> Any:
+        """Where a changed local runtime's previous executorch is installed, to be measured beside this one."""
+        from pytest_sme2.measure.runtimes import Runtimes
+
+        o = self._session.options
+        return Runtimes(o.runtimes, why_off="--sme2-runtimes=none", progress=self._session.progress,
+                        lock_file=self._session.host_lock, log_dir=o.cache_dir / "runtimes-logs")
+
     def check(self, result: Any) -> Any:
         """Judge ``result`` (a Profile, or an on/off pair) and fail the test on a regression."""
         from pytest_sme2.judge import GATED, MISSING, NOT_WRITTEN, RECORDED, WRITTEN, judge
@@ -102,7 +110,8 @@ class Sme2Baseline:
             judgement = call(lambda: judge(
                 profile, test_id=self._item.nodeid, runner=self._runner.runner, baselines=session.baselines,
                 artifacts=session.artifacts, config=config, policy=policy, off=off, rules=session.rules,
-                progress=session.progress, rebuilder=self.rebuilder(profile), calibrate=session.calibrate))
+                progress=session.progress, rebuilder=self.rebuilder(profile), calibrate=session.calibrate,
+                runtimes=self.runtimes()))
         session.status.clear()
         judgement = _with_machine(judgement, session)
         verdict = judgement.verdict

@@ -87,6 +87,9 @@ def build_options(config: pytest.Config) -> Sme2Options:
     history = values["history"]
     values["history"] = (values["baseline_dir"].parent / ".sme2_history" if history is None
                          else None if str(history).strip().lower() == "none" else root / str(history))
+    runtimes = values["runtimes"]
+    values["runtimes"] = (values["cache_dir"] / "runtimes" if runtimes is None
+                          else None if str(runtimes).strip().lower() == "none" else root / str(runtimes))
     for key in ("runner", "runner_off", "runner_timing", "runner_off_timing", "runner_log", "runner_off_log",
                 "libcxx", "runner_libs", "qemu", "aarch64_wheel", "json", "markdown", "bmf", "gab", "pytest_benchmark",
                 "out_dir", "rules"):

@@ -136,13 +136,15 @@ def export_all(
     model_sources: Iterable[str] = (),
     progress: Callable[[str], None] | None = None,
     cwd: Path | None = None,
+    runtime: Path | None = None,
 ) -> PoolReport:
     """Export ``jobs`` into ``cache_dir`` in up to ``processes`` worker processes; returns when all are done.
 
     ``model_sources`` are the ``--sme2-models`` files/modules the workers import (absolute paths). Never raises
     for a job: what failed is in the report. ``progress`` gets a line whenever a worker reports a stage. ``cwd``
     runs the workers there (a worktree of another commit, :mod:`measure.rebuild`) with that directory kept off
-    their ``sys.path``, so pytest-sme2 is the session's own.
+    their ``sys.path``, so pytest-sme2 is the session's own. ``runtime``: a folder holding another executorch, put
+    first on the workers' ``sys.path`` (the exporter of a baseline's runtime, :mod:`measure.runtimes`).
     """
     started = time.perf_counter()
     todo = deque(dict.fromkeys(jobs))  # in order, each once
@@ -158,7 +160,7 @@ def export_all(
     finished = False
     try:
         for _ in range(count):
-            worker = _Worker.start(Path(cache_dir), tuple(model_sources), cwd)
+            worker = _Worker.start(Path(cache_dir), tuple(model_sources), cwd, runtime)
             workers.append(worker)
             selector.register(worker.stdout_fd, selectors.EVENT_READ, (worker, "out"))
             selector.register(worker.stderr_fd, selectors.EVENT_READ, (worker, "err"))
@@ -217,15 +219,16 @@ class _Worker:
         self.job: ExportJob | None = None
 
     @classmethod
-    def start(cls, cache_dir: Path, model_sources: tuple[str, ...], cwd: Path | None = None) -> _Worker:
+    def start(cls, cache_dir: Path, model_sources: tuple[str, ...], cwd: Path | None = None,
+              runtime: Path | None = None) -> _Worker:
         # The session's environment as it is, thread settings included: a factory that runs its model (BatchNorm
         # calibration) computes other weights with another thread count, and so another cache key.
         command = [sys.executable, "-m", "pytest_sme2.program.pool", "--cache-dir", str(cache_dir)]
         for source in model_sources:
             command += ["--models", source]
         env = None
-        if cwd is not None:
-            env = worker_env(cwd)
+        if cwd is not None or runtime is not None:
+            env = worker_env(cwd or Path.cwd(), runtime)
         proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 cwd=cwd, env=env)
         return cls(proc)
@@ -289,12 +292,15 @@ class _Worker:
 # ------------------------------------------------------------------------------------------------ worker
 
 
-def worker_env(cwd: Path) -> dict[str, str]:
+def worker_env(cwd: Path, runtime: Path | None = None) -> dict[str, str]:
     """The environment of an export worker running in a worktree: the session's, with the worktree's directory kept
-    off ``sys.path`` (PYTHONSAFEPATH), so pytest-sme2 itself is the session's, not the commit's copy of it."""
+    off ``sys.path`` (PYTHONSAFEPATH), so pytest-sme2 itself is the session's, not the commit's copy of it; with
+    ``runtime`` (a folder holding another executorch) first on it."""
     env = dict(os.environ)
     env["PYTHONSAFEPATH"] = "1"
     env["PWD"] = str(cwd)
+    if runtime is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(runtime), env.get("PYTHONPATH", "")) if p)
     return env
 
 

@@ -1,0 +1,206 @@
+"""A runtime upgrade measured in the session: the baseline's executorch installed beside the current one.
+
+A project in git records toy_cnn's baseline on the previous executorch (the previous release installed with ``pip
+install --no-deps --target`` and put first on ``PYTHONPATH``, as a runner that had not upgraded yet), commits it, and a
+fresh clone (no artifact store) runs CI on the installed executorch. The baseline's runtime is installed into
+``--sme2-runtimes``, proven by its sha256, its program rebuilt by its own exporter from the recorded commit, and both
+runtimes measured interleaved in worker processes: the verdict is ``runtime-session`` and names both versions. Where
+the previous executorch cannot be installed (a package index that does not answer) the verdict says why in one line
+and falls back to ``runtime`` (the stored samples). A session on the baseline's own runtime is ``unchanged`` and
+installs nothing.
+
+Each scenario is a real pytest session in a subprocess. The previous executorch is downloaded once into a folder the
+tests reuse (``$SME2_TEST_RUNTIMES``, default ``~/.cache/pytest-sme2-tests/runtimes``); without PyPI they skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import urllib.request
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from gated_project import EXAMPLE_MODELS
+
+from pytest_sme2.measure.runtimes import Runtimes
+from pytest_sme2.runners.local import LocalRunner
+
+REPO = Path(__file__).resolve().parents[2]
+INSTALLED = version("executorch")
+#: where the previous executorch is installed once and reused (a CI cache may keep it)
+RUNTIMES = Path(os.environ.get("SME2_TEST_RUNTIMES") or Path.home() / ".cache" / "pytest-sme2-tests" / "runtimes")
+
+TEST = '''
+import pytest
+
+
+@pytest.mark.sme2_model("toy_cnn")
+@pytest.mark.sme2_threshold(latency_pct=25)
+def test_toy_cnn(exported_model, sme2_runner, sme2_baseline):
+    sme2_baseline.check(sme2_runner.profile(exported_model))
+'''
+FAST = ["--sme2-runs", "4", "--sme2-warmup", "1", "--sme2-blocks", "6", "--sme2-busy-limit=100",
+        "-p", "no:cacheprovider", "-p", "no:randomly", "--sme2-history=none"]
+
+
+def _previous() -> str:
+    """The release before the installed executorch (1.5.0 beside 1.5.1: the same torch 2.13 imports both)."""
+    major, minor, patch = (int(x) for x in INSTALLED.split("+")[0].split(".")[:3])
+    if patch == 0:
+        pytest.skip(f"no previous patch release of executorch {INSTALLED} known to import with this torch")
+    return f"{major}.{minor}.{patch - 1}"
+
+
+@pytest.fixture(scope="module")
+def previous() -> Path:
+    """The previous executorch, installed once (by the product's own installer) into :data:`RUNTIMES`."""
+    old = _previous()
+    try:
+        urllib.request.urlopen("https://pypi.org/simple/executorch/", timeout=15).close()
+    except OSError as exc:
+        pytest.skip(f"PyPI is unreachable ({exc}): the previous executorch cannot be downloaded")
+    folder, why = Runtimes(RUNTIMES).install(old)
+    assert folder is not None, why
+    return folder
+
+
+def _env(overlay: Path | None = None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHONHASHSEED", "CI"))}
+    path = [str(overlay)] if overlay is not None else []
+    env.update(PYTHONPATH=os.pathsep.join([*path, str(REPO)]), GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com", **extra)
+    return env
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, env=_env(), capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def _session(project: Path, *args: str, overlay: Path | None = None, ci: bool = True,
+             **env: str) -> tuple[int, dict[str, object]]:
+    """One pytest session in ``project`` (on the ``overlay`` executorch when given): exit status and test result."""
+    (project / "r.json").unlink(missing_ok=True)
+    extra = {"CI": "1"} if ci else {}
+    done = subprocess.run([sys.executable, "-m", "pytest", *FAST, "--sme2-json=r.json", *args], cwd=project,
+                          env=_env(overlay, **extra, **env), capture_output=True, text=True, timeout=900, check=False)
+    assert (project / "r.json").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads((project / "r.json").read_text())["tests"][0]
+    verdict = result.get("verdict") or {}
+    print(f"{project.name}: {verdict.get('comparison')} {verdict.get('status')}, exit {done.returncode}\n" +
+          "\n".join(str(n) for n in verdict.get("notes", ())))  # shown with -rP
+    return done.returncode, result
+
+
+@pytest.fixture(scope="module")
+def recorded(previous: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project whose toy_cnn baseline was recorded on the previous executorch and committed."""
+    root = tmp_path_factory.mktemp("runtimes") / "project"
+    root.mkdir()
+    shutil.copy(EXAMPLE_MODELS, root / "my_models.py")
+    (root / "test_toy.py").write_text(textwrap.dedent(TEST))
+    (root / "pytest.ini").write_text("[pytest]\nsme2_models = my_models.py\n")
+    (root / ".gitignore").write_text(".sme2_cache/\n.sme2_artifacts/\nsme2_out/\nr.json\n__pycache__/\n")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "model")
+    code, _ = _session(root, "--sme2-update-baseline", overlay=previous, ci=False)
+    assert code == 0
+    (baseline,) = (root / ".sme2_baselines").glob("*.json")
+    build = json.loads(baseline.read_text())["artifact"]["build"]
+    assert build["executorch_version"] == previous.name.removeprefix("executorch-") != INSTALLED
+    _git(root, "add", ".sme2_baselines")
+    _git(root, "commit", "-q", "-m", "baseline on the previous executorch")
+    return root
+
+
+def _clone(recorded: Path, tmp_path: Path) -> Path:
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", str(recorded), str(clone))
+    return clone
+
+
+@pytest.mark.slow
+def test_an_upgrade_is_measured_beside_the_baselines_runtime_on_a_fresh_clone(recorded: Path, previous: Path,
+                                                                               tmp_path: Path) -> None:
+    clone = _clone(recorded, tmp_path)
+    _, result = _session(clone, f"--sme2-runtimes={RUNTIMES}")
+    verdict = result["verdict"]
+    assert isinstance(verdict, dict)
+    notes = "\n".join(verdict["notes"])
+    old = previous.name.removeprefix("executorch-")
+    assert verdict["comparison"] == "runtime-session", notes
+    assert f"a runtime change (executorch {old} -> {INSTALLED}), compared in this session" in notes
+    assert f"installed in {previous} and proven by its sha256" in notes
+    # No artifact store: the baseline's program was rebuilt from its commit by the previous executorch's exporter
+    assert f"by the exporter of the executorch in {previous}" in notes
+    assert verdict["status"] in ("pass", "improvement", "regression", "inconclusive"), notes
+    reference = result["reference"]
+    assert isinstance(reference, dict)
+    assert f"executorch {old} pybindings" in str(reference["build"])
+    assert f"executorch {INSTALLED} pybindings" in str(result["profile"]["build"])  # type: ignore[index]
+
+
+@pytest.mark.slow
+def test_without_the_previous_runtime_the_verdict_says_why_and_falls_back(recorded: Path, tmp_path: Path) -> None:
+    clone = _clone(recorded, tmp_path)
+    shutil.copytree(recorded / ".sme2_artifacts", clone / ".sme2_artifacts")
+    nowhere = {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": "",
+               "PIP_RETRIES": "0", "PIP_TIMEOUT": "3", "PIP_CONFIG_FILE": os.devnull}
+    _, result = _session(clone, f"--sme2-runtimes={tmp_path / 'runtimes'}", **nowhere)
+    verdict = result["verdict"]
+    assert isinstance(verdict, dict)
+    notes = "\n".join(verdict["notes"])
+    assert verdict["comparison"] == "runtime", notes
+    assert "could not be installed beside this one: pip exited with status 1" in notes
+    assert "; compared with the stored samples instead" in notes
+    assert not (tmp_path / "runtimes" / f"executorch-{_previous()}").exists()
+
+
+@pytest.mark.slow
+def test_the_same_runtime_is_unchanged_and_installs_nothing(recorded: Path, previous: Path, tmp_path: Path) -> None:
+    _, result = _session(recorded, f"--sme2-runtimes={tmp_path / 'runtimes'}", overlay=previous)
+    verdict = result["verdict"]
+    assert isinstance(verdict, dict)
+    assert verdict["comparison"] == "unchanged", verdict["notes"]
+    assert not (tmp_path / "runtimes").exists()
+
+
+@pytest.mark.slow
+def test_a_runtime_that_is_not_the_baselines_fails_the_proof(previous: Path, tmp_path: Path) -> None:
+    """A baseline that ran another build of the previous release (its extension module hashes otherwise): the
+    installed release starts, but is refused by its sha256, and the workers are stopped."""
+    current = dict(LocalRunner().build_identity())
+    old = previous.name.removeprefix("executorch-")
+    theirs = {**current, "executorch_version": old, "runtime_sha256": "0" * 64}
+    got = Runtimes(RUNTIMES, log_dir=tmp_path).reference(theirs, current)
+    assert got.runner is None
+    assert got.message == (f"executorch {old} from the package index is not the runtime the baseline ran "
+                           "(runtime_libs_sha256, runtime_sha256 differ: a build of one's own?); compared with the "
+                           "stored samples instead")
+
+
+@pytest.mark.fast
+def test_what_cannot_be_installed_is_said_without_asking_pip(tmp_path: Path) -> None:
+    runtime = {"runtime_module": "executorch.extension.pybindings._C", "executorch_version": "1.5.1",
+               "runtime_sha256": "a" * 64, "runtime_libs_sha256": "b" * 64}
+    custom = {**runtime, "executorch_version": "1.5.0+mine", "runtime_sha256": "c" * 64}
+    runtimes = Runtimes(tmp_path / "runtimes")
+    assert runtimes.reference(custom, runtime).message == (
+        "the baseline's runtime (executorch 1.5.0+mine) could not be installed beside this one: '1.5.0+mine' is not a "
+        "release on the package index (a build of one's own?); compared with the stored samples instead")
+    rebuilt = {**runtime, "runtime_sha256": "c" * 64}
+    assert "the baseline ran another build of executorch 1.5.1 than this one" in \
+        runtimes.reference(rebuilt, runtime).message
+    assert Runtimes(None, why_off="--sme2-runtimes=none").reference(custom, runtime).message == (
+        "the baseline's runtime (executorch 1.5.0+mine) is not installed beside this one (--sme2-runtimes=none); "
+        "compared with the stored samples instead")
+    runner = {"runner_sha256": "d" * 64}  # a runner binary's build: not a runtime this installs
+    assert runtimes.reference(runner, runtime).message == ""
+    assert not (tmp_path / "runtimes").exists()
