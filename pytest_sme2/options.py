@@ -328,8 +328,11 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                action="store_true"),
     OptionSpec("ssh-host", "--sme2-device=ssh: the Arm host to measure on, user@host[:port] or a Host of your ssh "
                "config (its IdentityFile, Port, ProxyJump ... apply; no password prompts)"),
-    OptionSpec("ssh-config", "--sme2-device=ssh: an ssh_config file used instead of ~/.ssh/config (ssh -F)",
-               type=existing_file),
+    OptionSpec("ssh-config", "--sme2-device=ssh (and --sme2-pool=ssh): an ssh_config file used instead of "
+               "~/.ssh/config (ssh -F)", type=existing_file),
+    OptionSpec("ssh-hosts", "--sme2-pool=ssh: the Arm hosts of the pool, comma separated (ini: one per line), each "
+               "user@host[:port] or a Host of your ssh config; a host that does not answer, refuses the key or is no "
+               "Arm host is left out with its fix", (), comma_list, metavar="HOSTS"),
     OptionSpec("latency", "which runs give the gate's latency samples: untraced = an untraced run beside the traced "
                "one in every block (twice the measuring time; on host/android the timing-only builds, "
                "--sme2-runner-timing); traced = the traced runs that also give the operator breakdown, so the latency "
@@ -487,6 +490,8 @@ class Sme2Options:
     #: ssh: the host (``user@host[:port]`` or an ssh config Host) and an ssh_config file (None: ~/.ssh/config)
     ssh_host: str | None = None
     ssh_config: Path | None = None
+    #: the pool's ssh hosts (``--sme2-pool=ssh``)
+    ssh_hosts: tuple[str, ...] = ()
     #: None = decided by the builds: untraced with timing builds, else traced (see :attr:`latency_mode`)
     latency: str | None = None
     busy_limit: float = 5.0

@@ -41,7 +41,7 @@ import tempfile
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from shlex import quote
@@ -59,7 +59,7 @@ from pytest_sme2.device.facts import (
     parse_cpu_table,
     parse_sysctl,
 )
-from pytest_sme2.errors import ConfigError, DeviceError, RunnerError, tail
+from pytest_sme2.errors import ConfigError, DeviceError, RunnerError, Sme2Error, tail
 from pytest_sme2.evidence.memory import PEAK_SOURCE, PeakSource
 from pytest_sme2.program.export import load_pte_check
 from pytest_sme2.runners.base import MODE_TIMING, MODE_TRACE, BinaryBuilds, RunRequest, RunResult, check_threads
@@ -72,6 +72,7 @@ from pytest_sme2.runners.executor_runner import (
     result_from_log,
     result_from_trace,
 )
+from pytest_sme2.runners.pool import Discovery, LeftOut, PoolEntry
 from pytest_sme2.runners.process import kill_group, wait_with_rusage
 from pytest_sme2.runners.qemu import CpuProbe, parse_probe
 from pytest_sme2.store.files import file_sha256
@@ -105,6 +106,8 @@ FACTS_SCRIPT = (
     ' $(cat $c/cpu_capacity 2>/dev/null || echo -)"; done; '
     "echo @@sysctl; [ \"$(uname -s)\" = Darwin ] && sysctl hw machdep.cpu.brand_string 2>/dev/null; "
     "echo @@tools; for t in taskset timeout sha256sum shasum tar; do command -v $t >/dev/null 2>&1 && echo $t; done; "
+    "echo @@hostname; uname -n; echo @@uid; id -u; "
+    "echo @@governor; cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor 2>/dev/null; "
     "true"
 )
 
@@ -337,6 +340,11 @@ class HostFacts:
     capacity: Mapping[int, int]
     sysctl: str
     tools: frozenset[str]
+    hostname: str = ""
+    #: the login's uid ("" when not said): 0 = root
+    uid: str = ""
+    #: the cpufreq governors of its CPUs (``performance/schedutil`` when they differ; "" when there is no cpufreq)
+    governor: str = ""
 
     @classmethod
     def parse(cls, text: str) -> HostFacts:
@@ -344,9 +352,12 @@ class HostFacts:
         system, _, machine = sec.get("uname", "").strip().partition(" ")
         cpus, max_khz, capacity = parse_cpu_table(sec.get("cpus", ""))
         ncpu = sec.get("ncpu", "").strip()
+        governors = sorted({g.strip() for g in sec.get("governor", "").splitlines() if g.strip()})
         return cls(system=system, machine=machine.strip(), home=sec.get("home", "").strip(),
                    logical_cpus=int(ncpu) if ncpu.isdigit() else len(cpus), max_khz=max_khz, capacity=capacity,
-                   sysctl=sec.get("sysctl", ""), tools=frozenset(sec.get("tools", "").split()))
+                   sysctl=sec.get("sysctl", ""), tools=frozenset(sec.get("tools", "").split()),
+                   hostname=sec.get("hostname", "").strip(), uid=sec.get("uid", "").strip(),
+                   governor="/".join(governors))
 
     @property
     def darwin(self) -> bool:
@@ -396,7 +407,7 @@ class SshRunner(BinaryBuilds):
 
     name = "ssh"
 
-    def __init__(self, runner: str | Path, *, host: str | SshHost, config: Path | None = None,
+    def __init__(self, runner: str | Path, *, host: str | SshHost, config: str | Path | None = None,
                  timeout_s: float | None = 600.0, libs: Path | None = None, untraced: bool = False,
                  runtime: Mapping[str, str] | None = None, write_outputs: bool = True, ssh: str = "ssh") -> None:
         binary = Path(runner)
@@ -412,7 +423,7 @@ class SshRunner(BinaryBuilds):
                                                                                     or ".so." in p.name)),
                                  key=lambda p: p.name)) if lib_dir.is_dir() else ()
         self.host = host if isinstance(host, SshHost) else SshHost.parse(host)
-        self.link = SshLink(self.host, config=config, ssh=ssh)
+        self.link = SshLink(self.host, config=_config(config), ssh=ssh)
         self.timeout_s = timeout_s
         self.runtime = dict(runtime or {})
         self.write_outputs = write_outputs
@@ -704,19 +715,81 @@ def _run_id() -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+def own_runner(options: Sme2Options, cache_dir: Path | None, progress: Callable[[str], None] | None) -> dict[str, Any]:
+    """The SshRunner arguments of ``--sme2-runner``, else of pytest-sme2's own runner cross-built for linux-aarch64."""
+    if options.runner is not None:
+        return {"runner": options.runner}
+    from pytest_sme2.runners.build import TARGET_LINUX_AARCH64, build_runner
+
+    build = build_runner(TARGET_LINUX_AARCH64, cache_dir=cache_dir, wheel=options.aarch64_wheel, progress=progress)
+    return {"runner": build.path, "untraced": True, "runtime": build.runtime()}
+
+
 def from_options(options: Sme2Options, context: RunnerContext) -> SshRunner:
     """The registry's factory: ``--sme2-runner`` or pytest-sme2's own (cross-built for linux-aarch64), on
     ``--sme2-ssh-host``; the host is contacted now, so an unreachable one or a refused key is said before anything is
     exported."""
     host = SshHost.parse(options.ssh_host or "")
-    if options.runner is not None:
-        ssh = SshRunner(options.runner, host=host, config=options.ssh_config, timeout_s=options.timeout)
-    else:
-        from pytest_sme2.runners.build import TARGET_LINUX_AARCH64, build_runner
-
-        build = build_runner(TARGET_LINUX_AARCH64, cache_dir=context.runner_cache, wheel=options.aarch64_wheel,
-                             progress=context.progress)
-        ssh = SshRunner(build.path, host=host, config=options.ssh_config, timeout_s=options.timeout, untraced=True,
-                        runtime=build.runtime())
+    ssh = SshRunner(host=host, config=_config(options.ssh_config), timeout_s=options.timeout,
+                    **own_runner(options, context.runner_cache, context.progress))
     _ = ssh.device_info()
     return ssh
+
+
+def _config(value: str | Path | None) -> Path | None:
+    # A pool entry carries it as text (entries are JSON between the xdist controller and its workers).
+    return Path(value) if value else None
+
+
+# ------------------------------------------------------------------------------------------------ the pool's source
+
+
+def discover(options: Sme2Options, progress: Callable[[str], None]) -> Discovery:
+    """The pool's ``ssh`` source (:mod:`pytest_sme2.runners.pool`): every host of ``--sme2-ssh-hosts`` (ini
+    ``sme2_ssh_hosts``, one per line) that answers and is an Arm host our runner runs on, read as the ssh device reads
+    it (the runner pushed and probed: its SME2, SVL and identity); the others are left out with their fix."""
+    if not options.ssh_hosts:
+        raise ConfigError("--sme2-pool=ssh needs the hosts: --sme2-ssh-hosts user@host[:port],... or, in the ini "
+                          "file, sme2_ssh_hosts with one host per line (docs/lab.md)")
+    runner = own_runner(options, options.cache_dir / "runners", progress)
+    entries: list[PoolEntry] = []
+    left: list[LeftOut] = []
+    for text in options.ssh_hosts:
+        progress(f"reading ssh host {text}")
+        try:
+            ssh = SshRunner(host=text, config=options.ssh_config, **runner)
+            try:
+                entries.append(entry_of(ssh, text, options.ssh_config))
+            finally:
+                ssh.close()
+        except Sme2Error as exc:
+            left.append(LeftOut("ssh", text, str(exc)))
+    return Discovery(tuple(entries), tuple(left))
+
+
+def entry_of(ssh: SshRunner, text: str, config: Path | None) -> PoolEntry:
+    """The pool entry of ``ssh``'s host, named as the user wrote it (stable across sessions)."""
+    info = ssh.device_info()
+    identity = info.identity()
+    facts = ssh.facts
+    sme_bytes = int(info.extra.get("probe", {}).get("sme_vl_bytes", 0))
+    options: dict[str, Any] = {"ssh_host": text, **({"ssh_config": str(config)} if config else {})}
+    return PoolEntry(
+        name=text, source="ssh", address=str(ssh.host), device="ssh", options=options,
+        model=facts.hostname or str(ssh.host), soc=identity.cpu_name,
+        clusters=tuple(c.describe() for c in identity.clusters), sme2=info.sme2,
+        svl_bits=sme_bytes * 8 if sme_bytes > 0 else None, rooted=facts.uid == "0" if facts.uid else None,
+        governor=facts.governor, emulated=identity.emulator, identity=identity.to_dict(),
+    )
+
+
+def alive(entry: PoolEntry) -> str:
+    """"" when ``entry``'s host still runs a command over ssh, else what became of it (the pool's liveness check)."""
+    link = SshLink(SshHost.parse(str(entry.options["ssh_host"])), config=_config(entry.options.get("ssh_config")))
+    try:
+        link.run("true", what="checking that the host still answers", timeout=30.0)
+    except Sme2Error as exc:
+        return str(exc)
+    finally:
+        link.close()
+    return ""

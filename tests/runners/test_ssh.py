@@ -195,3 +195,54 @@ def test_a_host_that_is_not_arm_has_no_runner(tmp_path: Path, sme2_qemu: Path,
     text = str(refused.value)
     assert f"ssh host {host.address} is Linux x86_64" in text and "no runner for this one" in text, text
     assert "--sme2-device=host" in text
+
+
+def test_the_pool_reads_each_ssh_host_and_leaves_out_the_ones_it_cannot_use(tmp_path: Path, sme2_qemu: Path,
+                                                                           aarch64_runner_build: RunnerBuild,
+                                                                           sme2_shared_cache: Path) -> None:
+    from pytest_sme2.options import Sme2Options
+    from pytest_sme2.runners import pool, registry
+
+    sme2 = _start(tmp_path / "sme2", sme2_qemu)
+    nosme = _start(tmp_path / "nosme", sme2_qemu, cpu="max,sme=off")
+    x86 = _start(tmp_path / "x86", sme2_qemu, pretend_aarch64=False)
+    closed = f"root@127.0.0.1:{free_port()}"
+    try:
+        # One client config for every host (each host's key is in its own known_hosts: merge them).
+        config = tmp_path / "ssh_config"
+        known = tmp_path / "known_hosts"
+        known.write_text("".join((h.root / "known_hosts").read_text() for h in (sme2, nosme, x86)))
+        config.write_text(sme2.client_config.read_text().replace(str(sme2.root / "known_hosts"), str(known)))
+        for h in (nosme, x86):
+            (h.root / "authorized_keys").write_text((sme2.root / "client_key.pub").read_text())
+        options = Sme2Options(pool=("ssh",), ssh_hosts=(sme2.address, nosme.address, x86.address, closed),
+                              ssh_config=config, cache_dir=sme2_shared_cache)
+        found = pool.discover(options)
+        by_address = {e.options["ssh_host"]: e for e in found.entries}
+        assert set(by_address) == {sme2.address, nosme.address}, found.lines()
+        on, off = by_address[sme2.address], by_address[nosme.address]
+        assert (on.sme2, on.svl_bits, on.device, on.source) == (True, 256, "ssh", "ssh")
+        assert (off.sme2, off.svl_bits) == (False, None)
+        assert all("implementer 0x00" in e.emulated for e in (on, off)) and on.rooted is True
+        assert "sme2" in on.identity["isa"] and "sme2" not in off.identity["isa"]
+        left = {x.address: x.reason for x in found.left_out}
+        assert set(left) == {x86.address, closed}, found.lines()
+        assert "no runner for this one" in left[x86.address] and "unreachable" in left[closed]
+        assert any("EMULATED" in line for line in found.lines())
+        # What a test needs routes by these facts.
+        assert pool.serving(pool.Need.parse("sme2"), found.entries) == (on,)
+        # The worker holding an entry makes the ssh device's runner for it from the session's options.
+        runner = registry.make_runner(registry.resolve(on.runner_options(options)),
+                                      registry.RunnerContext(runner_cache=sme2_shared_cache / "runners"))
+        try:
+            assert runner.name == "ssh" and runner.device_info().sme2 is True
+        finally:
+            runner.close()  # type: ignore[attr-defined]
+        # Liveness: a host that answers is alive; one that stopped says what became of it.
+        assert pool.alive(on) == ""
+        sme2.stop()
+        gone = pool.alive(on)
+        assert gone and sme2.address in gone, gone
+    finally:
+        for h in (sme2, nosme, x86):
+            h.stop()
