@@ -306,7 +306,7 @@ def push(link: SshLink, bundle: Bundle, *, root: str, darwin: bool, run_id: str)
         info = tarfile.TarInfo(MANIFEST)
         info.size = len(manifest)
         tar.addfile(info, io.BytesIO(manifest))
-    check = f"shasum -a 256 -c -s {MANIFEST}" if darwin else f"sha256sum -c --quiet --strict {MANIFEST}"
+    check = f"shasum -a 256 -c --status {MANIFEST}" if darwin else f"sha256sum -c --quiet --strict {MANIFEST}"
     # mv -T (GNU) refuses to move into a directory another session completed meanwhile; BSD mv has no -T.
     place = (f"{{ [ -e {quote(final)} ] || mv {quote(part)} {quote(final)}; }}" if darwin
              else f"{{ mv -T {quote(part)} {quote(final)} 2>/dev/null || true; }}")
