@@ -768,14 +768,14 @@ def discover(options: Sme2Options, progress: Callable[[str], None]) -> Discovery
 
 
 def entry_of(ssh: SshRunner, text: str, config: Path | None) -> PoolEntry:
-    """The pool entry of ``ssh``'s host, named as the user wrote it (stable across sessions)."""
+    """The pool entry of ``ssh``'s host, named by the host and port as the user wrote them (stable across sessions)."""
     info = ssh.device_info()
     identity = info.identity()
     facts = ssh.facts
     sme_bytes = int(info.extra.get("probe", {}).get("sme_vl_bytes", 0))
     options: dict[str, Any] = {"ssh_host": text, **({"ssh_config": str(config)} if config else {})}
     return PoolEntry(
-        name=text, source="ssh", address=str(ssh.host), device="ssh", options=options,
+        name=str(replace(ssh.host, user="")), source="ssh", address=str(ssh.host), device="ssh", options=options,
         model=facts.hostname or str(ssh.host), soc=identity.cpu_name,
         clusters=tuple(c.describe() for c in identity.clusters), sme2=info.sme2,
         svl_bits=sme_bytes * 8 if sme_bytes > 0 else None, rooted=facts.uid == "0" if facts.uid else None,

@@ -223,6 +223,7 @@ def test_the_pool_reads_each_ssh_host_and_leaves_out_the_ones_it_cannot_use(tmp_
         on, off = by_address[sme2.address], by_address[nosme.address]
         assert (on.sme2, on.svl_bits, on.device, on.source) == (True, 256, "ssh", "ssh")
         assert (off.sme2, off.svl_bits) == (False, None)
+        assert on.name == pool.entry_name(sme2.address.partition("@")[2])  # host and port, as written, no user
         assert all("implementer 0x00" in e.emulated for e in (on, off)) and on.rooted is True
         assert "sme2" in on.identity["isa"] and "sme2" not in off.identity["isa"]
         left = {x.address: x.reason for x in found.left_out}
