@@ -43,10 +43,12 @@ ARMS = (SME2_ON, SME2_OFF)
 RECORDING_SCHEMA = 1
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process and its waited-for children (QEMU) so far: on a busy machine, wall time is not cost."""
-    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+def cpu_seconds(who: int | None = None) -> float:
+    """CPU time of this process and its waited-for children (QEMU) so far (``who``: one of them): on a busy
+    machine, wall time is not cost."""
+    usage = [resource.getrusage(w) for w in ((who,) if who is not None else (resource.RUSAGE_SELF,
+                                                                            resource.RUSAGE_CHILDREN))]
+    return sum(u.ru_utime + u.ru_stime for u in usage)
 
 
 def plain_seconds(runner: Any, request: RunRequest) -> tuple[float, float]:
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     host = _host_cpu()
     print(f"{LABEL}: QEMU {runner.version} on {host}; runner {build.path}")
     print(f"{'model':<20} {'arm':<9} {'instructions':>13} {'plain s':>8} {'counted s':>10} {'ratio':>6} "
-          f"{'plain cpu':>9} {'counted cpu':>11} {'ratio':>6}  repeat")
+          f"{'plain cpu':>9} {'counted cpu':>11} {'ratio':>6} {'counter':>7}  repeat")
     rows: list[dict[str, Any]] = []
     recording: dict[str, Any] = {}
     for name in args.models.split(","):
@@ -93,19 +95,22 @@ def main(argv: list[str] | None = None) -> int:
             request = RunRequest(pte=exported.pte_path, runs=1, warmup=1, out_dir=args.out,
                                  inputs=tuple(exported.input_files), variant=arm, label=name, timeout_s=1800)
             plain, plain_cpu = plain_seconds(runner, request)
-            counted, counted_cpu, results = [], [], []
+            counted, counted_cpu, counter_cpu, results = [], [], [], []
             for _ in range(args.repeat):
-                started, cpu = time.perf_counter(), cpu_seconds()
+                started, cpu, mine = time.perf_counter(), cpu_seconds(), cpu_seconds(resource.RUSAGE_SELF)
                 results.append(runner.record_counts(request))
                 counted.append(time.perf_counter() - started)
                 counted_cpu.append(cpu_seconds() - cpu)
+                counter_cpu.append(cpu_seconds(resource.RUSAGE_SELF) - mine)
             same = all(r == results[0] for r in results)
             ratio, cpu_ratio = statistics.median(counted) / plain, statistics.median(counted_cpu) / plain_cpu
             print(f"{name:<20} {arm:<9} {results[0].total:>13,} {plain:>8.1f} {statistics.median(counted):>10.1f} "
-                  f"{ratio:>6.1f} {plain_cpu:>9.1f} {statistics.median(counted_cpu):>11.1f} {cpu_ratio:>6.1f}  "
+                  f"{ratio:>6.1f} {plain_cpu:>9.1f} {statistics.median(counted_cpu):>11.1f} {cpu_ratio:>6.1f} "
+                  f"{statistics.median(counter_cpu):>7.1f}  "
                   f"{'identical' if same else 'DIFFER: ' + str([r.total for r in results])}", flush=True)
             rows.append({"model": name, "arm": arm, "plain_s": plain, "counted_s": counted, "ratio": ratio,
                          "plain_cpu_s": plain_cpu, "counted_cpu_s": counted_cpu, "cpu_ratio": cpu_ratio,
+                         "counter_cpu_s": counter_cpu,
                          "identical": same, "totals": [r.total for r in results]})
             if same:
                 recording[f"{name}_fp32_xnnpack/{arm}"] = {
