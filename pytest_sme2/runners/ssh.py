@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from shlex import quote
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pytest_sme2.device.facts import (
     DeviceInfo,
@@ -196,23 +196,35 @@ class SshLink:
             raise connection_error(self.host, stderr, "connecting")
         self._master = True
 
-    def run(self, command: str, *, what: str, timeout: float = SHORT_S, stdin: bytes | None = None,
+    def run(self, command: str, *, what: str, timeout: float = SHORT_S, feed: Callable[[IO[bytes]], None] | None = None,
             check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        """Run ``command`` on the host; a broken connection (ssh's 255) is a DeviceError, a failed command (with
-        ``check``) a RunnerError naming ``what``."""
+        """Run ``command`` on the host (``feed`` writes its stdin, streamed: a large file is never held in memory); a
+        broken connection (ssh's 255) is a DeviceError, a failed command (with ``check``) a RunnerError naming
+        ``what``."""
         argv = self.argv(command)
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if feed else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
         try:
-            proc = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout, check=False,
-                                  stdin=None if stdin is not None else subprocess.DEVNULL)
+            if feed is not None and proc.stdin is not None:
+                # BrokenPipeError: the command ended early; its exit and stderr say why. communicate() closes stdin.
+                with contextlib.suppress(BrokenPipeError):
+                    feed(proc.stdin)
+            stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
             raise DeviceError(f"ssh host {self.host} did not finish {what} within {timeout:g} s; check that it is "
                               f"responsive (ssh {self.host.destination} true)") from None
+        except BaseException:
+            proc.kill()
+            proc.communicate()
+            raise
         if proc.returncode == SSH_FAILED:
-            raise connection_error(self.host, proc.stderr.decode("utf-8", errors="replace"), what)
+            raise connection_error(self.host, stderr.decode("utf-8", errors="replace"), what)
         if check and proc.returncode != 0:
             raise RunnerError(f"{what} on ssh host {self.host} failed", command=command, returncode=proc.returncode,
-                              stderr_tail=tail(proc.stderr or proc.stdout))
-        return proc
+                              stderr_tail=tail(stderr or stdout))
+        return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
     def close(self) -> None:
         self._finalizer()
@@ -296,16 +308,19 @@ def push(link: SshLink, bundle: Bundle, *, root: str, darwin: bool, run_id: str)
     final = bundle_dir(root, bundle)
     part = f"{final}.{run_id}.part"
     manifest = "".join(f"{digest}  {name}\n" for name, digest in bundle.hashes.items()).encode()
-    stream = io.BytesIO()
-    with tarfile.open(fileobj=stream, mode="w", dereference=True) as tar:
-        for name, path in sorted(bundle.files.items()):
-            try:
-                tar.add(str(path), arcname=name, recursive=False)
-            except OSError as exc:
-                raise ConfigError(f"cannot read {path} to push it to ssh host {link.host}: {exc.strerror}") from None
-        info = tarfile.TarInfo(MANIFEST)
-        info.size = len(manifest)
-        tar.addfile(info, io.BytesIO(manifest))
+
+    def write(stream: IO[bytes]) -> None:
+        with tarfile.open(fileobj=stream, mode="w|", dereference=True) as tar:
+            for name, path in sorted(bundle.files.items()):
+                try:
+                    tar.add(str(path), arcname=name, recursive=False)
+                except OSError as exc:
+                    raise ConfigError(f"cannot read {path} to push it to ssh host {link.host}: "
+                                      f"{exc.strerror}") from None
+            info = tarfile.TarInfo(MANIFEST)
+            info.size = len(manifest)
+            tar.addfile(info, io.BytesIO(manifest))
+
     check = f"shasum -a 256 -c --status {MANIFEST}" if darwin else f"sha256sum -c --quiet --strict {MANIFEST}"
     # mv -T (GNU) refuses to move into a directory another session completed meanwhile; BSD mv has no -T.
     place = (f"{{ [ -e {quote(final)} ] || mv {quote(part)} {quote(final)}; }}" if darwin
@@ -316,7 +331,7 @@ def push(link: SshLink, bundle: Bundle, *, root: str, darwin: bool, run_id: str)
                f"cd ..; {place}; rm -rf {quote(part)}")
     size = sum(p.stat().st_size for p in bundle.files.values())
     try:
-        link.run(command, what=f"pushing {', '.join(sorted(bundle.files))[:120]}", stdin=stream.getvalue(),
+        link.run(command, what=f"pushing {', '.join(sorted(bundle.files))[:120]}", feed=write,
                  timeout=SHORT_S + size / 1e6)
     except RunnerError as exc:
         link.run(f"rm -rf {quote(part)}", what="removing a failed push", check=False)
