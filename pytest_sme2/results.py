@@ -113,6 +113,8 @@ class TestResult:
     warnings: tuple[str, ...] = ()
     #: baselines of this test for other devices or configurations when none is this device's (never compared)
     other_baselines: tuple[OtherBaseline, ...] = ()
+    #: the device of the lab's pool that ran it (``--sme2-pool``: a pool entry's name); "" outside a pool
+    device: str = ""
 
     @property
     def analysis(self) -> Analysis | None:
@@ -228,6 +230,7 @@ class TestResult:
             "recorded": self.recorded,
             "warnings": list(self.warnings),
             "other_baselines": [o.to_dict() for o in self.other_baselines],
+            "device": self.device,
             "reference": self.reference.to_dict() if self.reference else None,
             "median_ms": self.median_ms,
             "median_from": self.samples_label,
@@ -327,6 +330,7 @@ class TestResult:
             warnings=tuple(str(w) for w in d.get("warnings", ())),
             other_baselines=tuple(OtherBaseline.from_dict(o) for o in d.get("other_baselines", ())),
             reference=Profile.from_dict(d["reference"]) if d.get("reference") else None,
+            device=str(d.get("device", "")),
         )
 
 

@@ -13,6 +13,8 @@ Everything that measures or judges lives in the library (``export``, ``runners``
 - ``records``  — each test's record and its trip to the controller (xdist-safe), shared with ``pytest_html_hooks``;
 - ``terminal`` — the ``sme2 performance`` terminal section;
 - ``reports``  — the JSON / markdown / GitHub step summary files, written once by the controller;
+- ``lab``      — the device pool (``--sme2-pool``): one device per xdist worker, tests routed by what they need
+  (``lab_scheduling``: the xdist scheduler);
 - ``history``  — appends the session's results to the history store, once, by the controller;
 - ``rebaselined`` — compares baselines re-recorded since the merge-base (``--sme2-base-ref``) with the merge-base's;
 - ``pytest_html_hooks`` — pytest-html columns and row sections, registered only when pytest-html writes a report
@@ -27,7 +29,7 @@ from typing import Any
 import pytest
 
 from pytest_sme2.plugin import config as sme2_config
-from pytest_sme2.plugin import history, markers, rebaselined, records, reports, terminal
+from pytest_sme2.plugin import history, lab, markers, rebaselined, records, reports, terminal
 from pytest_sme2.plugin.fixtures import (
     android_device,
     exported_model,
@@ -46,7 +48,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     markers.register(config)
-    config.stash[records.OPTIONS_KEY] = sme2_config.build_options(config)
+    lab.register(config)
+    config.stash[records.OPTIONS_KEY] = lab.configure(config, sme2_config.build_options(config))
     config.stash[records.RESULTS_KEY] = []
     config.pluginmanager.register(Collector(config), "sme2_collector")
     # pytest-html is "active" when it writes a report; being installed is not enough.
@@ -54,6 +57,15 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_sme2.plugin import pytest_html_hooks as html
 
         config.pluginmanager.register(html, "sme2_html")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return list(lab.header(config))
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    return lab.auto_workers(config)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -15,7 +15,7 @@ import pytest
 from pytest_sme2.errors import Sme2Error
 from pytest_sme2.plugin.markers import min_speedup_without_pair, parse_threshold_marker
 from pytest_sme2.plugin.measure import Sme2Runner
-from pytest_sme2.plugin.records import result_of, update
+from pytest_sme2.plugin.records import result_of, test_id, update
 from pytest_sme2.plugin.session import Sme2Session, call
 
 
@@ -105,10 +105,10 @@ class Sme2Baseline:
         o = session.options
         profile, off = (result.on, result.off) if isinstance(result, OnOff) else (result, None)
         update(self._item, profile=profile, profile_off=off)
-        config, policy = self.gate_config(), session.policy(self._item.nodeid)
-        with session.third_party(self._item.nodeid):
+        config, policy = self.gate_config(), session.policy(test_id(self._item))
+        with session.third_party(test_id(self._item)):
             judgement = call(lambda: judge(
-                profile, test_id=self._item.nodeid, runner=self._runner.runner, baselines=session.baselines,
+                profile, test_id=test_id(self._item), runner=self._runner.runner, baselines=session.baselines,
                 artifacts=session.artifacts, config=config, policy=policy, off=off, rules=session.rules,
                 progress=session.progress, rebuilder=self.rebuilder(profile), calibrate=session.calibrate,
                 runtimes=self.runtimes()))

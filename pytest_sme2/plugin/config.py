@@ -222,8 +222,11 @@ def _check_conflicts(opts: Sme2Options) -> None:
     from pytest_sme2.runners import registry
 
     try:
-        row = registry.check_options(opts)
-        registry.check_threads_here(opts, os.cpu_count() or 0)
+        if opts.pool:  # each device of a pool is checked with its own options, by the process holding it (lab)
+            row = registry.device(opts.device)
+        else:
+            row = registry.check_options(opts)
+            registry.check_threads_here(opts, os.cpu_count() or 0)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     builds = {"--sme2-runner": opts.runner, "--sme2-runner-off": opts.runner_off,

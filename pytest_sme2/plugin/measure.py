@@ -20,7 +20,7 @@ import pytest
 from pytest_sme2.errors import Sme2Error
 from pytest_sme2.measure.hostlock import heavy_work
 from pytest_sme2.plugin.markers import ModelRequest, parse_model_marker, parse_threshold_marker
-from pytest_sme2.plugin.records import EXPORT_POOL_KEY, update
+from pytest_sme2.plugin.records import EXPORT_POOL_KEY, test_id, update
 from pytest_sme2.plugin.session import Sme2Session, call, worker_id
 
 if TYPE_CHECKING:
@@ -235,7 +235,7 @@ class Sme2Runner:
         busy_limit = o.busy_limit / 100 if self.time_gated() else 1.0
         return call(lambda: Measurement.of(
             exported, runs=o.runs if runs is None else runs, warmup=o.warmup, threads=o.threads,
-            out_dir=self._session.out_dir / _safe(self._item.nodeid), variant=variant,
+            out_dir=self._session.out_dir / _safe(test_id(self._item)), variant=variant,
             blocks=o.blocks if blocks is None else blocks, timeout_s=o.timeout,
             latency=self._session.latency, busy_limit=busy_limit, time_budget_s=o.time_budget,
             min_block_ms=o.min_block_ms, max_block_ms=o.max_block_ms, lock_file=lock,
@@ -266,7 +266,7 @@ class Sme2Runner:
             self._skip_without_sme2_builds(variant)
         self._skip_if_sme2_kernels_cannot_run()
         m = self.measurement(target, variant=variant, runs=runs)
-        with self._session.third_party(self._item.nodeid):
+        with self._session.third_party(test_id(self._item)):
             log = call(lambda: self._session.kernel_log(m))
             ran = call(lambda: self._session.executed_kernels(m))
             result = call(lambda: measure(self.runner, m, kernel_log=log, rules=self._session.rules, executed=ran,
@@ -285,7 +285,7 @@ class Sme2Runner:
         self._skip_without_sme2_builds(SME2_OFF)
         off_m = self.measurement(exported, variant=SME2_OFF, runs=runs, blocks=blocks)
         on_m = self.measurement(exported, variant=SME2_ON, runs=runs, blocks=blocks)
-        with self._session.third_party(self._item.nodeid):
+        with self._session.third_party(test_id(self._item)):
             logs = (call(lambda: self._session.kernel_log(off_m)), call(lambda: self._session.kernel_log(on_m)))
             ran = (call(lambda: self._session.executed_kernels(off_m)),
                    call(lambda: self._session.executed_kernels(on_m)))
@@ -324,7 +324,7 @@ class Sme2Runner:
 
         off_arm, on_arm = (export_for(b) for b in (slower, faster))
         off_m, on_m = self.measurement(off_arm), self.measurement(on_arm)
-        with self._session.third_party(self._item.nodeid):
+        with self._session.third_party(test_id(self._item)):
             pair: Pair = call(lambda: measure_on_off(self.runner, off_m, on_m, rules=self._session.rules,
                                                      what=f"{exported.name} {slower} vs {faster}", off_label=slower,
                                                      on_label=faster, progress=self._session.progress))

@@ -29,12 +29,22 @@ RESULT_KEY = pytest.StashKey["TestResult"]()
 EXPORT_POOL_KEY = pytest.StashKey[Any]()
 
 
+#: What the lab adds to a device test's node id under pytest-xdist (what it needs; ``pytest_sme2.plugin.lab``).
+NEED_MARK = "@sme2:"
+
+
+def test_id(item: pytest.Item) -> str:
+    """The test's id as pytest-sme2 keys it (baselines, records, run directories): its node id without what the lab
+    adds for the scheduler, so a test's baseline is the same with and without the pool."""
+    return item.nodeid.partition(NEED_MARK)[0]
+
+
 def result_of(item: pytest.Item) -> TestResult:
     """The test's result so far (an empty one before the test recorded anything)."""
     if RESULT_KEY not in item.stash:
         from pytest_sme2.results import TestResult  # lazily: ``pytest --help`` does not load the analysis
 
-        item.stash[RESULT_KEY] = TestResult(item.nodeid)
+        item.stash[RESULT_KEY] = TestResult(test_id(item))
     return item.stash[RESULT_KEY]
 
 

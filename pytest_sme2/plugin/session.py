@@ -141,7 +141,8 @@ class Sme2Session:
 
             o = self.options
             # pytest-sme2's own runner is built once per content and kept beside the export cache.
-            context = RunnerContext(progress=self.progress, worker=worker_id(self.config),
+            # In a pool the worker's device is its pool entry's (its options), not the worker index's choice.
+            context = RunnerContext(progress=self.progress, worker=None if o.pool else worker_id(self.config),
                                     runner_cache=o.cache_dir / "runners")
             try:
                 row = device(o.device)
