@@ -232,7 +232,7 @@ class LabController:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        self.scheduler = DeviceScheduling(config, log, self.lab.held, self.not_run)
+        self.scheduler = DeviceScheduling(config, log, self.lab.held, self.not_run, self.say)
         return self.scheduler
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -240,6 +240,11 @@ class LabController:
         for key, value in report.user_properties:
             if key == LOST_PROPERTY and node is not None and self.scheduler is not None:
                 self.scheduler.device_lost(node, report.nodeid, str(value))
+
+    def say(self, line: str) -> None:
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
 
     def not_run(self, nodeid: str, reason: str) -> None:
         """Report ``nodeid`` skipped as not run (no worker can run it any more)."""

@@ -43,10 +43,11 @@ class DeviceScheduling:
     """A pytest-xdist scheduler (xdist's ``Scheduling`` protocol) routing tests by what their device can do.
 
     ``held`` are the pool's devices that workers hold; ``not_run(nodeid, reason)`` reports a test that no live worker
-    can run any more (its device dropped and no other serves it).
+    can run any more (its device dropped and no other serves it); ``say(line)`` tells the user a test moved.
     """
 
-    def __init__(self, config: Any, log: Any, held: Sequence[PoolEntry], not_run: Callable[[str, str], None]) -> None:
+    def __init__(self, config: Any, log: Any, held: Sequence[PoolEntry], not_run: Callable[[str, str], None],
+                 say: Callable[[str], None] = lambda _line: None) -> None:
         from xdist.workermanage import parse_tx_spec_config
 
         self.numnodes = len(parse_tx_spec_config(config))
@@ -54,6 +55,7 @@ class DeviceScheduling:
         self.log = log.devicesched if log is not None else (lambda *_args: None)
         self.held = tuple(held)
         self.not_run = not_run
+        self.say = say
         self.node2collection: dict[Any, list[str]] = {}
         self.node2pending: dict[Any, list[int]] = {}
         self.collection: list[str] | None = None
@@ -147,6 +149,9 @@ class DeviceScheduling:
         if nodeid in self.collection:
             self.lost_in[name] = self.collection.index(nodeid)
         self.log(f"device {name} of {node.gateway.id} dropped: {why}")
+        for index in [i for i in self.unsent if not self._live_servers(i)]:
+            self.unsent.remove(index)
+            self._move(index, f"{name} dropped before it ran ({why})")
 
     # ------------------------------------------------------------------------------ routing
 
@@ -206,6 +211,7 @@ class DeviceScheduling:
         assert self.collection is not None
         if any(self._can_run(node, index) for node in self.nodes if not node.shutting_down):
             self.unsent.insert(0, index)
+            self.say(f"sme2 lab: {self.collection[index]}: {why}; moved to another device that serves it")
             return
         served = ", ".join(sorted(self.servers[index] or ())) or "none"
         self.not_run(self.collection[index], f"{why}; no other device of the pool that serves it is left "

@@ -9,6 +9,7 @@ the runner computes, so no number here is asserted beyond the recorded one being
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 import threading
 import time
@@ -119,3 +120,78 @@ def test_every_test_runs_once_on_a_device_that_serves_it(
     for name, serial in matrix.items():
         assert records[f"test_lab.py::{name}"][0]["device"] == name.removeprefix("test_matrix[").removesuffix("]")
         assert serial in sme2_serials
+
+
+DROP_TESTS = textwrap.dedent(f"""\
+    import pytest
+    from pathlib import Path
+
+    class Recorded:
+        name, dtype, backend = "toy_cnn", "fp32", "xnnpack"
+        pte_path, input_files = Path({str(TOY_PTE)!r}), (Path({str(TOY_INPUT)!r}),)
+
+        def to_dict(self):
+            return {{"name": self.name, "dtype": self.dtype, "backend": self.backend}}
+
+    @pytest.mark.sme2_device("sme2")
+    @pytest.mark.parametrize("n", range(3))
+    def test_sme2(n, sme2_runner):
+        sme2_runner.profile(Recorded())
+
+    @pytest.mark.sme2_device("sme2", matrix=True)
+    def test_matrix(sme2_runner):
+        sme2_runner.profile(Recorded())
+
+    @pytest.mark.sme2_device("no-sme2")
+    def test_no_sme2(sme2_runner):
+        sme2_runner.profile(Recorded())
+    """)
+
+
+def test_a_phone_unplugged_mid_test_makes_it_invalid_and_its_next_test_moves(
+    make_emulated_phone: MakePhone, adb_server: AdbServer, tmp_path: Path, pytester: pytest.Pytester,
+) -> None:
+    first, nosme, second = (make_emulated_phone("sme2_phone"), make_emulated_phone("nosme_phone"),
+                            make_emulated_phone("sme2_phone"))
+    # The pool names two phones of one model in address order; the second is the one unplugged.
+    kept, doomed = sorted((first, second), key=lambda p: p.address)
+    doomed_name = "EmuPhone_SME2-2"
+    # Each runner process waits 2 s before it replays the trace: time to pull the cable while it runs.
+    on = make_standin(tmp_path / "on", trace=TOY_TRACE, pause_s=2.0)
+    pytester.makepyfile(test_drop=DROP_TESTS)
+    results = tmp_path / "results.json"
+
+    def unplug_once_its_first_runner_started() -> None:
+        if poll(lambda: any("--etdump_path" in c for c in doomed.history.commands), timeout=300):
+            time.sleep(0.5)
+            doomed.go_offline()  # the cable pulled: its adbd drops the transport and refuses to reconnect
+
+    unplug = threading.Thread(target=unplug_once_its_first_runner_started)
+    unplug.start()
+    try:
+        outcome = pytester.runpytest(
+            "-n", "auto", "--sme2-pool=adb", f"--sme2-runner={on}", "--sme2-blocks=1", "--sme2-runs=5",
+            "--sme2-warmup=0", f"--sme2-json={results}", "-p", "no:cacheprovider", "-rs", "-v")
+    finally:
+        unplug.join()
+        doomed.come_online()
+    text = outcome.stdout.str()
+    runs_on_doomed = [c for c in doomed.history.commands if "--etdump_path" in c]
+    assert len(runs_on_doomed) == 1, runs_on_doomed  # it dropped in its first test and ran nothing after
+    records = _records(results)
+    assert all(len(r) == 1 for r in records.values()), records  # exactly once
+    # The test it dropped in: INVALID with the reason, nothing of its run recorded; reported, not passed.
+    dropped = records[f"test_drop.py::test_matrix[{doomed_name}]"][0]
+    assert dropped["device"] == doomed_name and dropped["verdict"]["status"] == "invalid"
+    assert f"device {doomed_name} (adb {doomed.serial}) dropped during this test" in dropped["note"]
+    assert dropped["profile"] is None
+    assert dropped["outcome"] == "skipped"
+    # The test it held next went to the other SME2 phone, and said so.
+    moved = re.findall(rf"sme2 lab: test_drop.py::(test_sme2\[\d\])@sme2:sme2: {doomed_name} dropped before it ran",
+                       text)
+    assert len(moved) == 1, text
+    assert _serial(records[f"test_drop.py::{moved[0]}"][0]) == kept.serial
+    assert {_serial(records[f"test_drop.py::test_sme2[{n}]"][0]) for n in range(3)} == {kept.serial}
+    assert _serial(records["test_drop.py::test_matrix[EmuPhone_SME2]"][0]) == kept.serial
+    assert _serial(records["test_drop.py::test_no_sme2"][0]) == nosme.serial
+    outcome.assert_outcomes(passed=5, skipped=1)
