@@ -34,7 +34,7 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     tests = [TestResult.from_dict(r) for r in records]
     for t in tests:
         h = t.headline
-        line = f"{h.status.upper():<16} {t.test_id}"
+        line = f"{h.status.upper():<16} {t.test_id}" + (f" on {t.device}" if t.device else "")
         if h.median_ms is not None:
             line += f"  median {median_text(h, 4)}"
             if t.samples_label != "first measurement":
@@ -62,6 +62,7 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     for t in tests:
         counts[t.status] = counts.get(t.status, 0) + 1
     tr.write_line("sme2 verdicts: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    _device_matrix(tr, config, records)
     from pytest_sme2.options import Sme2Options
     from pytest_sme2.plugin.records import EXPORT_POOL_KEY, OPTIONS_KEY
     from pytest_sme2.plugin.reports import nothing_gated
@@ -183,3 +184,15 @@ def _sources(t: Any) -> list[str]:
                        for arm in measured)
     # An arm without a log is said in the reports; under every test in the terminal it would only repeat itself.
     return lines + kernel_evidence_lines(t, trace=sme_relevant, missing=False)
+
+
+def _device_matrix(tr: Any, config: pytest.Config, records: list[dict[str, Any]]) -> None:
+    """With a pool (``--sme2-pool``): the tests by device, when a test ran on more than one (a matrix run)."""
+    from pytest_sme2.plugin.records import OPTIONS_KEY
+    from pytest_sme2.plugin.reports import results_from_records
+    from pytest_sme2.report.tables import device_matrix
+    from pytest_sme2.report.text import render_table
+
+    table = device_matrix(results_from_records(records, config.stash[OPTIONS_KEY]))
+    if table is not None and len(table.columns) > 2:
+        tr.write_line(render_table(table))

@@ -426,7 +426,8 @@ def summary_block(results: SessionResults) -> str:
     )
     return (f'{_css()}<div class="sme2-summary"><b>pytest-sme2</b>: {len(results.tests)} performance '
             f"test{'s' if len(results.tests) != 1 else ''} " + "".join(pills)
-            + (f'<ul class="sme2-findings">{items}</ul>' if items else "") + "</div>")
+            + (f'<ul class="sme2-findings">{items}</ul>' if items else "") + _table_html(tables.device_matrix(results))
+            + "</div>")
 
 
 def render_html(results: SessionResults, *, title: str | None = None) -> str:

@@ -114,6 +114,8 @@ def _runs_text(test: TestResult, measured: int, per_arm: str) -> str:
 def _metadata(test: TestResult, results: SessionResults | None) -> list[str]:
     info = test.model_info
     rows = [["Test", _code(test.test_id)]]
+    if test.device:
+        rows.append(["Device (pool)", _code(test.device)])
     if info:
         rows.append(["Model", " · ".join(_escape(str(info[k])) for k in ("name", "dtype", "backend") if info.get(k))])
     analyzed = tables.analyzed_text(test)
@@ -357,6 +359,9 @@ def render_markdown(results: SessionResults, *, title: str | None = None) -> str
         return "\n".join([*lines, "_The session recorded no pytest-sme2 test._", ""])
     if len(results.tests) > 1:
         lines += _h(2, "Summary") + render_table(tables.summary_table(results)) + [""]
+    by_device = tables.device_matrix(results)
+    if by_device is not None:
+        lines += _h(2, "Tests by device") + render_table(by_device) + [""]
     for t in results.tests:
         lines += [render_test(t, results=results, level=2)]
     return "\n".join(lines).rstrip() + "\n"

@@ -808,3 +808,47 @@ def category_shares_table(sessions: Sequence[SessionResults], names: Sequence[st
     columns = [Column("model"), Column("device"), _num("E2E mean ms"), *[_num(cat) for cat in CATEGORIES],
                Column("largest")]
     return _table("Where the time goes on each device", columns, rows)
+
+
+def _without_device(test_id: str, device: str) -> str:
+    """``t.py::test_a[toy-EmuPhone_SME2]`` -> ``t.py::test_a[toy]``: a matrix test's id without its device."""
+    head, bracket, params = test_id.partition("[")
+    if not bracket or not device:
+        return test_id
+    kept = [p for p in params.removesuffix("]").split("-") if p != device]
+    return f"{head}[{'-'.join(kept)}]" if kept else head
+
+
+def device_matrix(results: SessionResults) -> Table | None:
+    """The lab's tests by device (``--sme2-pool``): one row per test (a matrix test's devices in one row), one column
+    per device of the pool that ran one; a cell gives the median, the SME2 speedup where the test measured SME2 on and
+    off, and the status. None when no test ran on a pool device."""
+    tests = [t for t in results.tests if t.device]
+    if not tests:
+        return None
+    devices = sorted({t.device for t in tests})
+    sme2: dict[str, Any] = {}
+    for t in tests:
+        if t.profile is not None and t.device not in sme2:
+            sme2[t.device] = t.profile.device.get("sme2")
+    has: dict[Any, str] = {True: "SME2", False: "no SME2"}
+    titles = [f"{d} ({has.get(sme2.get(d), 'SME2 unknown')})" for d in devices]
+    rows_by_test: dict[str, dict[str, TestResult]] = {}
+    for t in tests:
+        rows_by_test.setdefault(_without_device(t.test_id, t.device), {})[t.device] = t
+    rows = []
+    for tid, by_device in rows_by_test.items():
+        row = [c.code(tid)]
+        for d in devices:
+            ran = by_device.get(d)
+            if ran is None:
+                row.append(c.text("—"))
+                continue
+            h = ran.headline
+            parts = [median_text(h)] if h.median_ms is not None else []
+            if h.speedup is not None:
+                parts.append(f"SME2 {fmt_x(h.speedup.estimate)}" + (" emulated" if h.emulated else ""))
+            parts.append(h.status)
+            row.append(c.text(" · ".join(parts)))
+        rows.append(row)
+    return _table("Tests by device", _cols("test", *titles, text=1 + len(devices)), rows)

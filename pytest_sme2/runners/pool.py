@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 #: Bumped when the meaning of a field of :class:`PoolEntry` changes (the controller and its workers must agree).
 POOL_VERSION = 1
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: Not in a pool entry's name: "-" too, which pytest puts between a test's parameters (a matrix test's id names its device).
+_UNSAFE = re.compile(r"[^A-Za-z0-9._]+")
 
 
 @dataclass(frozen=True)
@@ -236,17 +237,17 @@ def discover(options: Sme2Options, progress: Callable[[str], None] | None = None
 
 def entry_name(text: str) -> str:
     """A name usable in a test id and a file name: ``EmuPhone SME2`` -> ``EmuPhone_SME2``."""
-    return _UNSAFE.sub("_", text).strip("._-") or "device"
+    return _UNSAFE.sub("_", text).strip("._") or "device"
 
 
 def unique_names(entries: Iterable[PoolEntry]) -> tuple[PoolEntry, ...]:
-    """The entries, in address order, with names made unique by ``-2``, ``-3`` (two phones of one model)."""
+    """The entries, in address order, with names made unique by ``_2``, ``_3`` (two phones of one model)."""
     seen: dict[str, int] = {}
     out = []
     for entry in sorted(entries, key=lambda e: (e.name, e.source, e.address)):
         base = entry_name(entry.name)
         seen[base] = seen.get(base, 0) + 1
-        out.append(replace(entry, name=base if seen[base] == 1 else f"{base}-{seen[base]}"))
+        out.append(replace(entry, name=base if seen[base] == 1 else f"{base}_{seen[base]}"))
     return tuple(out)
 
 

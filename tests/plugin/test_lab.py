@@ -96,11 +96,11 @@ def test_every_test_runs_once_on_a_device_that_serves_it(
     sme2, nosme, remote = _lab(make_emulated_phone, adb_server)
     on = make_standin(tmp_path / "on", trace=TOY_TRACE)
     pytester.makepyfile(test_lab=TESTS)
-    results = tmp_path / "results.json"
+    results, markdown, html = tmp_path / "results.json", tmp_path / "report.md", tmp_path / "report.html"
     outcome = pytester.runpytest(
         "-n", "auto", "--sme2-pool=adb", f"--sme2-adb-connect={remote.address}", f"--sme2-runner={on}",
-        "--sme2-blocks=1", "--sme2-runs=5", "--sme2-warmup=0", f"--sme2-json={results}", "-p", "no:cacheprovider",
-        "-rs", "-v")
+        "--sme2-blocks=1", "--sme2-runs=5", "--sme2-warmup=0", f"--sme2-json={results}", f"--sme2-markdown={markdown}",
+        f"--html={html}", "-p", "no:cacheprovider", "-rs")
     text = outcome.stdout.str()
     # The pool, printed once: three devices, the unauthorized one left out with what to do.
     assert text.count("sme2 device pool: 3 device(s), 1 left out") == 1, text
@@ -120,6 +120,17 @@ def test_every_test_runs_once_on_a_device_that_serves_it(
     for name, serial in matrix.items():
         assert records[f"test_lab.py::{name}"][0]["device"] == name.removeprefix("test_matrix[").removesuffix("]")
         assert serial in sme2_serials
+    # Which device ran which test, in every report; the matrix test's row has a cell on each SME2 phone.
+    devices = {r[0]["device"] for r in records.values() if r[0]["device"]}
+    assert devices == {"EmuPhone_SME2", "EmuPhone_SME2_2", "EmuPhone_NoSME"}
+    assert f"MEASURED         test_lab.py::test_no_sme2 on EmuPhone_NoSME" in text
+    row = next(line for line in text.splitlines() if line.strip().startswith("test_lab.py::test_matrix "))
+    assert row.count("measured") == 2 and "—" in row, row  # measured on both SME2 phones, not on the other
+    report = markdown.read_text()
+    assert "## Tests by device" in report and "| Device (pool) | `EmuPhone_NoSME` |" in report
+    assert "EmuPhone_SME2 (SME2)" in report and "EmuPhone_NoSME (no SME2)" in report
+    page = html.read_text()
+    assert "Tests by device" in page and "EmuPhone_SME2_2 (SME2)" in page
 
 
 DROP_TESTS = textwrap.dedent(f"""\
@@ -155,7 +166,7 @@ def test_a_phone_unplugged_mid_test_makes_it_invalid_and_its_next_test_moves(
                             make_emulated_phone("sme2_phone"))
     # The pool names two phones of one model in address order; the second is the one unplugged.
     kept, doomed = sorted((first, second), key=lambda p: p.address)
-    doomed_name = "EmuPhone_SME2-2"
+    doomed_name = "EmuPhone_SME2_2"
     # Each runner process waits 2 s before it replays the trace: time to pull the cable while it runs.
     on = make_standin(tmp_path / "on", trace=TOY_TRACE, pause_s=2.0)
     pytester.makepyfile(test_drop=DROP_TESTS)

@@ -13,6 +13,7 @@ from pytest_sme2.runners.pool import (
     Need,
     PoolEntry,
     discover,
+    entry_name,
     register_source,
     serving,
     unique_names,
@@ -74,7 +75,11 @@ def test_two_phones_of_one_model_get_names_of_their_own() -> None:
     twin = PoolEntry("EmuPhone SME2", "adb", "127.0.0.1:40009", "android")
     named = unique_names([twin, PoolEntry("EmuPhone SME2", "adb", "127.0.0.1:40003", "android")])
     assert [(e.name, e.address) for e in named] == [("EmuPhone_SME2", "127.0.0.1:40003"),
-                                                    ("EmuPhone_SME2-2", "127.0.0.1:40009")]
+                                                    ("EmuPhone_SME2_2", "127.0.0.1:40009")]
+
+
+def test_a_name_has_no_dash_pytest_joins_a_tests_parameters_with() -> None:
+    assert entry_name("Pixel 9-Pro (USB)") == "Pixel_9_Pro_USB"
 
 
 def test_an_entry_makes_its_runners_options() -> None:
