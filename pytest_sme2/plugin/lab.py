@@ -282,9 +282,10 @@ def auto_workers(config: pytest.Config) -> int | None:
     """``-n auto`` with a pool: one worker per device (None: no pool, xdist decides)."""
     from pytest_sme2.plugin.config import build_options
 
-    options = build_options(config)
-    if not options.pool:
+    # Asked before pytest_configure, of every session with -n auto: the options are built only for a pool.
+    if not (config.getoption("sme2_pool", None) or config.getini("sme2_pool")):
         return None
+    options = build_options(config)
     return max(1, len(discovered(config, options).entries))
 
 

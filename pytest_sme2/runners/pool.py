@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 #: Bumped when the meaning of a field of :class:`PoolEntry` changes (the controller and its workers must agree).
 POOL_VERSION = 1
 
-#: Not in a pool entry's name: "-" too, which pytest puts between a test's parameters (a matrix test's id names its device).
+#: Not in a pool entry's name: "-" too, which pytest puts between a test's parameters (a matrix test's id names its
+#: device).
 _UNSAFE = re.compile(r"[^A-Za-z0-9._]+")
 
 

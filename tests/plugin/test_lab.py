@@ -30,7 +30,7 @@ TOY_PTE = DATA / "toy_cnn_fp32_xnnpack.pte"
 TOY_INPUT = DATA / "toy_cnn_input_fp32.bin"
 TOY_TRACE = DATA / "toy_cnn_fp32_xnnpack_simd-on_t1.etdump"
 
-TESTS = textwrap.dedent(f"""\
+RECORDED = textwrap.dedent(f"""\
     import pytest
     from pathlib import Path
 
@@ -40,6 +40,9 @@ TESTS = textwrap.dedent(f"""\
 
         def to_dict(self):
             return {{"name": self.name, "dtype": self.dtype, "backend": self.backend}}
+    """)
+
+TESTS = RECORDED + textwrap.dedent("""\
 
     @pytest.mark.parametrize("n", range(4))
     def test_any(n, sme2_runner):
@@ -106,6 +109,9 @@ def test_every_test_runs_once_on_a_device_that_serves_it(
     assert text.count("sme2 device pool: 3 device(s), 1 left out") == 1, text
     assert "is unauthorized: this computer's adb key has not been accepted" in text
     assert "SME2 yes" in text and "SME2 no" in text
+    # What the phones report: uid 2000 without an su (not rooted), the profile's governor, no SVL in their /proc.
+    assert text.count("; not rooted; governor schedutil") == 3, text
+    assert "SVL" not in text.split("rootdir:")[0]
     outcome.assert_outcomes(passed=11, skipped=1)
     outcome.stdout.fnmatch_lines(["*no device of the pool can run it (needs sme2,svl>=4096)*"])
     records = _records(results)
@@ -123,7 +129,7 @@ def test_every_test_runs_once_on_a_device_that_serves_it(
     # Which device ran which test, in every report; the matrix test's row has a cell on each SME2 phone.
     devices = {r[0]["device"] for r in records.values() if r[0]["device"]}
     assert devices == {"EmuPhone_SME2", "EmuPhone_SME2_2", "EmuPhone_NoSME"}
-    assert f"MEASURED         test_lab.py::test_no_sme2 on EmuPhone_NoSME" in text
+    assert "MEASURED         test_lab.py::test_no_sme2 on EmuPhone_NoSME" in text
     row = next(line for line in text.splitlines() if line.strip().startswith("test_lab.py::test_matrix "))
     assert row.count("measured") == 2 and "—" in row, row  # measured on both SME2 phones, not on the other
     report = markdown.read_text()
@@ -133,16 +139,7 @@ def test_every_test_runs_once_on_a_device_that_serves_it(
     assert "Tests by device" in page and "EmuPhone_SME2_2 (SME2)" in page
 
 
-DROP_TESTS = textwrap.dedent(f"""\
-    import pytest
-    from pathlib import Path
-
-    class Recorded:
-        name, dtype, backend = "toy_cnn", "fp32", "xnnpack"
-        pte_path, input_files = Path({str(TOY_PTE)!r}), (Path({str(TOY_INPUT)!r}),)
-
-        def to_dict(self):
-            return {{"name": self.name, "dtype": self.dtype, "backend": self.backend}}
+DROP_TESTS = RECORDED + textwrap.dedent("""\
 
     @pytest.mark.sme2_device("sme2")
     @pytest.mark.parametrize("n", range(3))

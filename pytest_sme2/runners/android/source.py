@@ -27,11 +27,12 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT = 20.0
 
 #: What the pool reads besides the runner's facts, in one round trip: the default streaming vector length Linux
-#: gives a process (bytes; absent without SME), the shell's uid and an ``su`` (root), the governors.
+#: gives a process (bytes; absent without SME), the shell's uid and an ``su`` where rooting tools put it (root; not on
+#: the PATH: ``su`` is not run, a Magisk prompt would stop the session), the governors.
 POOL_FACTS_SCRIPT = (
     "echo @@svl; cat /proc/sys/abi/sme_default_vector_length 2>/dev/null; "
     "echo @@uid; id -u; "
-    "echo @@su; command -v su 2>/dev/null; "
+    "echo @@su; ls /system/bin/su /system/xbin/su /sbin/su /su/bin/su /debug_ramdisk/su 2>/dev/null; "
     "echo @@governor; cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor 2>/dev/null; "
     "echo @@end"
 )
@@ -54,7 +55,8 @@ def read_info(link: AdbLink) -> DeviceInfo:
 def pool_facts(text: str) -> tuple[int | None, bool | None, str]:
     """(SVL in bits, rooted, governors) from the output of :data:`POOL_FACTS_SCRIPT`.
 
-    Rooted: the shell runs as uid 0 (``adb root``) or an ``su`` is on the PATH. None where the output says nothing.
+    Rooted: the shell runs as uid 0 (``adb root``) or an ``su`` binary is where rooting tools install it. None where the
+    output says nothing.
     """
     from pytest_sme2.device.facts import facts_sections
 
