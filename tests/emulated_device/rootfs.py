@@ -27,8 +27,9 @@ TOYBOX = "/usr/bin/toybox"
 
 #: Commands the phone does not take from toybox. `timeout`: toybox runs a command that is one of its own applets
 #: in-process, so its `timeout ... taskset MASK` would pin with toybox's real taskset (the host's 2 CPUs, not the
-#: phone's 8) instead of the shim; coreutils' timeout execs the shim from PATH. `sh`: mksh is the shell.
-NOT_TOYBOX = ("timeout", "sh")
+#: phone's 8) instead of the shim; coreutils' timeout execs the shim from PATH. `sh`: mksh is the shell. `su`:
+#: Android's toybox is built without it, and a production phone has none (an `su` is what rooting adds).
+NOT_TOYBOX = ("timeout", "sh", "su")
 
 
 def toybox_applets(toybox: str = TOYBOX) -> tuple[str, ...]:
