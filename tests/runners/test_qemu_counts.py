@@ -111,3 +111,38 @@ def test_the_count_command_prints_both_arms_labelled_as_counts(emulated: QemuRun
     assert "speedup" not in printed and " ms" not in printed
     written = json.loads(out.read_text())["model"]
     assert {arm: InstructionCounts.from_dict(c) for arm, c in written.items()} == counted
+
+
+def test_the_total_equals_single_instruction_blocks_counted_apart(emulated: QemuRunner, toy_cnn: Any,
+                                                                    counted: dict[str, InstructionCounts],
+                                                                    tmp_path: Path) -> None:
+    """An independent count: with ``-one-insn-per-tb`` every block QEMU executes is one instruction, so the ``Trace``
+    lines between the markers are the instructions, with no translation log and no block bookkeeping."""
+    import os
+    import subprocess
+
+    from pytest_sme2.runners.qemu import _stage, qemu_command
+
+    request = _request(toy_cnn, SME2_ON, tmp_path)
+    argv = _stage(tmp_path, emulated.runner_for(SME2_ON), request)
+    read_end, write_end = os.pipe()
+    cmd = [*qemu_command(emulated.qemu, "max", emulated.sysroot), "-one-insn-per-tb", "-d", "exec,nochain",
+           "-D", f"/dev/fd/{write_end}", *argv]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env={}, pass_fds=(write_end,), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    os.close(write_end)
+    per_execution, n, on = [], 0, False
+    with os.fdopen(read_end, "rb", buffering=1 << 20) as log:
+        for line in log:
+            if line.startswith(b"Trace "):
+                symbol = line.rsplit(b"]", 1)[-1].strip()
+                if symbol == b"sme2_runner_count_begin":
+                    on, n = True, 0
+                elif symbol == b"sme2_runner_count_end":
+                    on = False
+                    per_execution.append(n)
+                elif on:
+                    n += 1
+    assert proc.wait() == 0
+    assert len(per_execution) == 2  # the warm-up, then the counted one
+    assert per_execution[1] == counted[SME2_ON].total
