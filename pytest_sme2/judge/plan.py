@@ -131,14 +131,14 @@ def choose_plan(profile: Profile, off: Profile | None, *, test_id: str, runner: 
         ref = (reference_measurement(baseline.artifact, profile, runner, artifacts) if baseline.artifact
                else Reference(None, "the baseline does not record its artifact"))
         # Another executorch on the local runtime: the baseline's, installed beside this one (or why not)
-        other = (runtime_reference(runtimes, baseline.artifact, profile, runner)
+        other = (runtime_reference(runtimes, baseline.artifact, profile, runner, rebuilder)
                  if runtimes is not None and baseline.artifact is not None and not invalid else None)
         rebuilt = ""
         if ref.missing and rebuilder is not None and baseline.artifact is not None and not invalid:
             # A fresh runner (no artifact cache): the baseline's program, rebuilt from its commit and proven by its hash
             # (by the exporter of the baseline's runtime, when it is installed)
             attempt = rebuilder.rebuild(baseline.rebuild, baseline.artifact, lookup.path, artifacts,
-                                        other.folder if other is not None and other.runner is not None else None)
+                                        other.folder if other is not None and other.ok else None)
             rebuilt = attempt.message
             if attempt.ok:
                 ref = reference_measurement(baseline.artifact, profile, runner, artifacts)
@@ -170,9 +170,8 @@ def choose_plan(profile: Profile, off: Profile | None, *, test_id: str, runner: 
             judged = looks.gate_config(config)
         elif ref.runtime_changed:
             # The baseline's artifact on its own runtime, beside the change on this one; else the stored samples
-            started = other is not None and other.runner is not None and baseline.artifact is not None
-            beside = (runtime_session(baseline.artifact, profile, other, artifacts)
-                      if started and other is not None and baseline.artifact is not None
+            beside = (runtime_session(baseline.artifact, profile, other, artifacts, runner)
+                      if other is not None and other.ok and baseline.artifact is not None
                       else Reference(None, other.message if other is not None else ""))
             if beside.measurement is not None and other is not None and profile.measurement is not None:
                 comparison = Comparison.RUNTIME_SESSION
@@ -290,22 +289,28 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
                              timing_build=timing_build, label=f"{m.label}_reference"))
 
 
-def runtime_reference(runtimes: Runtimes, baseline: Artifact, candidate: Profile,
-                      runner: Runner) -> RuntimeReference | None:
-    """The baseline's runtime installed and started beside this one, or why not; None when the runtime did not change
-    (or the test does not run on the local runtime, or cannot say how it was measured)."""
+def runtime_reference(runtimes: Runtimes, baseline: Artifact, candidate: Profile, runner: Runner,
+                      rebuilder: Rebuilder | None = None) -> RuntimeReference | None:
+    """The baseline's runtime installed and started beside this one (the local runtime), or pytest-sme2's own runner
+    built against the baseline's executorch (``rebuilder.runner_target``: a device that runs it), or why not; None when
+    the runtime did not change (or the test runs neither, or cannot say how it was measured)."""
     m = candidate.measurement
-    if m is None or not runner.in_process:
+    if m is None:
         return None
     current = dict(runner.build_identity(m.variant))
+    if not runner.in_process:
+        if rebuilder is None or rebuilder.runner_target is None or is_runtime(baseline.build):
+            return None
+        return runtimes.runner_reference(rebuilder.runner_target, baseline.build, current,
+                                         cache=rebuilder.runner_cache, wheel=None)
     if not (is_runtime(baseline.build) and is_runtime(current)):
         return None
     mine, now = comparable_builds(baseline.build, current)
     return runtimes.reference(baseline.build, current) if mine != now else None
 
 
-def runtime_session(baseline: Artifact, candidate: Profile, other: RuntimeReference,
-                    store: ArtifactStore) -> Reference:
+def runtime_session(baseline: Artifact, candidate: Profile, other: RuntimeReference, store: ArtifactStore,
+                    runner: Runner) -> Reference:
     """How to measure the baseline's artifact on its runtime (``other``, started), beside the candidate on this one:
     the reference arm's :class:`Measurement`, or why not (the store lacks the program, or something else than the
     runtime changed that a reference measured now would hide)."""
@@ -324,7 +329,8 @@ def runtime_session(baseline: Artifact, candidate: Profile, other: RuntimeRefere
     if baseline.shared_objects is not None and now is not None and now.shared_objects is not None:
         # The two runtimes' own libraries differ by design; any other (torch's, the C runtime's) would run as it does
         # now in both arms, and hide its change.
-        own = runtime_library_names(other.folder)
+        current = runner.runner_for(m.variant)  # pytest-sme2's own runner loads its SDK's libraries from lib/ beside it
+        own = runtime_library_names(other.lib_dir, current.resolve().parent / "lib" if current is not None else None)
         objects = [c for c in changed_objects(baseline.shared_objects, now.shared_objects)
                    if c.lstrip("+-").split(" ")[0] not in own]
         if objects:
@@ -333,8 +339,16 @@ def runtime_session(baseline: Artifact, candidate: Profile, other: RuntimeRefere
         return Reference(None, f"the baseline's runtime was installed, but more than the runtime changed "
                                f"({'; '.join(moved)}), which a reference measured now would hide; compared with the "
                                "stored samples instead")
-    return Reference(replace(m, pte=pte, inputs=tuple(p for p in inputs if p is not None), variant=REFERENCE_RUNTIME,
-                             label=f"{m.label}_reference"))
+    held = tuple(p for p in inputs if p is not None)
+    if other.binary is not None:
+        # pytest-sme2's own runner is its own timing build: the rebuilt binary gives the latency as the baseline's did
+        timing = str(baseline.build.get("timing_runner_sha256", ""))
+        if timing and timing != baseline.build.get("runner_sha256"):
+            return Reference(None, "the baseline's latency came from another timing build than its runner, which is "
+                                   "not rebuilt against its executorch; compared with the stored samples instead")
+        return Reference(replace(m, pte=pte, inputs=held, build=other.binary,
+                                 timing_build=other.binary if timing else None, label=f"{m.label}_reference"))
+    return Reference(replace(m, pte=pte, inputs=held, variant=REFERENCE_RUNTIME, label=f"{m.label}_reference"))
 
 
 def _not_held(store: ArtifactStore, shas: Sequence[str], missing: str) -> str:

@@ -36,7 +36,7 @@ from pytest_sme2.errors import Sme2Error
 from pytest_sme2.measure.hostlock import heavy_work
 from pytest_sme2.runners.worker import RuntimePair, WorkerRuntime
 from pytest_sme2.store.artifacts import comparable_builds, is_runtime
-from pytest_sme2.store.files import TMP_PREFIX, file_lock
+from pytest_sme2.store.files import TMP_PREFIX, file_lock, file_sha256
 
 #: where the runtimes go, under the cache dir
 RUNTIMES_DIR = "runtimes"
@@ -52,7 +52,9 @@ FALLBACK = "compared with the stored samples instead"
 
 @dataclass(frozen=True)
 class Reference:
-    """The baseline's runtime beside the current one (``runner`` measures both), or why not (``runner`` None)."""
+    """The baseline's runtime beside the current one, or why not (:attr:`ok` False): for the local runtime, ``runner``
+    measures both; for pytest-sme2's own runner, ``binary`` is the runner the baseline ran, built again against the
+    baseline's executorch SDK."""
 
     runner: RuntimePair | None
     #: how it was had ("installed executorch 1.5.0 into ... ; its runtime hashes to the baseline's"), or why not
@@ -61,6 +63,14 @@ class Reference:
     folder: Path | None = None
     #: the two runtimes' versions, ``(baseline's, current)``
     versions: tuple[str, str] = ("", "")
+    #: pytest-sme2's own runner built against the baseline's SDK (it loads that SDK's libraries)
+    binary: Path | None = None
+    #: where the baseline's runtime libraries are (the two runtimes differ in these by design)
+    lib_dir: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.runner is not None or self.binary is not None
 
 
 @dataclass(frozen=True)
@@ -117,7 +127,65 @@ class Runtimes:
                              versions=versions)
         return Reference(pair, f"the baseline's runtime, executorch {old}, installed in {folder} and proven by its "
                                f"sha256 ({str(theirs.get('runtime_sha256', ''))[:10]}), measured in a worker process "
-                               f"beside executorch {new}, in interleaved blocks", folder, versions)
+                               f"beside executorch {new}, in interleaved blocks", folder, versions,
+                         lib_dir=folder / "executorch" / "lib")
+
+    def runner_reference(self, target: str, baseline: Mapping[str, Any], current: Mapping[str, Any], *,
+                         cache: Path | None, wheel: Path | None = None) -> Reference:
+        """pytest-sme2's own runner for ``target`` as the baseline ran it (build identity ``baseline``, another
+        executorch than ``current``'s): built again against that release's SDK (its wheel: installed here for the
+        host, the aarch64 wheel fetched for the emulator, ``wheel`` when given) and proven by the binary's sha256
+        and its libraries'; or why not."""
+        from pytest_sme2.runners.build import (
+            TARGET_HOST,
+            aarch64_wheel,
+            build_runner,
+            host_is_aarch64,
+            installed_sdk,
+            unpacked_sdk,
+        )
+
+        old = str(baseline.get("executorch_version", ""))
+        new = str(current.get("executorch_version", ""))
+        versions = (old, new)
+        if not old or not new or old == new:
+            return Reference(None, "", versions=versions)
+        if self.root is None:
+            return Reference(None, f"pytest-sme2's runner on the baseline's executorch {old} is not built "
+                                   f"({self.why_off or '--sme2-runtimes=none'}); {FALLBACK}", versions=versions)
+        folder: Path | None = None
+        try:
+            with heavy_work(self.lock_file, what=f"building the runner against executorch {old}",
+                            progress=self.progress):
+                if target == TARGET_HOST or host_is_aarch64():
+                    folder, why = self.install(old)
+                    if folder is None:
+                        return Reference(None, f"the baseline's executorch {old} could not be installed for its C++ "
+                                               f"SDK: {why}; {FALLBACK}", versions=versions)
+                    sdk = installed_sdk(folder)
+                else:
+                    sdk = unpacked_sdk(aarch64_wheel(old, cache or self.root, wheel=wheel, progress=self.progress),
+                                       old, cache or self.root)
+                built = build_runner(target, cache_dir=cache, sdk=sdk, progress=self.progress)
+        except Sme2Error as exc:
+            return Reference(None, f"pytest-sme2's runner could not be built against executorch {old}'s SDK: "
+                                   f"{str(exc).splitlines()[0]}; {FALLBACK}", versions=versions)
+        sha = str(baseline.get("runner_sha256", ""))
+        got = file_sha256(built.path)
+        if got != sha:
+            return Reference(None, f"pytest-sme2's runner built against executorch {old}'s SDK hashes to {got[:10]}, "
+                                   f"not the baseline's {sha[:10]} (its source or the compiler changed since); "
+                                   f"{FALLBACK}", folder, versions)
+        libraries = dict(baseline.get("libraries") or {})
+        differ = sorted(name for name, digest in libraries.items()
+                        if not (sdk.lib_dir / name).is_file() or file_sha256(sdk.lib_dir / name) != digest)
+        if differ:
+            return Reference(None, f"executorch {old}'s SDK does not hold the libraries the baseline's runner loaded "
+                                   f"({', '.join(differ)}); {FALLBACK}", folder, versions)
+        return Reference(None, f"the baseline's runner, pytest-sme2's own built against executorch {old}'s SDK "
+                               f"({sdk.origin}) and proven by its sha256 ({sha[:10]}) and its libraries', measured "
+                               f"beside the runner on executorch {new}, in interleaved blocks", folder, versions,
+                         binary=built.path, lib_dir=sdk.lib_dir)
 
     def install(self, version: str) -> tuple[Path | None, str]:
         """``executorch==version`` installed under :attr:`root` (once; reused by later sessions): ``(folder, "")``,
@@ -170,12 +238,12 @@ def _pip_install(version: str, target: Path) -> str:
     return f"pip exited with status {done.returncode} ({errors[-1] if errors else 'no output'})"
 
 
-def runtime_library_names(folder: Path | None) -> set[str]:
-    """The file names of the shared libraries of executorch's runtime, in ``folder`` (another executorch) and in the
-    installed one: what two runtimes measured side by side differ in by design."""
+def runtime_library_names(*lib_dirs: Path | None) -> set[str]:
+    """The file names of the shared libraries of executorch's runtime, in ``lib_dirs`` (another executorch's) and in
+    the installed one: what two runtimes measured side by side differ in by design."""
     from pytest_sme2.runners.local import runtime_files
 
-    names = {p.name for p in (folder / "executorch" / "lib").glob("*")} if folder is not None else set()
+    names = {p.name for d in lib_dirs if d is not None for p in d.glob("*")}
     with contextlib.suppress(Sme2Error):
         names |= {p.name for p in runtime_files()[2]}
     return names

@@ -149,18 +149,26 @@ def runner_source() -> bytes:
 # ------------------------------------------------------------------------------------------ SDKs
 
 
-def installed_sdk() -> Sdk:
-    """The C++ SDK of the executorch installed in this Python; a wheel without one says how to get one."""
-    try:
-        from importlib.metadata import PackageNotFoundError, distribution
+def installed_sdk(folder: Path | None = None) -> Sdk:
+    """The C++ SDK of the executorch installed in this Python (or in ``folder``, where ``pip install --target`` put
+    another release: :mod:`pytest_sme2.measure.runtimes`); a wheel without one says how to get one."""
+    from importlib.metadata import PackageNotFoundError, distribution, distributions
 
-        dist = distribution("executorch")
+    try:
+        if folder is not None:
+            found = [d for d in distributions(path=[str(folder)]) if d.metadata["Name"] == "executorch"]
+            if not found:
+                raise PackageNotFoundError("executorch")
+            dist = found[0]
+        else:
+            dist = distribution("executorch")
     except PackageNotFoundError:
         raise BuildError("executorch is not installed in this Python: pip install 'executorch>=1.5.1,<1.6' (after "
                          "torch==2.13.0), then build the runner again") from None
     root = Path(str(dist.locate_file("executorch")))
     record = dist.read_text("RECORD") or ""
-    sdk = Sdk(root=root, version=dist.version, digest=hashlib.sha256(record.encode()).hexdigest(), origin="installed")
+    sdk = Sdk(root=root, version=dist.version, digest=hashlib.sha256(record.encode()).hexdigest(),
+              origin="installed" if folder is None else str(folder))
     _check_sdk(sdk, fix="pip install 'executorch>=1.5.1,<1.6': from 1.5 on the wheel ships the C++ SDK")
     return sdk
 
@@ -334,23 +342,28 @@ def build_runner(
     force: bool = False,
     progress: Progress | None = None,
     source: bytes | None = None,
+    sdk: Sdk | None = None,
 ) -> RunnerBuild:
     """Build (or take from the cache) pytest-sme2's runner for ``target``; see the module docstring.
 
     ``source`` replaces the package's runner source (the runner as it was at another commit, to rebuild a baseline's
-    build: :mod:`pytest_sme2.measure.rebuild`)."""
+    build: :mod:`pytest_sme2.measure.rebuild`); ``sdk`` the SDK it is built against, for ``target`` (another
+    executorch release's, to build the runner a baseline ran on it: :mod:`pytest_sme2.measure.runtimes`)."""
     if target not in TARGETS:
         raise BuildError(f"unknown runner target {target!r}; allowed: {', '.join(TARGETS)}")
     cache = (cache_dir or default_cache_dir()).expanduser().absolute()
-    host = installed_sdk()
+    given = sdk
     if target == TARGET_HOST or (target == TARGET_LINUX_AARCH64 and host_is_aarch64() and sys.platform == "linux"):
-        sdk, compiler, sysroot = host, host_compiler(), ""
+        sdk, compiler, sysroot = given or installed_sdk(), host_compiler(), ""
     elif sys.platform != "linux":
         raise BuildError(f"the {target} runner is cross-built on x86_64 Linux (or built natively on aarch64 Linux); "
                          f"this is {sys.platform}/{platform.machine()}")
     else:
         compiler = cross_compiler()
-        sdk = unpacked_sdk(aarch64_wheel(host.version, cache, wheel=wheel, progress=progress), host.version, cache)
+        if given is None:
+            version = installed_sdk().version
+            given = unpacked_sdk(aarch64_wheel(version, cache, wheel=wheel, progress=progress), version, cache)
+        sdk = given
         sysroot = cross_sysroot(compiler)
     source = runner_source() if source is None else source
     identity = compiler_identity(compiler)

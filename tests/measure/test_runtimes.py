@@ -204,3 +204,31 @@ def test_what_cannot_be_installed_is_said_without_asking_pip(tmp_path: Path) -> 
     runner = {"runner_sha256": "d" * 64}  # a runner binary's build: not a runtime this installs
     assert runtimes.reference(runner, runtime).message == ""
     assert not (tmp_path / "runtimes").exists()
+
+
+@pytest.mark.slow
+def test_our_own_runner_is_built_against_the_baselines_executorch(recorded: Path, previous: Path,
+                                                                   tmp_path: Path) -> None:
+    """``--sme2-device=host``: the baseline recorded by pytest-sme2's runner built against the previous executorch's
+    SDK; on the installed executorch the runner is built again against the previous SDK, proven by its sha256 and its
+    libraries', and measured beside the current build."""
+    from toolchain import require_host_compiler
+
+    require_host_compiler()
+    project = _clone(recorded, tmp_path)
+    code, _ = _session(project, "--sme2-device=host", "--sme2-update-baseline", overlay=previous, ci=False)
+    assert code == 0
+    _, result = _session(project, "--sme2-device=host", f"--sme2-runtimes={RUNTIMES}")
+    verdict = result["verdict"]
+    assert isinstance(verdict, dict)
+    notes = "\n".join(verdict["notes"])
+    old = previous.name.removeprefix("executorch-")
+    assert verdict["comparison"] == "runtime-session", notes
+    assert f"a runtime change (executorch {old} -> {INSTALLED}), compared in this session: the baseline's runner, " \
+           f"pytest-sme2's own built against executorch {old}'s SDK ({previous}) and proven by its sha256" in notes
+    reference = result["reference"]
+    assert isinstance(reference, dict)
+    libraries = reference["artifact"]["build"]["libraries"]
+    (host,) = [b for b in (json.loads(p.read_text()) for p in (project / ".sme2_baselines").glob("*.json"))
+               if "runner_sha256" in b["artifact"]["build"]]
+    assert libraries == host["artifact"]["build"]["libraries"]  # the reference loaded the baseline's libraries
