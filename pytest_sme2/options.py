@@ -415,10 +415,11 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     OptionSpec("history", "the history store every session appends its results to (one file per run; "
                "docs/history.md), relative to the rootdir, or none to keep no history (default: .sme2_history "
                "beside the baseline directory)"),
-    OptionSpec("runtimes", "where the baseline's executorch is installed (pip install --no-deps, once) when the "
-               "local runtime changed since the baseline, to measure the baseline's program on it beside the change "
-               "in this session (comparison runtime-session); relative to the rootdir, or none to compare a runtime "
-               "change with the stored samples instead (default: runtimes/ in --sme2-cache-dir)"),
+    OptionSpec("runtimes", "where the baseline's executorch is installed (pip install --no-deps, once) when "
+               "executorch changed since the baseline, to measure the baseline's program on it (the local runtime; "
+               "on host and qemu, pytest-sme2's runner built against its SDK) beside the change in this session "
+               "(comparison runtime-session); relative to the rootdir, or none to compare a runtime change with the "
+               "stored samples instead (default: runtimes/ in --sme2-cache-dir)"),
     OptionSpec("cache-dir", "export cache (default .sme2_cache; pytest: relative to the rootdir)", Path(".sme2_cache"),
                Path, metavar="DIR"),
     OptionSpec("export-processes", "before the first measurement, the models of every selected test that the "

@@ -232,3 +232,33 @@ def test_our_own_runner_is_built_against_the_baselines_executorch(recorded: Path
     (host,) = [b for b in (json.loads(p.read_text()) for p in (project / ".sme2_baselines").glob("*.json"))
                if "runner_sha256" in b["artifact"]["build"]]
     assert libraries == host["artifact"]["build"]["libraries"]  # the reference loaded the baseline's libraries
+
+
+@pytest.mark.slow
+def test_the_emulators_runner_is_built_against_the_baselines_aarch64_sdk(previous: Path, tmp_path: Path) -> None:
+    """``--sme2-device=qemu``: the aarch64 runner a session on the previous executorch builds (the CLI's build-runner,
+    in its own process on that executorch) is built again by this session against the previous release's aarch64
+    wheel: the same binary, loading the same libraries."""
+    from toolchain import require_cross_compiler
+
+    from pytest_sme2.runners.build import TARGET_LINUX_AARCH64
+    from pytest_sme2.store.files import file_sha256
+
+    require_cross_compiler()
+    old = previous.name.removeprefix("executorch-")
+    done = subprocess.run([sys.executable, "-m", "pytest_sme2", "build-runner", "--target", TARGET_LINUX_AARCH64,
+                           "--cache-dir", str(tmp_path / "then"), "--json", str(tmp_path / "then.json")],
+                          env=_env(previous), capture_output=True, text=True, timeout=1200, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (then,) = json.loads((tmp_path / "then.json").read_text())
+    assert then["executorch_version"] == old
+    binary = Path(then["path"])
+    libraries = {p.name: file_sha256(p) for p in (binary.parent / "lib").glob("libexecutorch*.so")}
+    baseline = {"runner": "executor_runner", "executorch_version": old, "runner_sha256": file_sha256(binary),
+                "libraries": libraries}
+    current = {**baseline, "executorch_version": INSTALLED, "runner_sha256": "0" * 64}
+    got = Runtimes(RUNTIMES).runner_reference(TARGET_LINUX_AARCH64, baseline, current, cache=tmp_path / "now")
+    assert got.binary is not None, got.message
+    assert file_sha256(got.binary) == baseline["runner_sha256"]
+    assert f"pytest-sme2's own built against executorch {old}'s SDK" in got.message
+    assert got.binary.is_relative_to(tmp_path / "now")
