@@ -24,7 +24,7 @@ from pytest_sme2.measure.runtimes import Reference as RuntimeReference
 from pytest_sme2.measure.runtimes import Runtimes, runtime_library_names
 from pytest_sme2.measure.sequential import Looks
 from pytest_sme2.runners.base import Runner
-from pytest_sme2.runners.worker import REFERENCE_RUNTIME
+from pytest_sme2.runners.worker import REFERENCE_RUNTIME, RuntimePair
 from pytest_sme2.store.artifacts import Artifact, ArtifactStore, comparable_builds, is_runtime
 from pytest_sme2.store.baseline import Baseline, BaselineStore, Lookup
 
@@ -88,13 +88,12 @@ class Plan:
     notes: tuple[str, ...] = ()
     #: ``runtime-session``: what measures the reference and the candidate (two runtimes in worker processes,
     #: :class:`~pytest_sme2.runners.worker.RuntimePair`), instead of the test's runner; :meth:`close` stops it
-    runner: Runner | None = None
+    runner: RuntimePair | None = None
 
     def close(self) -> None:
         """Stop the processes this plan started (the two runtimes of a ``runtime-session`` comparison)."""
-        close = getattr(self.runner, "close", None)
-        if close is not None:
-            close()
+        if self.runner is not None:
+            self.runner.close()
 
 
 def choose_plan(profile: Profile, off: Profile | None, *, test_id: str, runner: Runner, baselines: BaselineStore,
@@ -118,7 +117,7 @@ def choose_plan(profile: Profile, off: Profile | None, *, test_id: str, runner: 
     notes: list[str] = []
     ref_m: Measurement | None = None
     looks: Looks | None = None
-    runtime_runner: Runner | None = None
+    runtime_runner: RuntimePair | None = None
     other: RuntimeReference | None = None  # the baseline's runtime installed beside this one (a runtime change)
     judged = config  # the configuration the verdict is judged with (a sequential measurement's looks change it)
     changes = baseline.artifact.differences(profile.artifact) if (baseline.artifact and profile.artifact) else []
@@ -130,7 +129,8 @@ def choose_plan(profile: Profile, off: Profile | None, *, test_id: str, runner: 
     else:
         ref = (reference_measurement(baseline.artifact, profile, runner, artifacts) if baseline.artifact
                else Reference(None, "the baseline does not record its artifact"))
-        # Another executorch on the local runtime: the baseline's, installed beside this one (or why not)
+        # Another executorch release: the baseline's, installed beside this one, or pytest-sme2's own runner built
+        # against its SDK (or why not)
         other = (runtime_reference(runtimes, baseline.artifact, profile, runner, rebuilder)
                  if runtimes is not None and baseline.artifact is not None and not invalid else None)
         rebuilt = ""
