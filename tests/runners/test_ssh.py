@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from pytest_sme2.runners.ssh import SshRunner
 pytestmark = pytest.mark.emulated_device
 
 REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "tests" / "data"
 #: XNNPACK's GEMM-like operators and its packed-LHS (SME/KleidiAI) types, by their event names (this file's rule).
 GEMM = re.compile(r"^(Convolution|Fully Connected) \(")
 PACKED = re.compile(r"\((NHWC|NC), P(F32|F16|QS8)\b")
@@ -247,3 +249,92 @@ def test_the_pool_reads_each_ssh_host_and_leaves_out_the_ones_it_cannot_use(tmp_
     finally:
         for h in (sme2, nosme, x86):
             h.stop()
+
+
+LAB_TESTS = textwrap.dedent(f"""\
+    import pytest
+    from pathlib import Path
+
+    class Recorded:
+        name, dtype, backend = "toy_cnn", "fp32", "xnnpack"
+        pte_path, input_files = Path({str(DATA / "toy_cnn_fp32_xnnpack.pte")!r}), \\
+            (Path({str(DATA / "toy_cnn_input_fp32.bin")!r}),)
+
+        def to_dict(self):
+            return {{"name": self.name, "dtype": self.dtype, "backend": self.backend}}
+
+    @pytest.mark.sme2_device("sme2")
+    @pytest.mark.parametrize("n", range(2))
+    def test_sme2(n, sme2_runner):
+        sme2_runner.profile(Recorded())
+
+    @pytest.mark.sme2_device("no-sme2")
+    def test_no_sme2(sme2_runner):
+        sme2_runner.profile(Recorded())
+
+    @pytest.mark.sme2_device("sme2", matrix=True)
+    def test_matrix(sme2_runner):
+        sme2_runner.profile(Recorded())
+
+    @pytest.mark.sme2_device("svl>=4096")
+    def test_long_vectors(sme2_runner):
+        sme2_runner.profile(Recorded())
+    """)
+
+
+def test_a_lab_of_ssh_hosts_runs_each_test_where_it_should(tmp_path: Path, sme2_qemu: Path,
+                                                           aarch64_runner_build: RunnerBuild,
+                                                           sme2_shared_cache: Path) -> None:
+    sme2 = _start(tmp_path / "sme2", sme2_qemu)
+    nosme = _start(tmp_path / "nosme", sme2_qemu, cpu="max,sme=off")
+    closed = f"root@127.0.0.1:{free_port()}"
+    try:
+        config = tmp_path / "ssh_config"
+        known = tmp_path / "known_hosts"
+        known.write_text("".join((h.root / "known_hosts").read_text() for h in (sme2, nosme)))
+        config.write_text(sme2.client_config.read_text().replace(str(sme2.root / "known_hosts"), str(known)))
+        (nosme.root / "authorized_keys").write_text((sme2.root / "client_key.pub").read_text())
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "test_lab.py").write_text(LAB_TESTS)
+        # The hosts in the ini, one per line, as a lab's project keeps them.
+        (project / "pytest.ini").write_text(f"[pytest]\nsme2_ssh_hosts =\n    {sme2.address}\n    {nosme.address}\n"
+                                            f"    {closed}\n")
+        results = tmp_path / "results.json"
+        cmd = [sys.executable, "-m", "pytest", "-n", "auto", "-p", "no:cacheprovider", "-p", "no:randomly", "-rs",
+               "--sme2-pool=ssh", f"--sme2-ssh-config={config}", f"--sme2-cache-dir={sme2_shared_cache}",
+               "--sme2-blocks=1", "--sme2-runs=1", "--sme2-warmup=0", "--sme2-busy-limit=100",
+               f"--sme2-json={results}", f"--sme2-markdown={tmp_path / 'r.md'}"]
+        done = subprocess.run(cmd, cwd=project, env=dict(os.environ), capture_output=True, text=True, timeout=900,
+                              check=False)
+    finally:
+        for h in (sme2, nosme):
+            h.stop()
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    # The pool, printed once: both hosts read (emulated, said so), the closed port left out with its fix.
+    assert out.count("sme2 device pool: 2 device(s), 1 left out") == 1, out[-3000:]
+    assert f"left out: ssh {closed}" in out and "unreachable" in out
+    assert out.count("EMULATED (an emulated CPU (CPU implementer 0x00") == 2, out[-3000:]
+    on_name, off_name = (pool_name(h.address) for h in (sme2, nosme))
+    records: dict[str, list[dict[str, Any]]] = {}
+    for record in json.loads(results.read_text())["tests"]:
+        records.setdefault(record["test_id"].partition("::")[2], []).append(record)
+    assert all(len(r) == 1 for r in records.values()), records  # exactly once
+    ran = {name: r[0]["device"] for name, r in records.items() if r[0]["profile"]}
+    assert ran["test_sme2[0]"] == ran["test_sme2[1]"] == on_name, ran
+    assert ran["test_no_sme2"] == off_name
+    assert {k: v for k, v in ran.items() if k.startswith("test_matrix[")} == {f"test_matrix[{on_name}]": on_name}
+    assert "test_long_vectors" not in ran
+    assert "no device of the pool can run it (needs svl>=4096)" in out
+    # Each test's identity is its host's: SME2 on the SME2 host, none on the other; every latency emulated.
+    assert "sme2" in records["test_sme2[0]"][0]["profile"]["identity"]["isa"]
+    assert "sme2" not in records["test_no_sme2"][0]["profile"]["identity"]["isa"]
+    assert all(r[0]["emulated"] for r in records.values() if r[0]["profile"])
+
+
+def pool_name(address: str) -> str:
+    """A host's name in the pool: its host and port as written (no user), made safe for a test id."""
+    from pytest_sme2.runners.pool import entry_name
+
+    return entry_name(address.partition("@")[2])
