@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plugin.test_lab import RECORDED
 from ssh_server import LocalSshHost, SshUnavailable, free_port, start_ssh_host
 
 from pytest_sme2.errors import ConfigError, DeviceError
@@ -33,7 +34,6 @@ from pytest_sme2.runners.ssh import SshRunner
 pytestmark = pytest.mark.emulated_device
 
 REPO = Path(__file__).resolve().parents[2]
-DATA = REPO / "tests" / "data"
 #: XNNPACK's GEMM-like operators and its packed-LHS (SME/KleidiAI) types, by their event names (this file's rule).
 GEMM = re.compile(r"^(Convolution|Fully Connected) \(")
 PACKED = re.compile(r"\((NHWC|NC), P(F32|F16|QS8)\b")
@@ -103,21 +103,17 @@ def test_the_runner_is_pushed_once_per_content_across_sessions(ssh_host: LocalSs
     assert not list((ssh_host.home / ".cache/pytest-sme2/ssh/runs").iterdir())  # the run directory was removed
     assert result.trace_path is not None and read_etdump(result.trace_path).num_runs == 1
     # A second session (another runner, another connection) finds everything there by content: it pushes nothing.
-    second = ssh_runner()
+    second = ssh_runner(untraced=True)
     again = second.run(_request(fp32, tmp_path))
     assert [c for c in ssh_host.commands if PUSH in c] == pushes
     assert again.metadata["pushed"] == []
     # Pinned with taskset, bounded by the host-side timeout, in every run.
+    # An untraced run (the runner is its own timing build): no trace, its Iteration lines read instead.
+    untraced = second.run(_request(fp32, tmp_path, mode=MODE_TIMING, runs=2))
+    assert untraced.trace_path is None and len(untraced.e2e_ms) == 2 and all(ms > 0 for ms in untraced.e2e_ms)
+    assert "--etdump_path" not in untraced.metadata["device_command"]
     runs = [c for c in ssh_host.commands if "--model_path" in c]
-    assert len(runs) == 2 and all(re.search(r"exec timeout -k 5 300 taskset -c 0 /", c) for c in runs), runs
-
-
-def test_an_untraced_run_reads_the_runners_iteration_lines(ssh_runner: Callable[..., Any], fp32: Any,
-                                                          tmp_path: Path) -> None:
-    runner = ssh_runner(untraced=True)
-    result = runner.run(_request(fp32, tmp_path, mode=MODE_TIMING, runs=2))
-    assert result.trace_path is None and len(result.e2e_ms) == 2 and all(ms > 0 for ms in result.e2e_ms)
-    assert "--etdump_path" not in result.metadata["device_command"]
+    assert len(runs) == 3 and all(re.search(r"exec timeout -k 5 300 taskset -c 0 /", c) for c in runs), runs
 
 
 def test_toy_cnn_profiled_over_ssh(ssh_host: LocalSshHost, aarch64_runner_build: RunnerBuild, fp32: Any,
@@ -251,17 +247,8 @@ def test_the_pool_reads_each_ssh_host_and_leaves_out_the_ones_it_cannot_use(tmp_
             h.stop()
 
 
-LAB_TESTS = textwrap.dedent(f"""\
-    import pytest
-    from pathlib import Path
-
-    class Recorded:
-        name, dtype, backend = "toy_cnn", "fp32", "xnnpack"
-        pte_path, input_files = Path({str(DATA / "toy_cnn_fp32_xnnpack.pte")!r}), \\
-            (Path({str(DATA / "toy_cnn_input_fp32.bin")!r}),)
-
-        def to_dict(self):
-            return {{"name": self.name, "dtype": self.dtype, "backend": self.backend}}
+# The recorded toy_cnn program the lab's own tests profile (tests/plugin/test_lab.py), here on real hosts.
+LAB_TESTS = RECORDED + textwrap.dedent("""\
 
     @pytest.mark.sme2_device("sme2")
     @pytest.mark.parametrize("n", range(2))
