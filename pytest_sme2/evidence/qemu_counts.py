@@ -24,8 +24,10 @@ translated blocks and one integer per executed block, and attributes addresses o
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import BinaryIO
@@ -51,6 +53,8 @@ END_MARKER = b"sme2_runner_count_end"
 CODE_MAP_PREFIX = "sme2_runner code-map: "
 #: QEMU's log items the counter needs.
 QEMU_LOG_ITEMS = "in_asm,exec,nochain"
+#: Seconds between two progress ticks of :meth:`BlockCounter.feed_stream`.
+TICK_S = 1.0
 
 _INSN = re.compile(rb"^0x([0-9a-fA-F]+):\s+([0-9a-fA-F]{8})\s*(\S*)\s*(.*?)\s*$")
 _PC = re.compile(rb"\[[0-9a-fA-F]+/([0-9a-fA-F]+)/")
@@ -189,9 +193,19 @@ class BlockCounter:
         self._counting = counting
         self.lines += n
 
-    def feed_stream(self, stream: BinaryIO) -> None:
-        """Read ``stream`` to its end (a pipe from QEMU: its log as it is written)."""
-        self.feed(iter(stream.readline, b""))
+    def feed_stream(self, stream: BinaryIO, *, tick: Callable[[], None] | None = None) -> None:
+        """Read ``stream`` to its end (a pipe from QEMU: its log as it is written); ``tick`` is called about every
+        :data:`TICK_S` seconds meanwhile, so a front end can show the elapsed time."""
+        lines = iter(stream.readline, b"")
+        next_tick = time.monotonic() + TICK_S
+        while True:
+            chunk = list(itertools.islice(lines, 1 << 16))
+            if not chunk:
+                return
+            self.feed(chunk)
+            if tick is not None and time.monotonic() >= next_tick:
+                tick()
+                next_tick = time.monotonic() + TICK_S
 
 
 def _start_pc(line: bytes) -> bytes:

@@ -337,7 +337,7 @@ class QemuRunner(HostRunner):
             watchdog = threading.Timer(timeout, kill_group, (proc,))
             watchdog.start()
             try:
-                counter.feed_stream(log)
+                counter.feed_stream(log, tick=self.heartbeat)
                 returncode = proc.wait()
             finally:
                 watchdog.cancel()

@@ -176,3 +176,15 @@ def test_no_counted_execution_says_why():
 def test_no_code_map_says_why():
     with pytest.raises(TraceError, match="code-map"):
         counts_of(count(ONE), ["sme2_runner map: something else"], {})
+
+
+def test_reading_a_stream_ticks_while_it_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from pytest_sme2.evidence import qemu_counts
+
+    monkeypatch.setattr(qemu_counts, "TICK_S", 0.0)
+    ticks: list[int] = []
+    counter = BlockCounter("test log")
+    counter.feed_stream(io.BytesIO(ONE.encode()), tick=lambda: ticks.append(1))
+    assert executed(counter) == [(2, 1), (4, 3)] and ticks == [1]
