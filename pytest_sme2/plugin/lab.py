@@ -293,6 +293,7 @@ def configure(config: pytest.Config, options: Sme2Options) -> Sme2Options:
     """Set up the lab in this process (nothing without ``--sme2-pool``); the options of the device it holds."""
     if not options.pool:
         return options
+    _check(options)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "sme2_pool" in workerinput:
         discovery = Discovery.from_dict(workerinput["sme2_pool"])
@@ -331,6 +332,19 @@ def configure(config: pytest.Config, options: Sme2Options) -> Sme2Options:
         raise pytest.UsageError(f"pytest-sme2: pool device {lab.entry.name}: {exc}") from None
     lab.options = held_options
     return held_options
+
+
+def _check(options: Sme2Options) -> None:
+    """What a pool cannot take, before any device is asked: a bad --sme2-needs, a phone chosen by hand."""
+    try:
+        Need.parse(options.needs or "")
+    except ConfigError as exc:
+        raise pytest.UsageError(f"pytest-sme2: {exc}") from None
+    if options.serial:
+        raise pytest.UsageError(
+            f"--sme2-serial {options.serial} chooses one phone, and --sme2-pool gives each pytest-xdist worker a "
+            "device of the pool: drop --sme2-serial (the pool takes every phone adb lists as 'device'), or drop "
+            "--sme2-pool")
 
 
 def header(config: pytest.Config) -> Sequence[str]:

@@ -62,8 +62,8 @@ TESTS = RECORDED + textwrap.dedent("""\
         sme2_runner.profile(Recorded())
 
     @pytest.mark.sme2_device("sme2", matrix=True)
-    def test_matrix(sme2_runner):
-        sme2_runner.profile(Recorded())
+    def test_matrix(sme2_runner, sme2_baseline):
+        sme2_baseline.check(sme2_runner.profile(Recorded()))
 
     def test_plain():
         pass
@@ -131,12 +131,15 @@ def test_every_test_runs_once_on_a_device_that_serves_it(
     assert devices == {"EmuPhone_SME2", "EmuPhone_SME2_2", "EmuPhone_NoSME"}
     assert "MEASURED         test_lab.py::test_no_sme2 on EmuPhone_NoSME" in text
     row = next(line for line in text.splitlines() if line.strip().startswith("test_lab.py::test_matrix "))
-    assert row.count("measured") == 2 and "—" in row, row  # measured on both SME2 phones, not on the other
+    assert row.count("recorded") == 2 and "—" in row, row  # recorded on both SME2 phones, not on the other
     report = markdown.read_text()
     assert "## Tests by device" in report and "| Device (pool) | `EmuPhone_NoSME` |" in report
     assert "EmuPhone_SME2 (SME2)" in report and "EmuPhone_NoSME (no SME2)" in report
     page = html.read_text()
     assert "Tests by device" in page and "EmuPhone_SME2_2 (SME2)" in page
+    # Each device's run of the matrix test recorded a baseline of its own.
+    baselines = sorted(p.name for p in (pytester.path / ".sme2_baselines").rglob("*.json"))
+    assert len(baselines) == 2 and [b for b in baselines if "EmuPhone_SME2_2" in b], baselines
 
 
 DROP_TESTS = RECORDED + textwrap.dedent("""\
