@@ -105,7 +105,15 @@ class PoolEntry:
         if unknown:
             raise ConfigError(f"pool entry {self.name} ({self.source} source) sets {', '.join(unknown)}, which are not "
                               "options of pytest-sme2 (Sme2Options fields); fix that source")
-        changes: dict[str, Any] = {"device": self.device, **self.options}
+        # A mixed pool's options for its other devices (--sme2-runner-libs for the phones, --sme2-ssh-config for the
+        # hosts) are not this device's: its runner is made without them, as a device given alone would be.
+        from pytest_sme2.runners import registry
+
+        row = registry.device(self.device)
+        defaults = {f.name: f.default for f in dataclasses.fields(options) if f.default is not dataclasses.MISSING}
+        foreign = {o for name in registry.names() for o in registry.device(name).options if not row.takes(o)}
+        changes: dict[str, Any] = {o: defaults[o] for o in foreign if o in defaults}
+        changes.update(device=self.device, **self.options)
         return dataclasses.replace(options, **changes)
 
 

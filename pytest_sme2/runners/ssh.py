@@ -390,12 +390,15 @@ def binary_kind(path: Path) -> str:
     """``linux-aarch64``, ``darwin-arm64`` or what else the file's header says (``ELF machine 62``, ...)."""
     try:
         with path.open("rb") as fh:
-            head = fh.read(20)
+            head = fh.read(4096)
     except OSError as exc:
         raise ConfigError(f"cannot read the runner {path}: {exc.strerror}") from None
     if head[:4] == b"\x7fELF":
         machine = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
-        return "linux-aarch64" if machine == 183 else f"ELF machine {machine}"
+        if machine != 183:
+            return f"ELF machine {machine}"
+        # An NDK build asks for Android's loader (its .interp, right after the headers): bionic, not glibc.
+        return "android-aarch64" if b"/system/bin/linker64" in head else "linux-aarch64"
     if head[:4] == b"\xcf\xfa\xed\xfe":
         return "darwin-arm64" if int.from_bytes(head[4:8], "little") == 0x0100000C else "Mach-O (not arm64)"
     return "not a binary"
@@ -766,6 +769,10 @@ def discover(options: Sme2Options, progress: Callable[[str], None]) -> Discovery
     if not options.ssh_hosts:
         raise ConfigError("--sme2-pool=ssh needs the hosts: --sme2-ssh-hosts user@host[:port],... or, in the ini "
                           "file, sme2_ssh_hosts with one host per line (docs/lab.md)")
+    # A pool of phones and hosts: --sme2-runner is the phones' Android build, so the hosts run pytest-sme2's own.
+    android = options.runner is not None and binary_kind(options.runner) == "android-aarch64"
+    if android:
+        options = replace(options, runner=None)
     runner = own_runner(options, options.cache_dir / "runners", progress)
     entries: list[PoolEntry] = []
     left: list[LeftOut] = []
@@ -774,7 +781,8 @@ def discover(options: Sme2Options, progress: Callable[[str], None]) -> Discovery
         try:
             ssh = SshRunner(host=text, config=options.ssh_config, **runner)
             try:
-                entries.append(entry_of(ssh, text, options.ssh_config))
+                entry = entry_of(ssh, text, options.ssh_config)
+                entries.append(replace(entry, options={**entry.options, "runner": None}) if android else entry)
             finally:
                 ssh.close()
         except Sme2Error as exc:

@@ -213,8 +213,12 @@ def test_the_pool_reads_each_ssh_host_and_leaves_out_the_ones_it_cannot_use(tmp_
         config.write_text(sme2.client_config.read_text().replace(str(sme2.root / "known_hosts"), str(known)))
         for h in (nosme, x86):
             (h.root / "authorized_keys").write_text((sme2.root / "client_key.pub").read_text())
+        # --sme2-runner as a pool of phones and hosts has it: the phones' NDK build (its loader is Android's), which
+        # the hosts cannot run: they get pytest-sme2's own.
+        ndk = tmp_path / "ndk_runner"
+        ndk.write_bytes(aarch64_runner_build.path.read_bytes()[:64] + b"/system/bin/linker64\0")
         options = Sme2Options(pool=("ssh",), ssh_hosts=(sme2.address, nosme.address, x86.address, closed),
-                              ssh_config=config, cache_dir=sme2_shared_cache)
+                              ssh_config=config, cache_dir=sme2_shared_cache, runner=ndk)
         found = pool.discover(options)
         by_address = {e.options["ssh_host"]: e for e in found.entries}
         assert set(by_address) == {sme2.address, nosme.address}, found.lines()
@@ -222,6 +226,7 @@ def test_the_pool_reads_each_ssh_host_and_leaves_out_the_ones_it_cannot_use(tmp_
         assert (on.sme2, on.svl_bits, on.device, on.source) == (True, 256, "ssh", "ssh")
         assert (off.sme2, off.svl_bits) == (False, None)
         assert on.name == pool.entry_name(sme2.address.partition("@")[2])  # host and port, as written, no user
+        assert on.options["runner"] is None and off.options["runner"] is None  # not the phones' build
         assert all("implementer 0x00" in e.emulated for e in (on, off)) and on.rooted is True
         assert "sme2" in on.identity["isa"] and "sme2" not in off.identity["isa"]
         left = {x.address: x.reason for x in found.left_out}

@@ -86,9 +86,29 @@ def test_the_runners_kind_is_read_from_its_header(tmp_path: Path) -> None:
     (tmp_path / "x86").write_bytes(bytes(elf))
     (tmp_path / "mac").write_bytes(b"\xcf\xfa\xed\xfe" + (0x0100000C).to_bytes(4, "little") + bytes(24))
     (tmp_path / "script").write_bytes(b"#!/bin/sh\n")
+    elf[18:20] = (183).to_bytes(2, "little")
+    (tmp_path / "ndk").write_bytes(bytes(elf) + b"/system/bin/linker64\0")
     kinds = {p.name: binary_kind(p) for p in tmp_path.iterdir()}
     assert kinds == {"aarch64": "linux-aarch64", "x86": "ELF machine 62", "mac": "darwin-arm64",
-                     "script": "not a binary"}
+                     "script": "not a binary", "ndk": "android-aarch64"}
+
+
+def test_a_mixed_pools_entries_are_made_without_the_other_devices_options(tmp_path: Path) -> None:
+    from pytest_sme2.options import Sme2Options
+    from pytest_sme2.runners.pool import PoolEntry
+    from pytest_sme2.runners.registry import check_options, resolve
+
+    session = Sme2Options(pool=("adb", "ssh"), ssh_hosts=("ci@board",), ssh_config=tmp_path / "ssh_config",
+                          runner_libs=tmp_path / "libs", serial=None)
+    phone = PoolEntry(name="EmuPhone", source="adb", address="R5CX", device="android",
+                      options={"serial": "R5CX"}).runner_options(session)
+    host = PoolEntry(name="board", source="ssh", address="ci@board", device="ssh",
+                     options={"ssh_host": "ci@board", "ssh_config": str(tmp_path / "ssh_config")}
+                     ).runner_options(session)
+    assert (phone.device, phone.serial, phone.ssh_config, phone.runner_libs) == ("android", "R5CX", None,
+                                                                                  tmp_path / "libs")
+    assert (host.device, host.ssh_host, host.runner_libs, host.serial) == ("ssh", "ci@board", None, None)
+    check_options(resolve(host))  # nothing of the phones' left to refuse
 
 
 def test_a_cpu_of_implementer_0x00_is_emulated_a_vendors_is_not() -> None:
