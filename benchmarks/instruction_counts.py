@@ -4,6 +4,7 @@ repeat (issue 32 items 2 and 4).
     python benchmarks/instruction_counts.py                  # the three example models' fp32/XNNPACK on/off pairs
     python benchmarks/instruction_counts.py --models toy_cnn --repeat 3
     python benchmarks/instruction_counts.py --record tests/data/instruction_counts.json   # the CI's expectation
+    python benchmarks/instruction_counts.py --repeat 1 --check tests/data/instruction_counts.json   # this host vs it
 
 Per model and arm (SME2 on: ``-cpu max``; off: ``-cpu max,sme=off``), everything real on this machine:
 
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/sme2_instruction_counts"), help="run directories")
     parser.add_argument("--record", type=Path, help="write the counts as the CI's expectation (JSON)")
     parser.add_argument("--save", type=Path, help="write every number (JSON)")
+    parser.add_argument("--check", type=Path, help="compare every arm with a recording (exit 1 naming what differs)")
     args = parser.parse_args(argv)
 
     import example_models.models  # noqa: F401 - registers the example models
@@ -122,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"all arms: plain {total_plain:.0f} s, counted {total_counted:.0f} s ({total_counted / total_plain:.1f}x); "
           f"CPU plain {cpu_plain:.0f} s, counted {cpu_counted:.0f} s ({cpu_counted / cpu_plain:.1f}x); "
           f"every repetition identical: {all(r['identical'] for r in rows)}")
+    differ = check(args.check, recording, rows) if args.check else []
     if args.record:
         write_atomic(args.record, json.dumps({
             "schema_version": RECORDING_SCHEMA, "label": LABEL, "qemu_version": runner.version,
@@ -131,7 +134,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.save:
         write_atomic(args.save, json.dumps({"qemu_version": runner.version, "host": host, "rows": rows}, indent=1)
                      + "\n", what="benchmark results")
-    return 0 if all(r["identical"] for r in rows) else 1
+    return 0 if all(r["identical"] for r in rows) and not differ else 1
+
+
+def check(path: Path, counted: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """The arms whose counts here differ from the recording at ``path`` (printed, with their totals)."""
+    recorded = json.loads(path.read_text())
+    differ = []
+    for key in sorted({f"{r['model']}_fp32_xnnpack/{r['arm']}" for r in rows}):
+        mine, theirs = counted.get(key), recorded["arms"].get(key)
+        if mine is None or theirs is None or mine["counts"] != theirs["counts"]:
+            differ.append(f"{key}: {mine['counts']['total'] if mine else 'none'} here, "
+                          f"{theirs['counts']['total'] if theirs else 'none'} recorded")
+    print(f"against {path} (recorded on {recorded['recorded_on']}, QEMU {recorded['qemu_version']}): "
+          + ("every arm the same" if not differ else "DIFFER: " + "; ".join(differ)))
+    return differ
 
 
 if __name__ == "__main__":
