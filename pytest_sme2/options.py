@@ -328,7 +328,7 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                action="store_true"),
     OptionSpec("ssh-host", "--sme2-device=ssh: the Arm host to measure on, user@host[:port] or a Host of your ssh "
                "config (its IdentityFile, Port, ProxyJump ... apply; no password prompts)"),
-    OptionSpec("ssh-config", "--sme2-device=ssh (and --sme2-pool=ssh): an ssh_config file used instead of "
+    OptionSpec("ssh-config", "--sme2-device=ssh (and a pool's ssh hosts): an ssh_config file used instead of "
                "~/.ssh/config (ssh -F)", type=existing_file),
     OptionSpec("ssh-hosts", "--sme2-pool=ssh: the Arm hosts of the pool, comma separated (ini: one per line), each "
                "user@host[:port] or a Host of your ssh config; a host that does not answer, refuses the key or is no "
