@@ -246,8 +246,10 @@ def counts_of(counter: BlockCounter, maps_lines: Iterable[str], libraries: Mappi
     """
     if not counter.executions:
         raise TraceError(f"{counter.source}: no block of {BEGIN_MARKER.decode()} executed, so no method execution "
-                         "was counted: the runner is not pytest-sme2's own (its marker functions are missing or "
-                         "stripped from its symbol table), or it failed before executing")
+                         "was counted: the runner lacks the marker functions around Method::execute() (a runner of "
+                         "your own, one built from pytest-sme2's source before issue 32, or a stripped one: count with "
+                         "pytest-sme2's own, `pytest-sme2 build-runner --target linux-aarch64`), or it failed before "
+                         "executing")
     maps = parse_maps(maps_lines)
     if not maps:
         raise TraceError(f"{counter.source}: the runner printed no '{CODE_MAP_PREFIX.strip()}' line, so executed "

@@ -146,3 +146,19 @@ def test_the_total_equals_single_instruction_blocks_counted_apart(emulated: Qemu
     assert proc.wait() == 0
     assert len(per_execution) == 2  # the warm-up, then the counted one
     assert per_execution[1] == counted[SME2_ON].total
+
+
+def test_a_runner_without_the_markers_is_refused_with_the_fix(aarch64_runner_build: Any, runner_cache: Path,
+                                                               emulated: QemuRunner, toy_cnn: Any,
+                                                               tmp_path: Path) -> None:
+    """pytest-sme2's runner as it was before the markers (its calls to them taken out): nothing is counted."""
+    from pytest_sme2.errors import TraceError
+    from pytest_sme2.runners.build import TARGET_LINUX_AARCH64, build_runner, runner_source
+
+    source = runner_source()
+    unmarked = source.replace(b"    sme2_runner_count_begin();\n", b"").replace(b"    sme2_runner_count_end();\n", b"")
+    assert unmarked != source
+    build = build_runner(TARGET_LINUX_AARCH64, cache_dir=runner_cache, source=unmarked)
+    old = QemuRunner(build.path, qemu=emulated.qemu, sysroot=build.sysroot)
+    with pytest.raises(TraceError, match=r"no block of sme2_runner_count_begin executed.*build-runner"):
+        old.record_counts(_request(toy_cnn, SME2_ON, tmp_path))
