@@ -168,7 +168,8 @@ def _add_count(sub: Any) -> None:
         description="Run a registered model (exported, cached) or a .pte under qemu-aarch64 with SME2 on (-cpu max) "
         "and off (-cpu max,sme=off), one warm-up and one counted execution per arm, and print the instructions the "
         "counted execution executed: in total, by kind (sme, sve, neon, load_store, scalar), by library and by "
-        "exported function. Exact and the same on every host with the same QEMU, runner and program; counts, never "
+        "exported function. Exact and repeatable (the same QEMU, runner and program gave the same counts in every "
+        "process and setting tried); counts, never "
         "times (docs/arm-emulation.md).")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", action="append", dest="models", help="registered model name (repeatable)")

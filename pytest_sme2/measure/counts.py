@@ -2,7 +2,8 @@
 
 The emulated device counts them (:meth:`pytest_sme2.runners.qemu.QemuRunner.record_counts`): one process per arm,
 one warm-up execution (the first packs weights and plans: it executes more) and one counted. A count is exact and
-the same on every host that runs the same QEMU, runner and program (docs/arm-emulation.md, "Counting instructions"):
+repeatable: the same QEMU, runner and program gave the same counts in every process and setting tried
+(docs/arm-emulation.md, "Counting instructions"; the CI compares a recording):
 never a time and never a speedup.
 """
 
