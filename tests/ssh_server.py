@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +99,11 @@ class LocalSshHost:
                 self.process.wait(timeout=10)
 
 
+def shims_path(root: Path) -> Path:
+    """The directory first on the host's PATH."""
+    return root / "bin"
+
+
 def _children(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (from /proc)."""
     found = []
@@ -109,10 +115,11 @@ def _children(pid: int) -> list[int]:
 
 
 def start_ssh_host(root: Path, *, qemu: Path, cpu: str = "max", ld_prefix: str = LD_PREFIX,
-                   pretend_aarch64: bool = True) -> LocalSshHost:
+                   pretend_aarch64: bool = True, shims: Mapping[str, str] | None = None) -> LocalSshHost:
     """Start sshd on a free loopback port with everything under ``root``; raises SshUnavailable with the reason.
 
-    ``pretend_aarch64=False``: ``uname -m`` tells the truth (``x86_64``), a host no runner of ours is for."""
+    ``pretend_aarch64=False``: ``uname -m`` tells the truth (``x86_64``), a host no runner of ours is for.
+    ``shims``: {command: shell script} put first on the host's PATH (a fault of the test's own)."""
     if os.geteuid() != 0:
         raise SshUnavailable("the local ssh host runs its commands in a user namespace with the full id map: run as "
                              "root (as CI does)")
@@ -121,9 +128,9 @@ def start_ssh_host(root: Path, *, qemu: Path, cpu: str = "max", ld_prefix: str =
     if missing or not Path(SSHD).exists():
         raise SshUnavailable("no OpenSSH server or bwrap: apt-get install openssh-server bubblewrap")
     root.mkdir(parents=True, exist_ok=True)
-    home, shims = root / "home", root / "bin"
+    home, shims_dir = root / "home", shims_path(root)
     home.mkdir()
-    shims.mkdir()
+    shims_dir.mkdir()
     host_key = _keygen(root / "host_key")
     client_key = _keygen(root / "client_key")
     (root / "authorized_keys").write_text(client_key + "\n")
@@ -131,9 +138,12 @@ def start_ssh_host(root: Path, *, qemu: Path, cpu: str = "max", ld_prefix: str =
     (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key}\n")
     # The machine this host pretends to be: an aarch64 Linux host (its aarch64 programs run under QEMU).
     if pretend_aarch64:
-        uname = shims / "uname"
+        uname = shims_dir / "uname"
         uname.write_text("#!/bin/sh\n/usr/bin/uname \"$@\" | sed 's/x86_64/aarch64/g'\n")
         uname.chmod(0o755)
+    for name, script in (shims or {}).items():
+        (shims_dir / name).write_text(script)
+        (shims_dir / name).chmod(0o755)
     wrapper = root / "force_command.sh"
     bwrap = shutil.which("bwrap")
     kernel = [sys.executable, str(USERNS_LAUNCHER), str(bwrap), "--dev-bind", "/", "/", "--proc", "/proc",
@@ -142,7 +152,7 @@ def start_ssh_host(root: Path, *, qemu: Path, cpu: str = "max", ld_prefix: str =
     wrapper.write_text(
         "#!/bin/sh\n"
         f"printf '%s\\0' \"$SSH_ORIGINAL_COMMAND\" >> {shlex.quote(str(root / 'commands.log'))}\n"
-        f"export HOME={shlex.quote(str(home))} PATH={shlex.quote(str(shims))}:/usr/sbin:/usr/bin:/sbin:/bin "
+        f"export HOME={shlex.quote(str(home))} PATH={shlex.quote(str(shims_dir))}:/usr/sbin:/usr/bin:/sbin:/bin "
         f"QEMU_CPU={shlex.quote(cpu)} QEMU_LD_PREFIX={shlex.quote(ld_prefix)}\n"
         "cd \"$HOME\" || exit 1\n"
         f"exec {shlex.join(kernel)} \"$SSH_ORIGINAL_COMMAND\"\n")

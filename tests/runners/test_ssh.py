@@ -25,7 +25,7 @@ import pytest
 from plugin.test_lab import RECORDED
 from ssh_server import LocalSshHost, SshUnavailable, free_port, start_ssh_host
 
-from pytest_sme2.errors import ConfigError, DeviceError
+from pytest_sme2.errors import ConfigError, DeviceError, RunnerError
 from pytest_sme2.evidence.trace import read_etdump
 from pytest_sme2.runners.base import MODE_TIMING, RunRequest
 from pytest_sme2.runners.build import RunnerBuild
@@ -154,6 +154,40 @@ def test_toy_cnn_profiled_over_ssh(ssh_host: LocalSshHost, aarch64_runner_build:
     assert any(c.endswith("--probe") for c in ssh_host.commands)
     runs = [c for c in ssh_host.commands if "--model_path" in c]
     assert runs and all("taskset -c 0 " in c for c in runs), runs
+
+
+#: The host's sha256sum, failing while ``$HOME/damaged`` exists: a push that arrives damaged (a fault of this test's).
+DAMAGING_SHA256SUM = '#!/bin/sh\n[ -e "$HOME/damaged" ] && { echo "FAILED: checksum did NOT match" >&2; exit 1; }\n' \
+    'exec /usr/bin/sha256sum "$@"\n'
+
+
+def test_a_damaged_push_leaves_nothing_and_a_run_past_its_timeout_is_stopped(tmp_path: Path, sme2_qemu: Path,
+                                                                            aarch64_runner_build: RunnerBuild,
+                                                                            fp32: Any) -> None:
+    host = _start(tmp_path / "sshd", sme2_qemu, shims={"sha256sum": DAMAGING_SHA256SUM})
+    made: list[SshRunner] = []
+    try:
+        (host.home / "damaged").touch()
+        made.append(SshRunner(aarch64_runner_build.path, host=host.address, config=host.client_config))
+        with pytest.raises(DeviceError) as damaged:
+            made[-1].device_info()  # the runner is pushed to be probed
+        text = str(damaged.value)
+        assert host.address in text and "arrived damaged" in text and "Nothing was left half-written" in text, text
+        cache = host.home / ".cache/pytest-sme2/ssh"
+        assert [p.name for p in cache.iterdir()] == [], "no bundle and no .part directory left behind"
+        (host.home / "damaged").unlink()
+        # The host-side timeout stops a run that outlasts it (many executions under emulation), and says how to fix.
+        made.append(SshRunner(aarch64_runner_build.path, host=host.address, config=host.client_config,
+                              timeout_s=3.0))
+        with pytest.raises(RunnerError) as late:
+            made[-1].run(_request(fp32, tmp_path, runs=500, timeout_s=3.0))
+        text = str(late.value)
+        assert "timed out after 3 s" in text and "--sme2-timeout" in text and late.value.returncode == 124, text
+        assert not list((cache / "runs").iterdir())  # its run directory removed
+    finally:
+        for runner in made:
+            runner.close()
+        host.stop()
 
 
 def test_unreachable_host_refused_key_and_unknown_host_key_say_the_fix(ssh_host: LocalSshHost,
