@@ -142,13 +142,15 @@ class Lab:
             pytest.fail(str(exc), pytrace=False)
         servers = serving(need, self.held)
         if not servers:
-            pytest.skip(why_none(need, self.held, self.discovery.left_out))
-        if self.entry is None or need.unmet(self.entry):
+            unheld = serving(need, self.discovery.entries)
+            if not unheld:
+                pytest.skip(why_none(need, self.discovery.entries, self.discovery.left_out))
+            held = ", ".join(e.name for e in self.held) or "none"
+            pytest.skip(f"runs on {', '.join(e.name for e in unheld)} of the pool, and this session's workers hold "
+                        f"{held}: run with pytest-xdist, one worker per device (-n auto)")
+        if self.entry is None or need.unmet(self.entry):  # pragma: no cover - the scheduler sends it where it runs
             names = ", ".join(e.name for e in servers)
-            if self.xdist_worker:  # pragma: no cover - the scheduler sends it to a worker whose device serves it
-                pytest.skip(f"routed to a worker whose device does not serve it (served by {names})")
-            pytest.skip(f"runs on {names} of the pool, not on {self.entry.name if self.entry else 'no device'}: run "
-                        "with pytest-xdist, one worker per device (-n auto)")
+            pytest.skip(f"routed to a worker whose device does not serve it (served by {names})")
         if self.lost:
             pytest.skip(f"not run: {self.entry.name} dropped ({self.lost}) and no other device of the pool serves it")
         update(item, device=self.entry.name)

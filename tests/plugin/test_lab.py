@@ -206,3 +206,23 @@ def test_a_phone_unplugged_mid_test_makes_it_invalid_and_its_next_test_moves(
     assert _serial(records["test_drop.py::test_matrix[EmuPhone_SME2]"][0]) == kept.serial
     assert _serial(records["test_drop.py::test_no_sme2"][0]) == nosme.serial
     outcome.assert_outcomes(passed=5, skipped=1)
+
+
+def test_without_xdist_the_session_holds_the_pools_first_device(
+    make_emulated_phone: MakePhone, tmp_path: Path, pytester: pytest.Pytester,
+) -> None:
+    nosme, sme2 = make_emulated_phone("nosme_phone"), make_emulated_phone("sme2_phone")
+    on = make_standin(tmp_path / "on", trace=TOY_TRACE)
+    pytester.makepyfile(test_one=DROP_TESTS)
+    results = tmp_path / "results.json"
+    outcome = pytester.runpytest("--sme2-pool=adb", f"--sme2-runner={on}", "--sme2-blocks=1", "--sme2-runs=5",
+                                 "--sme2-warmup=0", f"--sme2-json={results}", "-p", "no:cacheprovider", "-rs")
+    # EmuPhone_NoSME comes first by name: the one test it serves runs there, the others say how to reach theirs.
+    outcome.assert_outcomes(passed=1, skipped=4)
+    outcome.stdout.fnmatch_lines([
+        "*without pytest-xdist this session holds EmuPhone_NoSME only: -n auto gives one worker per device*",
+        "*runs on EmuPhone_SME2 of the pool, and this session's workers hold EmuPhone_NoSME: run with pytest-xdist, "
+        "one worker per device (-n auto)*"])
+    (record,) = json.loads(results.read_text())["tests"]
+    assert record["test_id"] == "test_one.py::test_no_sme2" and record["device"] == "EmuPhone_NoSME"
+    assert _serial(record) == nosme.serial and not [c for c in sme2.history.commands if "--etdump_path" in c]
