@@ -308,6 +308,11 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
                "evidence and the outputs (what the SME2 question needs); its emulated time is reported, not gated "
                "(emulated time is no device's, and under SME2 emulation one execution of a small model can take a "
                "minute)", False, ini_type="bool", action="store_true"),
+    OptionSpec("count-instructions", "--sme2-device=qemu: count the instructions each arm executes under emulation "
+               "(one more execution per arm, under QEMU's execution log) and gate them against the test's count "
+               "baseline, exactly unless sme2_threshold(instructions_pct=...) allows more: counts are the same on "
+               "every host, so one committed count baseline gates every CI runner (docs/arm-emulation.md)", False,
+               ini_type="bool", action="store_true"),
     OptionSpec("libcxx", "libc++_shared.so to push beside the runner (Android runners built with the shared "
                "C++ STL)", type=existing_file),
     OptionSpec("runner-libs", "a directory of shared libraries the runner needs (a runner linked against "
@@ -479,6 +484,8 @@ class Sme2Options:
     aarch64_wheel: Path | None = None
     #: qemu: measure emulated time in full and gate it (default: one execution per arm, time reported, not gated)
     emulated_timing: bool = False
+    #: qemu: count instructions executed under emulation and gate them against the count baseline
+    count_instructions: bool = False
     serial: str | None = None
     #: the device sources of the lab's pool (``pytest_sme2.runners.pool``); () = no pool, one device
     pool: tuple[str, ...] = ()

@@ -98,6 +98,9 @@ class GateConfig:
     time_gated: bool = True
     #: memory thresholds (None = their defaults): judged by ``memory.with_memory``
     memory: MemoryThresholds | None = None
+    #: instructions executed under emulation are gated against the count baseline, with this relative tolerance
+    #: (0 = exact); None = not gated (:mod:`pytest_sme2.gate.instructions`)
+    instructions: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +110,7 @@ class GateConfig:
             "require_sme2_kernels": self.require_sme2_kernels, "emulated": self.emulated,
             "time_gated": self.time_gated,
             **({"memory": self.memory.to_dict()} if self.memory is not None else {}),
+            **({"instructions": self.instructions} if self.instructions is not None else {}),
             **({"drift_calibration": self.drift_calibration.to_dict()} if self.drift_calibration is not None else {}),
         }
 

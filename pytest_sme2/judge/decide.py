@@ -13,8 +13,9 @@ from dataclasses import replace
 from pytest_sme2.evidence.memory import Memory
 from pytest_sme2.gate.checks import Sme2Evidence, sme2_kernel_checks
 from pytest_sme2.gate.decide import decide, gate
+from pytest_sme2.gate.instructions import INSTRUCTIONS, instruction_checks, with_instructions
 from pytest_sme2.gate.memory import with_memory
-from pytest_sme2.gate.verdict import TIME_NOT_GATED, GateConfig, MemoryThresholds, Status, Verdict
+from pytest_sme2.gate.verdict import TIME_NOT_GATED, Check, GateConfig, MemoryThresholds, Status, Verdict
 from pytest_sme2.judge.execute import Measured
 from pytest_sme2.judge.plan import COMPARE, EVIDENCE_ONLY, RECORD, Plan
 from pytest_sme2.measure.pair import Pair, decide_speedup, with_speedup
@@ -23,7 +24,27 @@ from pytest_sme2.measure.profile import Profile
 
 def decide_plan(plan: Plan, measured: Measured) -> Verdict:
     """The verdict of an executed plan: the latency against the baseline by the plan's comparison, the absolute checks,
-    the pair's speedup on its own interleaved arms, the SME2 evidence and memory."""
+    the pair's speedup on its own interleaved arms, the SME2 evidence, memory, and the instructions executed under
+    emulation (against the count baseline when they are gated; a pair's on/off counts whenever both arms have them)."""
+    return _with_instructions(_decide_time(plan, measured), plan, measured)
+
+
+def _with_instructions(verdict: Verdict, plan: Plan, measured: Measured) -> Verdict:
+    off = measured.off.instructions if measured.off is not None else None
+    candidate = measured.profile.instructions
+    tolerance = plan.config.instructions
+    stored = plan.counts.baseline if plan.counts is not None else None
+    checks = instruction_checks(stored.instructions if stored else None, candidate, tolerance=tolerance,
+                                comparison=plan.count_comparison, reference_off=stored.instructions_off if stored
+                                else None, off=off)
+    if tolerance is not None and candidate is None:
+        checks.append(Check(INSTRUCTIONS, Status.INCONCLUSIVE, (
+            f"not counted: {measured.profile.runner} cannot count instructions executed under emulation; only "
+            "--sme2-device=qemu counts them"), advisory=True))
+    return with_instructions(verdict, checks)
+
+
+def _decide_time(plan: Plan, measured: Measured) -> Verdict:
     profile, off, evidence, config = measured.profile, measured.off, measured.evidence, plan.config
     if plan.action == EVIDENCE_ONLY:
         # An emulated device measured for its evidence: the kernel and numerics checks (and the absolute ones: budgets,

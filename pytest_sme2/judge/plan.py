@@ -26,7 +26,7 @@ from pytest_sme2.measure.sequential import Looks
 from pytest_sme2.runners.base import Runner
 from pytest_sme2.runners.worker import REFERENCE_RUNTIME, RuntimePair
 from pytest_sme2.store.artifacts import Artifact, ArtifactStore, comparable_builds, is_runtime
-from pytest_sme2.store.baseline import Baseline, BaselineStore, Lookup
+from pytest_sme2.store.baseline import Baseline, BaselineStore, Lookup, counts_identity
 
 #: ``calibrate(test_id, identity_id)``: the drift calibration of one test on one device identity
 Calibrate = Callable[[str, str], DriftCalibration]
@@ -89,6 +89,11 @@ class Plan:
     #: ``runtime-session``: what measures the reference and the candidate (two runtimes in worker processes,
     #: :class:`~pytest_sme2.runners.worker.RuntimePair`), instead of the test's runner; :meth:`close` stops it
     runner: RuntimePair | None = None
+    #: instructions executed under emulation are gated (``config.instructions``): the count baseline's lookup
+    counts: Lookup | None = None
+    #: ... and what they are compared as: unchanged (the program, inputs and build the counts depend on are the
+    #: count baseline's) or stored (something of them changed); None without a count baseline
+    count_comparison: Comparison | None = None
 
     def close(self) -> None:
         """Stop the processes this plan started (the two runtimes of a ``runtime-session`` comparison)."""
@@ -99,10 +104,39 @@ class Plan:
 def choose_plan(profile: Profile, off: Profile | None, *, test_id: str, runner: Runner, baselines: BaselineStore,
                 artifacts: ArtifactStore, config: GateConfig, policy: Policy, rebuilder: Rebuilder | None = None,
                 calibrate: Calibrate | None = None, runtimes: Runtimes | None = None) -> Plan:
-    """Which comparison judges ``profile`` (the SME2-on arm of a pair when ``off`` is given), and what it needs.
+    """Which comparison judges ``profile`` (the SME2-on arm of a pair when ``off`` is given), and what it needs: its
+    time (:func:`time_plan`) and, when counted and gated, its instructions executed under emulation.
 
     ``runtimes``: where the baseline's runtime is installed when the runtime changed (:mod:`measure.runtimes`), to
     measure it beside this one (``runtime-session``); None: a runtime change is compared with the stored samples."""
+    plan = time_plan(profile, off, test_id=test_id, runner=runner, baselines=baselines, artifacts=artifacts,
+                     config=config, policy=policy, rebuilder=rebuilder, calibrate=calibrate, runtimes=runtimes)
+    if config.instructions is None or profile.instructions is None:
+        return plan
+    counts = baselines.lookup(test_id, counts_identity(profile.identity))
+    stored = counts.baseline
+    if stored is None or stored.instructions is None:
+        return replace(plan, counts=counts)
+    same = (stored.artifact is not None and profile.artifact is not None
+            and not count_differences(stored.artifact, profile.artifact))
+    return replace(plan, counts=counts, count_comparison=Comparison.UNCHANGED if same else Comparison.STORED)
+
+
+def count_differences(baseline: Artifact, candidate: Artifact) -> list[str]:
+    """What changed of what instructions executed under emulation depend on: the program, the inputs, the runner
+    build (its binary, libraries, QEMU and CPU). Not the measurement's runs or the host's environment."""
+    mine, theirs = comparable_builds(baseline.build, candidate.build)
+    return [what for what, changed in (("program", baseline.pte_sha256 != candidate.pte_sha256),
+                                       ("inputs", baseline.inputs_sha256 != candidate.inputs_sha256),
+                                       ("runner build", mine != theirs)) if changed]
+
+
+def time_plan(profile: Profile, off: Profile | None, *, test_id: str, runner: Runner, baselines: BaselineStore,
+              artifacts: ArtifactStore, config: GateConfig, policy: Policy, rebuilder: Rebuilder | None = None,
+              calibrate: Calibrate | None = None, runtimes: Runtimes | None = None) -> Plan:
+    """How the time of ``profile`` (the SME2-on arm of a pair when ``off`` is given) is judged, and what it needs.
+
+    ``runtimes``: as :func:`choose_plan`."""
     path = baselines.path_for(test_id, profile.identity)
     invalid = profile.invalid_reason or (off.invalid_reason if off is not None else "")
     if not config.time_gated:

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pytest_sme2.evidence.instructions import LABEL
 from pytest_sme2.gate.checks import EVIDENCE_CHECKS
+from pytest_sme2.gate.instructions import NOTE_PREFIX, failed_evidence
 from pytest_sme2.gate.memory import ADDED
 from pytest_sme2.gate.verdict import Comparison, Status, Verdict
 from pytest_sme2.judge.decide import blocking_evidence
@@ -28,6 +30,7 @@ from pytest_sme2.store.baseline import (
     Lookup,
     OtherBaseline,
     Recipe,
+    counts_identity,
     now_iso,
     other_baselines,
 )
@@ -66,7 +69,60 @@ class Judgement:
 def record_judgement(plan: Plan, verdict: Verdict, measured: Measured, *, test_id: str, runner: Runner,
                      baselines: BaselineStore, artifacts: ArtifactStore, policy: Policy,
                      rebuilder: Rebuilder | None = None) -> Judgement:
-    """Write what ``verdict`` allows for ``plan`` (a baseline, its memory, the artifacts) and say what became of it."""
+    """Write what ``verdict`` allows for ``plan`` (a baseline, its memory, the artifacts, the count baseline) and say
+    what became of it."""
+    judgement = _record_time(plan, verdict, measured, test_id=test_id, runner=runner, baselines=baselines,
+                             artifacts=artifacts, policy=policy, rebuilder=rebuilder)
+    if plan.counts is None:
+        return judgement
+    return _record_counts(judgement, plan, measured, test_id=test_id, baselines=baselines, policy=policy,
+                          tool_version=policy.tool_version)
+
+
+def _record_counts(judgement: Judgement, plan: Plan, measured: Measured, *, test_id: str, baselines: BaselineStore,
+                   policy: Policy, tool_version: str) -> Judgement:
+    """The count baseline: written with ``--sme2-update-baseline``, recorded when there is none (and the policy does
+    not require one), never from a pair whose SME2-off arm ran SME2. Its own file, keyed without the host."""
+    lookup = plan.counts
+    assert lookup is not None
+    profile, off = measured.profile, measured.off
+    stored = lookup.baseline if lookup.baseline is not None and lookup.baseline.instructions is not None else None
+    refused = failed_evidence(judgement.verdict.checks) or blocking_evidence(measured.evidence)
+    if stored is not None and not policy.update_baseline:
+        return judgement
+    if stored is None and not policy.update_baseline and policy.require_baseline:
+        return replace(judgement, outcome=MISSING, message="\n".join(
+            [f"no count baseline ({LABEL}) for this test on this emulated CPU: expected {lookup.path}",
+             f"create it with: {policy.create_command}, then commit {baselines.root.name}/"]))
+    assert profile.instructions is not None  # a plan looks the count baseline up only for a counted profile
+    kept = f"; the previous one {lookup.path} is kept" if stored is not None else ""
+    if refused:
+        note = f"{NOTE_PREFIX}count baseline not written: {refused}{kept}"
+        written, outcome = None, NOT_WRITTEN if policy.update_baseline else judgement.outcome
+    else:
+        count_baseline = Baseline(
+            test_id=test_id, identity=counts_identity(profile.identity), samples_ms=profile.samples_ms,
+            block_sizes=profile.block_sizes or (len(profile.samples_ms),), artifact=profile.artifact,
+            latency_source=profile.latency_source, created=now_iso(), tool_version=tool_version,
+            instructions=profile.instructions, instructions_off=off.instructions if off is not None else None)
+        written = baselines.save(count_baseline)
+        note = (f"{NOTE_PREFIX}count baseline written (commit it): {written}" if policy.update_baseline else
+                f"{NOTE_PREFIX}no count baseline for this test on this emulated CPU: recorded, not gated ({written}); "
+                "commit it")
+        outcome = WRITTEN if policy.update_baseline and judgement.outcome in (NOT_WRITTEN, GATED) else \
+            judgement.outcome
+    verdict = replace(judgement.verdict, notes=(*judgement.verdict.notes, note))
+    if judgement.outcome == NOT_WRITTEN and plan.action == EVIDENCE_ONLY and written is not None:
+        # Emulated time is not written from an evidence run; the counts it took are its baseline.
+        return replace(judgement, outcome=WRITTEN, verdict=verdict, baseline_path=written, message=note)
+    message = f"{judgement.message}\n{note}" if judgement.message else note
+    return replace(judgement, outcome=outcome, verdict=verdict, message=message)
+
+
+def _record_time(plan: Plan, verdict: Verdict, measured: Measured, *, test_id: str, runner: Runner,
+                 baselines: BaselineStore, artifacts: ArtifactStore, policy: Policy,
+                 rebuilder: Rebuilder | None = None) -> Judgement:
+    """The baseline of time (and memory): what ``verdict`` allows for ``plan``."""
     profile, path, invalid = measured.profile, plan.path, plan.invalid
     refused = blocking_evidence(measured.evidence)
     if plan.action == EVIDENCE_ONLY:

@@ -34,6 +34,7 @@ from pytest_sme2.device.facts import device_facts
 from pytest_sme2.device.identity import LATENCY_TRACED, identity_of
 from pytest_sme2.errors import ConfigError, Sme2Error
 from pytest_sme2.evidence.categories import CategoryRules
+from pytest_sme2.evidence.instructions import InstructionCounts
 from pytest_sme2.evidence.kernels import KernelLog, parse_xnnpack_log
 from pytest_sme2.evidence.memory import Memory, memory_of
 from pytest_sme2.evidence.qemu_log import ExecutedKernels
@@ -167,6 +168,8 @@ class Profile:
     #: the id of the round each block ran in (:attr:`pytest_sme2.gate.verdict.Samples.rounds`): arms of one interleaved
     #: measurement share them, and the gate judges them paired
     rounds: tuple[str, ...] = ()
+    #: instructions executed under emulation by one execution (:func:`record_instruction_counts`); None = not counted
+    instructions: InstructionCounts | None = None
 
     @property
     def samples_ms(self) -> tuple[float, ...]:
@@ -218,6 +221,7 @@ class Profile:
             "analysis": self.analysis.to_dict(),
             "runs": [r.to_dict() for r in self.runs],
             "memory": self.memory.to_dict() if self.memory else None,
+            **({"instructions": self.instructions.to_dict()} if self.instructions else {}),
         }
 
     @classmethod
@@ -240,6 +244,7 @@ class Profile:
             disturbance=str(d.get("disturbance", "")),
             memory=Memory.maybe(d.get("memory")),
             rounds=tuple(str(r) for r in d.get("rounds", ())),
+            instructions=InstructionCounts.from_dict(d["instructions"]) if d.get("instructions") else None,
         )
 
 
@@ -281,6 +286,18 @@ def record_executed_kernels(runner: Runner, measurement: Measurement) -> Execute
         result = runner.record_executed(replace(measurement.request(MODE_TRACE), runs=1, warmup=0,
                                 label=f"{measurement.label}_in_asm"))
     return result if isinstance(result, ExecutedKernels) else None
+
+
+def record_instruction_counts(runner: Runner, measurement: Measurement) -> InstructionCounts | None:
+    """On an emulated device that counts (the QEMU runner's ``record_counts``), the instructions one execution of
+    ``measurement`` executed under emulation; None on a runner that cannot count."""
+    record = getattr(runner, "record_counts", None)
+    if record is None:
+        return None
+    with heavy_work(measurement.lock_file, what=f"{measurement.label}: counting instructions under QEMU"):
+        result = record(replace(measurement.request(MODE_TRACE), runs=1, warmup=0,
+                                label=f"{measurement.label}_counts"))
+    return result if isinstance(result, InstructionCounts) else None
 
 
 # ------------------------------------------------------------------------------------------ measuring

@@ -40,6 +40,7 @@ class Sme2Baseline:
             drift_allowance=o.drift_allowance / 100 if o.drift_allowance is not None else None,
             require_sme2_kernels=t.require_sme2_kernels,
             emulated=self.emulated(), time_gated=self._runner.time_gated(),
+            instructions=t.instructions(o.count_instructions),
             memory=MemoryThresholds(
                 planned_growth=(t.planned_pct or 0.0) / 100,
                 peak_margin=t.peak_pct / 100 if t.peak_pct is not None else PEAK_MARGIN,

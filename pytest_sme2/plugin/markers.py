@@ -14,7 +14,7 @@ import pytest
 
 MODEL_KWARGS = ("dtype", "backend", "inputs")
 THRESHOLD_KWARGS = ("latency_pct", "p50_ms", "p90_ms", "categories", "min_speedup", "require_sme2_kernels",
-                    "planned_pct", "peak_pct", "planned_mb", "peak_mb")
+                    "planned_pct", "peak_pct", "planned_mb", "peak_mb", "instructions_pct")
 DTYPES = ("fp32", "fp16", "int8")
 BACKENDS = ("xnnpack", "portable")
 
@@ -29,11 +29,13 @@ def register(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "sme2_threshold(*, latency_pct=None, p50_ms=None, p90_ms=None, categories=None, min_speedup=None, "
-        "require_sme2_kernels=False, planned_pct=0, peak_pct=5, planned_mb=None, peak_mb=None): regression margin "
-        "vs baseline (percent), absolute budgets (ms), per-category margins ({'GEMM': 10}), minimum SME2 speedup, "
+        "require_sme2_kernels=False, planned_pct=0, peak_pct=5, planned_mb=None, peak_mb=None, "
+        "instructions_pct=None): regression margin vs baseline (percent), absolute budgets (ms), per-category "
+        "margins ({'GEMM': 10}), minimum SME2 speedup, "
         "whether the XNNPACK log must show SME2 kernels (needs --sme2-runner-log; skipped on a device without SME2), "
-        "planned-memory growth allowed (percent, default 0: exact), peak-memory margin (percent) and memory "
-        "budgets (MB)",
+        "planned-memory growth allowed (percent, default 0: exact), peak-memory margin (percent), memory "
+        "budgets (MB), and on --sme2-device=qemu the change of instructions executed under emulation allowed "
+        "(percent; 0 = exact; given, it counts and gates them as --sme2-count-instructions does)",
     )
 
 
@@ -68,6 +70,16 @@ class Threshold:
     peak_pct: float | None = None
     planned_mb: float | None = None
     peak_mb: float | None = None
+    #: instructions executed under emulation: the change allowed in % (0 = exact); given, the test counts and gates
+    #: them on an emulated device (None = as ``--sme2-count-instructions`` says, exact)
+    instructions_pct: float | None = None
+
+    def instructions(self, count_instructions: bool) -> float | None:
+        """The tolerance (a share) instructions executed under emulation are gated with: the marker's, else exact
+        with ``--sme2-count-instructions``; None = not counted, not gated."""
+        if self.instructions_pct is not None:
+            return self.instructions_pct / 100
+        return 0.0 if count_instructions else None
 
     def margin_pct(self, default: float) -> float:
         """The E2E latency margin in percent: ``latency_pct``, else ``default`` (``--sme2-margin``)."""
@@ -154,8 +166,14 @@ def parse_threshold_marker(item: pytest.Item) -> Threshold:
     else:
         # a growth allowance may pass 100 % (a batch of 4 plans ~4x the arena of a batch of 1)
         planned_pct = _number(item, "planned_pct", planned_pct, upper=1000)
+    instructions_pct = kw.get("instructions_pct")
+    if instructions_pct is not None and instructions_pct == 0 and not isinstance(instructions_pct, bool):
+        instructions_pct = 0.0  # exact: a count has no noise to allow for
+    else:
+        instructions_pct = _number(item, "instructions_pct", instructions_pct, upper=100)
     return Threshold(
-        planned_pct=planned_pct, peak_pct=_number(item, "peak_pct", kw.get("peak_pct"), upper=100),
+        instructions_pct=instructions_pct, planned_pct=planned_pct,
+        peak_pct=_number(item, "peak_pct", kw.get("peak_pct"), upper=100),
         planned_mb=_number(item, "planned_mb", kw.get("planned_mb")),
         peak_mb=_number(item, "peak_mb", kw.get("peak_mb")),
         latency_pct=_number(item, "latency_pct", kw.get("latency_pct"), upper=100),

@@ -223,6 +223,17 @@ class Sme2Runner:
         """Whether latency is judged: not on an emulated device measured for its evidence only (its default)."""
         return not self.runner.emulated or self._session.options.emulated_timing
 
+    def counted(self, profile: Any) -> Any:
+        """``profile`` with the instructions its arm executed under emulation, when this test counts them
+        (``--sme2-count-instructions`` or ``sme2_threshold(instructions_pct=...)``) and the device can."""
+        from dataclasses import replace
+
+        wanted = parse_threshold_marker(self._item).instructions(self._session.options.count_instructions)
+        if wanted is None or profile.measurement is None:
+            return profile
+        counts = call(lambda: self._session.instruction_counts(profile.measurement))
+        return replace(profile, instructions=counts) if counts is not None else profile
+
     def measurement(self, exported: Any, *, variant: str | None = None, runs: int | None = None,
                     blocks: int | None = None) -> Any:
         """How this session measures ``exported`` (runs, warm-up, blocks, threads, latency source)."""
@@ -271,12 +282,15 @@ class Sme2Runner:
             ran = call(lambda: self._session.executed_kernels(m))
             result = call(lambda: measure(self.runner, m, kernel_log=log, rules=self._session.rules, executed=ran,
                                           progress=self._session.progress))
+            result = self.counted(result)
         self._session.status.clear()
         update(self._item, profile=result)
         return result
 
     def profile_on_off(self, exported: Any, *, runs: int | None = None, blocks: int | None = None) -> Pair:
         """Measure the SME2-off and SME2-on builds in interleaved blocks (ABBA)."""
+        from dataclasses import replace
+
         from pytest_sme2.measure.pair import measure_on_off
         from pytest_sme2.runners.base import SME2_OFF, SME2_ON
 
@@ -292,6 +306,7 @@ class Sme2Runner:
             pair: Pair = call(lambda: measure_on_off(self.runner, off_m, on_m, kernel_logs=logs,
                                                      rules=self._session.rules, what=f"{exported.name} SME2 off/on",
                                                      executed=ran, progress=self._session.progress))
+            pair = replace(pair, off=self.counted(pair.off), on=self.counted(pair.on))
         self._session.status.clear()
         update(self._item, profile=pair.on, profile_off=pair.off)
         return pair

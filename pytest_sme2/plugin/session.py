@@ -112,6 +112,20 @@ class Sme2Session:
             self._kernel_logs[key] = record_executed_kernels(self.runner, measurement)
         return self._kernel_logs[key]
 
+    def instruction_counts(self, measurement: Any) -> Any:
+        """On an emulated device that counts, the instructions one execution of ``measurement``'s arm and program
+        executed under emulation, once per session (counts do not change between executions); None elsewhere."""
+        from pytest_sme2.measure.profile import record_instruction_counts
+        from pytest_sme2.store.files import file_sha256
+
+        runs_it = tuple(sorted((str(k), str(v)) for k, v in self.runner.build_identity(measurement.variant).items()))
+        key = ("counts", measurement.variant, runs_it, file_sha256(measurement.pte),
+               tuple(file_sha256(p) for p in measurement.inputs), measurement.threads)
+        if key not in self._kernel_logs:
+            self.progress(f"{measurement.label}: instructions executed under emulation (QEMU)")
+            self._kernel_logs[key] = record_instruction_counts(self.runner, measurement)
+        return self._kernel_logs[key]
+
     def policy(self, test_id: str) -> Any:
         """What this session asks of a baseline check (update, require, confirm, the command to create one)."""
         from pytest_sme2.judge import Policy

@@ -35,7 +35,7 @@ RUNNER_BUILDS = ("runner", "runner_off", "runner_timing", "runner_off_timing", "
 #: What a phone takes besides its builds.
 ANDROID_OPTIONS = ("serial", "libcxx", "runner_libs", "big_cores", "cooldown", "fixed_performance")
 #: What the emulated device takes besides its one runner.
-QEMU_OPTIONS = ("qemu", "aarch64_wheel", "emulated_timing")
+QEMU_OPTIONS = ("qemu", "aarch64_wheel", "emulated_timing", "count_instructions")
 
 #: What an Arm host over ssh takes besides its one runner (pytest-sme2's own is cross-built from the aarch64 wheel).
 SSH_OPTIONS = ("ssh_host", "ssh_config", "aarch64_wheel")

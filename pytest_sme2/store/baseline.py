@@ -29,6 +29,7 @@ from typing import Any
 from pytest_sme2.device.identity import short_differences, short_name
 from pytest_sme2.errors import BaselineError, check_schema_version
 from pytest_sme2.evidence.categories import OTHER
+from pytest_sme2.evidence.instructions import LABEL, InstructionCounts
 from pytest_sme2.evidence.memory import Memory
 from pytest_sme2.gate.stats import times_problem
 from pytest_sme2.gate.verdict import Samples
@@ -52,6 +53,25 @@ def identity_id(identity: Mapping[str, Any]) -> str:
 
 #: kept for callers of the first release
 fingerprint_id = identity_id
+
+#: What a count baseline is keyed on, of a measured identity: the emulated CPU and what runs on it, not the host.
+COUNT_KEYS = ("arch", "isa", "runner", "dtype", "backend", "threads", "variant")
+#: The key that keeps a count baseline apart from every baseline of time on the same emulated CPU.
+COUNTED = "counted"
+
+
+def counts_identity(identity: Mapping[str, Any]) -> dict[str, Any]:
+    """What a count baseline is keyed on: ``identity`` without the host.
+
+    Instructions executed under emulation depend on the program, the runner build, QEMU and the emulated CPU, not on
+    the host that emulates it (its CPU, its core count), so one count baseline serves every host: the emulator is kept
+    without its ``; on <host CPU>`` part, the emulated ``/proc/cpuinfo``'s CPU count (QEMU shows the host's) is
+    dropped. A host where the counts differ is then found by the gate, not hidden behind another key.
+    """
+    keyed = {k: identity[k] for k in COUNT_KEYS if k in identity}
+    emulator = str(identity.get("emulator", "")).split("; on ", 1)[0]
+    keyed.update(emulator=emulator, counted=LABEL, summary=f"{LABEL}: {emulator or identity.get('runner', '?')}")
+    return keyed
 
 
 def safe_name(test_id: str) -> str:
@@ -117,6 +137,10 @@ class Baseline:
     #: what rebuilding its program needs (model, dtype, backend, models file, commit; see ``rebuild``): absent in
     #: baselines written before it was recorded, and for models only the test's own process can build
     rebuild: Recipe | None = None
+    #: instructions executed under emulation per execution, of the measured arm and of an on/off pair's SME2-off arm
+    #: (a count baseline, keyed on :func:`counts_identity`; :mod:`pytest_sme2.gate.instructions`)
+    instructions: InstructionCounts | None = None
+    instructions_off: InstructionCounts | None = None
 
     @property
     def identity_id(self) -> str:
@@ -149,6 +173,8 @@ class Baseline:
             **({"category_operators": dict(self.category_operators)} if self.category_operators else {}),
             **({"memory": self.memory.to_dict()} if self.memory else {}),
             **({"rebuild": self.rebuild.to_dict()} if self.rebuild else {}),
+            **({"instructions": self.instructions.to_dict()} if self.instructions else {}),
+            **({"instructions_off": self.instructions_off.to_dict()} if self.instructions_off else {}),
         }
 
     @classmethod
@@ -182,12 +208,18 @@ class Baseline:
                 category_operators={str(k): float(v) for k, v in data.get("category_operators", {}).items()},
                 memory=Memory.maybe(data.get("memory")),
                 rebuild=Recipe.maybe(data.get("rebuild")),
+                instructions=_counts(data.get("instructions")),
+                instructions_off=_counts(data.get("instructions_off")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(
                 f"baseline {source} does not match the pytest-sme2 baseline schema ({type(exc).__name__}: {exc}); "
                 f"{_FIX}"
             ) from None
+
+
+def _counts(data: Any) -> InstructionCounts | None:
+    return InstructionCounts.from_dict(data) if isinstance(data, Mapping) else None
 
 
 class LegacyBaselineError(BaselineError):
