@@ -24,7 +24,9 @@ import numpy as np
 from pytest_sme2.analysis.onoff import OnOffComparison
 from pytest_sme2.analysis.run import Analysis
 from pytest_sme2.errors import ConfigError, Sme2Error, check_schema_version
+from pytest_sme2.evidence.instructions import LABEL
 from pytest_sme2.evidence.kernels import KernelLog, operator_kernels, side_by_side
+from pytest_sme2.gate.instructions import INSTRUCTION_CHECKS
 from pytest_sme2.gate.stats import Interval, times_problem
 from pytest_sme2.gate.verdict import Status, Verdict
 from pytest_sme2.measure.profile import Profile
@@ -238,6 +240,7 @@ class TestResult:
             "sources": self.sources(),
             "kernel_evidence": self.kernel_evidence(),
             "memory": self.memory_view(),
+            **({"instructions": self.instructions_view()} if self.instructions_view() else {}),
         }
 
     def memory_view(self) -> dict[str, Any] | None:
@@ -252,6 +255,15 @@ class TestResult:
         view["sme2_off"] = (self.profile_off.memory.to_dict() if self.profile_off and self.profile_off.memory
                             else None)
         return view
+
+    def instructions_view(self) -> dict[str, Any] | None:
+        """Instructions executed under emulation per arm (by variant) and the checks that judged them: a derived view
+        for readers of the JSON (each profile keeps its own counts). None when no arm was counted."""
+        arms = {name: p.instructions.to_dict() for name, p in self._arms() if p.instructions is not None}
+        if not arms:
+            return None
+        checks = [c.to_dict() for c in (self.verdict.checks if self.verdict else ()) if c.name in INSTRUCTION_CHECKS]
+        return {"label": LABEL, "arms": arms, "checks": checks}
 
     def _arms(self) -> list[tuple[str, Profile]]:
         """Each measured arm by its name: its runner variant, or for two backends of one runner (a backend

@@ -32,6 +32,8 @@ INSTRUCTIONS_OFF = "instructions_off"
 SME2_INSTRUCTIONS = "sme2_instructions"
 SME2_OFF_INSTRUCTIONS = "sme2_off_instructions"
 INSTRUCTION_CHECKS = (INSTRUCTIONS, INSTRUCTIONS_OFF, SME2_INSTRUCTIONS, SME2_OFF_INSTRUCTIONS)
+#: The checks that compare with the count baseline (a passing one decided something against a baseline).
+GATED_COUNTS = (INSTRUCTIONS, INSTRUCTIONS_OFF)
 #: Notes of the instruction checks start with this (the terminal shows them under the test's line).
 NOTE_PREFIX = "instructions: "
 #: How many moved kinds and mnemonics a message names.

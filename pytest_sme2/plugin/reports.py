@@ -72,12 +72,13 @@ def _evidence_gated(verdict: dict[str, Any] | None) -> bool:
     """An emulated device measured for its evidence (its time not gated, by design): gated when its kernel evidence
     or numerics were judged and passed — the question it answers."""
     from pytest_sme2.gate.checks import EVIDENCE_CHECKS
+    from pytest_sme2.gate.instructions import GATED_COUNTS
     from pytest_sme2.gate.verdict import TIME_NOT_GATED
 
     if not verdict or TIME_NOT_GATED not in verdict.get("notes", ()):
         return False
-    return any(c.get("name") in EVIDENCE_CHECKS and not c.get("advisory") and c.get("status") == "pass"
-               for c in verdict.get("checks", ()))
+    return any(c.get("name") in (*EVIDENCE_CHECKS, *GATED_COUNTS) and not c.get("advisory")
+               and c.get("status") == "pass" for c in verdict.get("checks", ()))
 
 
 def interruption(session: pytest.Session, records: list[dict[str, Any]]) -> str:

@@ -17,6 +17,7 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
         return
     from pytest_sme2.gate.memory import memory_notes
     from pytest_sme2.gate.verdict import TIME_NOT_GATED, Status
+    from pytest_sme2.report.instructions import instruction_notes, instructions_line
     from pytest_sme2.report.memory import memory_line
     from pytest_sme2.results import (
         BASELINE_WRITTEN,
@@ -53,6 +54,11 @@ def write_summary(terminalreporter: Any, config: pytest.Config) -> None:
         if memory:
             tr.write_line(f"    {memory}")
         for note in memory_notes(t.verdict.notes if t.verdict else ()):
+            tr.write_line(f"    {note}", yellow=True)
+        counted = instructions_line(t)
+        if counted:
+            tr.write_line(f"    {counted}")
+        for note in instruction_notes(t.verdict.notes if t.verdict else ()):
             tr.write_line(f"    {note}", yellow=True)
         for warning in t.warnings:
             tr.write_line(f"    warning: {warning}", yellow=True)

@@ -574,3 +574,57 @@ def memory_bars(rows: Sequence[MemoryBar], *, title: str = "Memory: planned vs p
     if note:
         body.append(_text(12, height - 10, note, size=10, fill=MUTED, italic=True))
     return _svg(width, height, title, body, kind="memory")
+
+
+# --------------------------------------------------------------------------------- instructions
+
+
+#: Colour of each kind of instruction executed under emulation (Okabe-Ito hues; SME stands out).
+KIND_COLORS: Final[Mapping[str, str]] = MappingProxyType({
+    "sme": "#CC79A7", "sve": "#E69F00", "neon": "#0072B2", "load_store": "#009E73", "scalar": "#A0A0A0",
+    "undecoded": "#F0E442",
+})
+
+
+def instruction_kind_bars(bars: Sequence[tuple[str, Mapping[str, int]]], kinds: Sequence[str], *,
+                          title: str, width: int = 640) -> str:
+    """Horizontal stacked bars of instructions executed under emulation, one per ``(arm, {kind: count})``: a count
+    per execution, never a time. Each segment is a ``rect.sme2-kind`` with ``data-kind`` and ``data-value``; the
+    total is printed at the bar's end and, after the first bar, its ratio to the first (a ratio of counts)."""
+    rows = [(str(label), {k: max(0, int(v.get(k, 0))) for k in kinds}) for label, v in bars]
+    label_w = min(200.0, max(70.0, max((len(lbl) for lbl, _ in rows), default=4) * CHAR_W + 16))
+    left, right, top = label_w, 200.0, 58.0
+    bar_h, gap = 28.0, 14.0
+    bottom = top + len(rows) * bar_h + max(0, len(rows) - 1) * gap + 8
+    totals = [sum(v.values()) for _, v in rows]
+    ticks = _nice_ticks(0.0, max(totals, default=0) / 1e6 or 1.0)
+    scale = (width - left - right) / ticks[-1]  # px per million
+    present = [k for k in kinds if any(v[k] > 0 for _, v in rows)]
+    body = _legend([(k, KIND_COLORS.get(k, "#888888")) for k in present], 12, 40)
+    body += _x_axis(ticks, scale, left=left, top=top - 6, bottom=bottom,
+                    label="million instructions per execution (executed under emulation: a count, not a time)")
+    for i, ((label, values), total) in enumerate(zip(rows, totals, strict=True)):
+        y = top + i * (bar_h + gap)
+        body.append(_text(left - 8, y + bar_h / 2 + 4, _ellipsize(label, 30), size=12, anchor="end", weight="600"))
+        x = left
+        for kind in kinds:
+            v = values[kind]
+            w = v / 1e6 * scale
+            fill = KIND_COLORS.get(kind, "#888888")
+            share = v / total if total else 0.0
+            body.append(f'<rect class="sme2-kind" data-kind="{_esc(kind)}" data-value="{v}" x="{_n(x)}" y="{_n(y)}" '
+                        f'width="{_n(w)}" height="{_n(bar_h)}" fill="{fill}" stroke="#FFFFFF" '
+                        f'stroke-width="{1 if w >= 2 else 0}"><title>{_esc(f"{label} · {kind}: {v:,} ({share:.1%})")}'
+                        "</title></rect>")
+            text = f"{kind} {share:.0%}"
+            if w >= len(text) * CHAR_W + 8:
+                body.append(_text(x + w / 2, y + bar_h / 2 + 4, text, size=11, anchor="middle",
+                                  fill=_text_color_on(fill)))
+            x += w
+        total_text = f"{total:,}"
+        body.append(_text(x + 6, y + bar_h / 2 + 4, total_text, size=11, weight="600"))
+        if i > 0 and totals[0]:
+            body.append(_text(x + 6 + len(total_text) * BOLD_CHAR_W + 8, y + bar_h / 2 + 4,
+                              f"{total / totals[0]:.3f}× {_ellipsize(rows[0][0], 14)}'s count", size=10.5,
+                              fill=MUTED))
+    return _svg(width, bottom + 40, title, body, kind="instructions")

@@ -39,6 +39,7 @@ from pytest_sme2.report.charts import (
     operator_bars,
     speedup_bars,
 )
+from pytest_sme2.report.instructions import instructions_chart
 from pytest_sme2.report.memory import memory_chart
 from pytest_sme2.results import (
     BASELINE_WRITTEN,
@@ -311,6 +312,9 @@ def _charts(test: TestResult) -> str:
     memory = memory_chart(test)
     if memory:
         cards.append(memory)
+    counted = instructions_chart(test)
+    if counted:
+        cards.append(counted)
     if not cards:
         return ""
     return '<div class="sme2-charts">' + "".join(_card(c) for c in cards) + "</div>"

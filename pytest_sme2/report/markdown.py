@@ -23,6 +23,7 @@ from pytest_sme2.analysis.run import BOTTLENECK_SHARE
 from pytest_sme2.evidence.categories import CONVOLUTION, GEMM
 from pytest_sme2.report import tables
 from pytest_sme2.report.cells import Cell, Kind, Table, cell_text
+from pytest_sme2.report.instructions import instructions_markdown
 from pytest_sme2.report.memory import memory_markdown, memory_rows
 from pytest_sme2.results import (
     BASELINE_WRITTEN,
@@ -333,14 +334,19 @@ def _memory(test: TestResult, level: int) -> list[str]:
     return [*_h(level, "Memory and Size"), *table, ""] if table else []
 
 
+def _instructions(test: TestResult, level: int) -> list[str]:
+    table = instructions_markdown(test)
+    return [*_h(level, "Instructions Executed Under Emulation"), *table, ""] if table else []
+
+
 def render_test(test: TestResult, *, results: SessionResults | None = None, level: int = 2) -> str:
     """The full markdown section of one test; headings start at ``level``."""
     lines = _h(level, f"{_escape(test.label)} — {_code(test.test_id)}" if test.label != test.test_id
                else _code(test.test_id))
     lines += _findings_block(test)
     lines += _h(level + 1, "Metadata") + _metadata(test, results) + [""]
-    for section in (_latency, _memory, _categories, _bottlenecks, _acceleration, _portable, _operators, _kernels,
-                    _verdict):
+    for section in (_latency, _memory, _instructions, _categories, _bottlenecks, _acceleration, _portable, _operators,
+                    _kernels, _verdict):
         lines += section(test, level + 1)
     lines += _h(level + 1, "Recommendations")
     lines += [f"{i}. {r.text}" for i, r in enumerate(tables.recommendations(test), 1)] + [""]
