@@ -14,7 +14,7 @@ from typing import Any
 from pytest_sme2.history import acknowledge
 from pytest_sme2.history.changepoints import MAX_PVALUE, MIN_PCT, MIN_SIZE
 from pytest_sme2.history.creep import BOUND_PCT, WINDOW, Creep, creep_of
-from pytest_sme2.history.series import E2E, RATIO, FoundStep, Series, all_steps, build_series, short
+from pytest_sme2.history.series import E2E, INSTRUCTIONS, RATIO, FoundStep, Series, all_steps, build_series, short
 from pytest_sme2.history.store import HistoryStore, StoredRun
 from pytest_sme2.options import RUN_COUNT, percent, probability
 
@@ -93,9 +93,10 @@ def _analyse(args: argparse.Namespace) -> tuple[list[Series], list[FoundStep], l
 
 def step_line(s: FoundStep) -> str:
     ack = f"  [acknowledged: {s.acknowledged}]" if s.acknowledged else ""
-    unit = "×" if s.metric == RATIO else " ms"
+    unit = {RATIO: "×", INSTRUCTIONS: " instructions executed under emulation"}.get(s.metric, " ms")
+    spec = ",.0f" if s.metric == INSTRUCTIONS else ".4g"
     return (f"{s.kind.upper():<11} {s.test_id} [{s.identity_id}] {s.metric}: {s.pct:+.1f}% "
-            f"({s.before:.4g} -> {s.after:.4g}{unit}) at {s.commit_range}, confidence {s.confidence:.4f}, "
+            f"({s.before:{spec}} -> {s.after:{spec}}{unit}) at {s.commit_range}, confidence {s.confidence:.4f}, "
             f"{'artifact changed' if s.artifact_changed else 'same artifact'}, {s.runs_after} run(s) since{ack}")
 
 

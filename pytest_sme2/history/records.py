@@ -88,6 +88,10 @@ class HistoryRecord:
     emulated: bool = False
     #: SME2 kernel evidence in short: {"sme": n operators on the SME path, "not_sme": n, "sme2_kernels": n}
     kernels: Mapping[str, int] = field(default_factory=dict)
+    #: instructions executed under emulation per execution, of the measured arm and of an on/off pair's SME2-off arm
+    #: (exact: the same program counts the same, so their series steps exactly where the program changed)
+    instructions: int | None = None
+    instructions_off: int | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -136,6 +140,8 @@ class HistoryRecord:
             ratio=(float(ratio[0]), float(ratio[1]), float(ratio[2])) if ratio else None,
             ratio_label=str(d.get("ratio_label", "")), emulated=bool(d.get("emulated", False)),
             kernels={str(k): int(v) for k, v in (d.get("kernels") or {}).items()},
+            instructions=int(d["instructions"]) if d.get("instructions") is not None else None,
+            instructions_off=int(d["instructions_off"]) if d.get("instructions_off") is not None else None,
             schema_version=int(d.get("schema_version", SCHEMA_VERSION)),
         )
 
@@ -221,6 +227,9 @@ def record_of(result: TestResult) -> HistoryRecord | None:
         baseline_ms=None if e2e is None or e2e.baseline is None else round(float(e2e.baseline), 6),
         block_medians_ms=blocks, category_ms=cats, ratio=ratio, ratio_label=label, emulated=result.emulated,
         kernels=_kernels(result),
+        instructions=profile.instructions.total if profile is not None and profile.instructions else None,
+        instructions_off=(result.profile_off.instructions.total
+                          if result.profile_off is not None and result.profile_off.instructions else None),
     )
 
 

@@ -17,6 +17,8 @@ E2E = "e2e"
 #: median(off)/median(on) of an on/off pair.
 RATIO = "ratio"
 CATEGORY_PREFIX = "category:"
+#: Instructions executed under emulation per execution (the measured arm): exact, so a step is any change.
+INSTRUCTIONS = "instructions"
 #: Category series whose median is below this (ms) are drawn but not searched: delegated operator times are whole
 #: microseconds in the trace (``gate.TICK_MS``), so 1 -> 2 us is a "+100 %" step of the quantization, not of the model.
 CATEGORY_FLOOR_MS = 0.01
@@ -101,7 +103,8 @@ def build_series(frame: Any, metrics: Sequence[str] | None = None) -> list[Serie
     for (test_id, identity_id), rows in frame.groupby(["test_id", "identity_id"], sort=True):
         records = rows.to_dict("records")
         cats = sorted({c for r in records for c in (r["category_ms"] or {})})
-        wanted = [E2E, RATIO, *(CATEGORY_PREFIX + c for c in cats)] if metrics is None else list(metrics)
+        wanted = ([E2E, RATIO, INSTRUCTIONS, *(CATEGORY_PREFIX + c for c in cats)] if metrics is None
+                  else list(metrics))
         last = records[-1]
         for metric in wanted:
             points = [p for p in (_point(r, metric) for r in records) if p is not None]
@@ -123,9 +126,14 @@ UNTRUSTED = ("invalid", "failed")
 
 
 def _point(r: Mapping[str, Any], metric: str) -> Point | None:
-    if r["status"] in UNTRUSTED:
+    if metric == INSTRUCTIONS:
+        # A count does not depend on the machine's load: a run whose time was invalid counted all the same.
+        if r["status"] == "failed":
+            return None
+        value = _num(r["instructions"])
+    elif r["status"] in UNTRUSTED:
         return None
-    if metric == E2E:
+    elif metric == E2E:
         value = _num(r["median_ms"])
     elif metric == RATIO:
         value = r["ratio"][0] if r["ratio"] else None
@@ -139,10 +147,23 @@ def _point(r: Mapping[str, Any], metric: str) -> Point | None:
                  categories=dict(r["category_ms"] or {}), ratio=r["ratio"])
 
 
+def count_steps(series: Series) -> list[FoundStep]:
+    """The steps of a count series: every run whose count differs from the run before it (a count has no noise, so
+    no statistics: the step is where it is, confidence 1)."""
+    pts = series.points
+    return [FoundStep(test_id=series.test_id, identity_id=series.identity_id, label=series.label, metric=series.metric,
+                      index=i, before_commit=pts[i - 1].commit, after_commit=pts[i].commit, before=pts[i - 1].value,
+                      after=pts[i].value, pct=(pts[i].value / pts[i - 1].value - 1) * 100, confidence=1.0,
+                      artifact_changed=pts[i - 1].artifact_id != pts[i].artifact_id, runs_after=len(pts) - i)
+            for i in range(1, len(pts)) if pts[i].value != pts[i - 1].value]
+
+
 def steps_of(series: Series, *, min_size: int = MIN_SIZE, max_pvalue: float = MAX_PVALUE,
              min_pct: float = MIN_PCT) -> list[FoundStep]:
     pts = series.points
     out: list[FoundStep] = []
+    if series.metric == INSTRUCTIONS:
+        return count_steps(series)
     if series.metric.startswith(CATEGORY_PREFIX) and float(np.median(series.values)) < CATEGORY_FLOOR_MS:
         return out
     for s in find_steps(series.values, min_size=min_size, max_pvalue=max_pvalue, min_pct=min_pct):

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_sme2.history.creep import Creep
-from pytest_sme2.history.series import CATEGORY_PREFIX, E2E, RATIO, FoundStep, Series, short
+from pytest_sme2.history.series import CATEGORY_PREFIX, E2E, INSTRUCTIONS, RATIO, FoundStep, Series, short
 from pytest_sme2.report.charts import _nice_ticks, category_color
 from pytest_sme2.units import fmt_ms
 
@@ -108,6 +108,13 @@ def _line(f: _Frame, ys: Sequence[float], color: str, cls: str) -> str:
             f'stroke="{color}" stroke-width="1.5"/>')
 
 
+def _step_value(s: FoundStep) -> str:
+    """A step's two values with their unit: ms, or a count of instructions executed under emulation."""
+    if s.metric == INSTRUCTIONS:
+        return f"{s.before:,.0f} → {s.after:,.0f} instructions executed under emulation"
+    return f"{fmt_ms(s.before)} → {fmt_ms(s.after)} ms"
+
+
 def _step_marks(f: _Frame, steps: Sequence[FoundStep]) -> list[str]:
     out = []
     for k, s in enumerate(steps):
@@ -120,7 +127,7 @@ def _step_marks(f: _Frame, steps: Sequence[FoundStep]) -> list[str]:
                    f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{H - BOTTOM}" stroke="{color}" '
                    f'stroke-width="2" stroke-dasharray="5 3"/>'
                    f'<text x="{x + 4:.1f}" y="{ly}" class="steplabel" fill="{color}">{_e(label)}</text>'
-                   f"<title>step {_e(label)}: {fmt_ms(s.before)} → {fmt_ms(s.after)} ms, confidence "
+                   f"<title>step {_e(label)}: {_e(_step_value(s))}, confidence "
                    f"{s.confidence:.4f}{', artifact changed' if s.artifact_changed else ', same artifact'}"
                    f"{_e(' — acknowledged: ' + s.acknowledged) if s.acknowledged else ''}</title></g>")
     return out
@@ -218,6 +225,26 @@ def ratio_chart(series: Series, steps: Sequence[FoundStep]) -> str:
     return _svg("ratio", f"{label} per run", len(vals), body)
 
 
+def count_chart(series: Series, steps: Sequence[FoundStep]) -> str:
+    """Instructions executed under emulation per execution, per run, as percent against the first run (at least
+    +-5 %): exact counts, so the line is flat between program changes and steps exactly at them."""
+    ref = series.points[0].value
+    pcts = [_pct(v, ref) for v in series.values]
+    lo, hi = min(*pcts, -MIN_SPAN_PCT), max(*pcts, MIN_SPAN_PCT)
+    pad = (hi - lo) * 0.06
+    f = _Frame(len(pcts), lo - pad, hi + pad)
+    body = _axes(f, series, lambda t: f"{t:+.0f}%" if abs(t) >= 1 or t == 0 else f"{t:+.1f}%",
+                 f"y: {f.lo:+.1f}% … {f.hi:+.1f}% against the first run, {ref:,.0f} instructions")
+    ys = [f.y(v) for v in pcts]
+    body.append(_line(f, ys, "#CC79A7", "values"))
+    body += _step_marks(f, steps)
+    tips = [_hover(series, i, f"{v:,.0f} instructions executed under emulation ({_pct(v, ref):+.3f}%)")
+            for i, v in enumerate(series.values)]
+    body += _points(f, series, ys, tips, ["#CC79A7"] * len(pcts))
+    return _svg("instructions", "instructions executed under emulation per execution (a count, not a time), % against "
+                f"the first run ({ref:,.0f})", len(pcts), body)
+
+
 def sparkline(series: Series) -> str:
     """A small line of the whole series on the latency chart's scale (percent against its reference, +-5 % at
     least; a ratio from 0), the newest run dotted."""
@@ -251,7 +278,7 @@ def overview_table(groups: Mapping[tuple[str, str], Sequence[Series]], steps: Se
     rows = []
     for (test_id, identity_id), group in groups.items():
         for s in group:
-            if s.metric not in (E2E, RATIO):
+            if s.metric not in (E2E, RATIO, INSTRUCTIONS):
                 continue
             last = s.points[-1]
             prev = s.points[-2] if len(s.points) > 1 else None
@@ -259,6 +286,8 @@ def overview_table(groups: Mapping[tuple[str, str], Sequence[Series]], steps: Se
                 latest = f"{fmt_ms(last.value)} ms"
                 vs_base = f"{_pct(last.value, last.baseline_ms):+.1f}%" if last.baseline_ms else "no baseline"
                 what = "median" + (" (emulated)" if s.emulated else "")
+            elif s.metric == INSTRUCTIONS:
+                latest, vs_base, what = f"{last.value:,.0f}", "—", "instructions executed under emulation"
             else:
                 latest, vs_base, what = f"{last.value:.2f}×", "—", ratio_label_of(s)
             vs_prev = f"{_pct(last.value, prev.value):+.1f}%" if prev else "—"
@@ -402,7 +431,7 @@ def render_page(series: Sequence[Series], steps: Sequence[FoundStep], creeps: Se
                      "<th>commits</th><th>confidence</th><th>artifact</th><th>acknowledged</th></tr>")
         for st in steps:
             parts.append(f"<tr class='{st.kind}'><td>{_e(st.test_id)}</td><td>{_e(st.identity_id)}</td>"
-                         f"<td>{_e(st.metric)}</td><td>{st.pct:+.1f}% ({fmt_ms(st.before)} → {fmt_ms(st.after)})</td>"
+                         f"<td>{_e(st.metric)}</td><td>{st.pct:+.1f}% ({_e(_step_value(st))})</td>"
                          f"<td><code>{_e(st.commit_range)}</code></td><td>{st.confidence:.4f}</td>"
                          f"<td>{'changed' if st.artifact_changed else 'same'}</td><td>{_e(st.acknowledged)}</td></tr>")
         parts.append("</table></div>")
@@ -429,6 +458,9 @@ def render_page(series: Sequence[Series], steps: Sequence[FoundStep], creeps: Se
         if RATIO in by_metric:
             own = [s for s in steps if (s.test_id, s.identity_id, s.metric) == (test_id, identity_id, RATIO)]
             parts.append(f"<div class='scroll'>{ratio_chart(by_metric[RATIO], own)}</div>")
+        if INSTRUCTIONS in by_metric:
+            own = [s for s in steps if (s.test_id, s.identity_id, s.metric) == (test_id, identity_id, INSTRUCTIONS)]
+            parts.append(f"<div class='scroll'>{count_chart(by_metric[INSTRUCTIONS], own)}</div>")
         parts.append("</section>")
     parts.append(f"<div id='tip'></div><script>{SCRIPT}</script></body></html>")
     return "\n".join(parts) + "\n"
