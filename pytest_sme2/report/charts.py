@@ -597,19 +597,21 @@ def instruction_kind_bars(bars: Sequence[tuple[str, Mapping[str, int]]], kinds: 
     bar_h, gap = 28.0, 14.0
     bottom = top + len(rows) * bar_h + max(0, len(rows) - 1) * gap + 8
     totals = [sum(v.values()) for _, v in rows]
-    ticks = _nice_ticks(0.0, max(totals, default=0) / 1e6 or 1.0)
-    scale = (width - left - right) / ticks[-1]  # px per million
+    unit, unit_name = next(((u, name) for u, name in ((1e6, "million "), (1e3, "thousand "))
+                            if max(totals, default=0) >= u), (1.0, ""))
+    ticks = _nice_ticks(0.0, max(totals, default=0) / unit or 1.0)
+    scale = (width - left - right) / ticks[-1]  # px per unit
     present = [k for k in kinds if any(v[k] > 0 for _, v in rows)]
     body = _legend([(k, KIND_COLORS.get(k, "#888888")) for k in present], 12, 40)
     body += _x_axis(ticks, scale, left=left, top=top - 6, bottom=bottom,
-                    label="million instructions per execution (executed under emulation: a count, not a time)")
+                    label=f"{unit_name}instructions per execution (executed under emulation: a count, not a time)")
     for i, ((label, values), total) in enumerate(zip(rows, totals, strict=True)):
         y = top + i * (bar_h + gap)
         body.append(_text(left - 8, y + bar_h / 2 + 4, _ellipsize(label, 30), size=12, anchor="end", weight="600"))
         x = left
         for kind in kinds:
             v = values[kind]
-            w = v / 1e6 * scale
+            w = v / unit * scale
             fill = KIND_COLORS.get(kind, "#888888")
             share = v / total if total else 0.0
             body.append(f'<rect class="sme2-kind" data-kind="{_esc(kind)}" data-value="{v}" x="{_n(x)}" y="{_n(y)}" '

@@ -44,7 +44,9 @@ def instructions_line(test: TestResult) -> str:
     if len(rows) == 2 and rows[0][1].total:
         bits[0] += f" (on/off {rows[1][1].total / rows[0][1].total:.3f}×)"
     gate = next((c for c in instruction_checks_of(test) if c.name == INSTRUCTIONS), None)
-    if gate is not None and gate.delta_pct is not None:
+    if gate is not None and gate.delta_pct == 0:
+        bits.append(f"identical to the count baseline ({gate.status.value})")
+    elif gate is not None and gate.delta_pct is not None:
         bits.append(f"vs the count baseline {gate.delta_pct:+.3f}% ({gate.status.value})")
     elif gate is not None:
         bits.append(f"vs the count baseline: {gate.status.value}")
