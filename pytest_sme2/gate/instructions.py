@@ -52,7 +52,9 @@ def _moves(before: Mapping[str, int], after: Mapping[str, int], keys: tuple[str,
     moved.sort(key=lambda m: -abs(m[2] - m[1]))
     out = []
     for k, a, b in moved[:SHOWN]:
-        out.append(f"{k} {b - a:+,} ({(b / a - 1) * 100:+.1f}%)" if a and b else f"{k} {n(a)} -> {n(b)}")
+        # A move of more than 10x reads better as its two counts than as a percentage of thousands.
+        out.append(f"{k} {b - a:+,} ({(b / a - 1) * 100:+.1f}%)" if a and b and 0.1 < b / a < 10
+                   else f"{k} {n(a)} -> {n(b)}")
     if len(moved) > SHOWN:
         out.append(f"{len(moved) - SHOWN} more")
     return out

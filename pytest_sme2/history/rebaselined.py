@@ -19,12 +19,13 @@ from __future__ import annotations
 import fnmatch
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_sme2.errors import ConfigError, Sme2Error
 from pytest_sme2.gate.calibration import DriftCalibration
-from pytest_sme2.gate.verdict import GateConfig, Verdict
+from pytest_sme2.gate.instructions import INSTRUCTIONS, INSTRUCTIONS_OFF, count_check
+from pytest_sme2.gate.verdict import Comparison, GateConfig, Verdict, overall
 from pytest_sme2.history.acknowledge import Acknowledgement
 from pytest_sme2.store.baseline import Baseline
 from pytest_sme2.store.gitinfo import git
@@ -56,14 +57,18 @@ class Rebaselined:
         if self.verdict is None:
             return f"NOT COMPARED {head}: {self.not_compared}"
         e2e = self.verdict.e2e
+        counts = next((c for c in self.verdict.checks if c.name == INSTRUCTIONS), None)
         delta = (f": median {e2e.baseline:.4g} -> {e2e.candidate:.4g} ms ({e2e.delta_pct:+.1f} %)"
-                 if e2e is not None and e2e.interval else f": {e2e.message}" if e2e is not None else "")
+                 if e2e is not None and e2e.interval else f": {e2e.message}" if e2e is not None else
+                 f": {counts.message}" if counts is not None else "")
         line = f"{self.verdict.status.value.upper()} {head}{delta}"
         if self.acknowledged:
             return f"{line}; acknowledged: {self.acknowledged}"
         if self.failed:
             where = ", ".join(c[:10] for c in self.commits) or "the work tree"
-            what = ("is slower than the merge-base's" if self.verdict.status.value == "regression" else
+            counted = any(c.name == INSTRUCTIONS for c in self.verdict.checks)
+            what = ("executes more instructions under emulation than the merge-base's" if counted else
+                    "is slower than the merge-base's" if self.verdict.status.value == "regression" else
                     "cannot be told from the machines' drift between the two recordings: no drift allowance is "
                     "calibrated for it (run main a few times on this device to build its history) or set by hand "
                     "(--sme2-drift-allowance)")
@@ -137,16 +142,30 @@ def rebaselined(baseline_dir: Path, *, base_ref: str, config: GateConfig,
         except (ValueError, OSError, Sme2Error):
             continue  # not a baseline (another JSON file in the directory), or one the session itself reports
         commits = tuple((git(["log", "--format=%H", f"{merge_base}..HEAD", "--", path], root) or "").split())
-        outcome = compare_recorded(Recorded(old.samples(), old.identity, old.artifact, old.memory),
-                                   Recorded(new.samples(), new.identity, new.artifact, new.memory), config,
-                                   test_id=new.test_id, calibrate=calibrate)
-        refused = f"recorded on another device identity ({'; '.join(outcome.refused)})" if outcome.refused else ""
-        entry = Rebaselined(path, new.test_id, new.identity_id, outcome.verdict, refused, commits)
-        if outcome.verdict is not None and outcome.verdict.failed:
+        if new.instructions is not None and old.instructions is not None:
+            # A count baseline: its step is judged on the counts, exactly (its one emulated execution is no sample).
+            entry = Rebaselined(path, new.test_id, new.identity_id, counts_step(old, new), "", commits)
+        else:
+            outcome = compare_recorded(Recorded(old.samples(), old.identity, old.artifact, old.memory),
+                                       Recorded(new.samples(), new.identity, new.artifact, new.memory), config,
+                                       test_id=new.test_id, calibrate=calibrate)
+            refused = f"recorded on another device identity ({'; '.join(outcome.refused)})" if outcome.refused else ""
+            entry = Rebaselined(path, new.test_id, new.identity_id, outcome.verdict, refused, commits)
+        if entry.verdict is not None and entry.verdict.failed:
             reason = next((a.reason for a in acknowledgements if _accepts(a, entry, root)), "")
-            entry = Rebaselined(path, new.test_id, new.identity_id, outcome.verdict, refused, commits, reason)
+            entry = replace(entry, acknowledged=reason)
         found.append(entry)
     return RebaselineReport(base_ref, merge_base, tuple(found), tuple(added), tuple(removed))
+
+
+def counts_step(old: Baseline, new: Baseline) -> Verdict:
+    """A re-recorded count baseline against the merge-base's: more instructions executed under emulation is a
+    regression (exactly, as the gate judges them), fewer an improvement."""
+    checks = [count_check(a, b, 0.0, Comparison.STORED, name=name)
+              for name, a, b in ((INSTRUCTIONS, old.instructions, new.instructions),
+                                 (INSTRUCTIONS_OFF, old.instructions_off, new.instructions_off))
+              if a is not None and b is not None]
+    return Verdict(overall(checks), tuple(checks), comparison=Comparison.STORED)
 
 
 def _accepts(ack: Acknowledgement, entry: Rebaselined, root: Path) -> bool:
@@ -154,7 +173,7 @@ def _accepts(ack: Acknowledgement, entry: Rebaselined, root: Path) -> bool:
         return False
     if ack.device != "*" and not entry.identity_id.startswith(ack.device):
         return False
-    if ack.metric not in ("", "e2e"):
+    if ack.metric not in ("", "e2e", INSTRUCTIONS):
         return False
     if ".." not in ack.commits:
         return any(c.startswith(ack.commits) for c in entry.commits)

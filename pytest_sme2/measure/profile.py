@@ -292,10 +292,12 @@ def record_instruction_counts(runner: Runner, measurement: Measurement) -> Instr
     """On an emulated device that counts (the QEMU runner's ``record_counts``), the instructions one execution of
     ``measurement`` executed under emulation; None on a runner that cannot count."""
     record = getattr(runner, "record_counts", None)
-    if record is None:
+    if record is None or not getattr(runner, "records_counts", False):
         return None
+    # One warm-up execution first: the first one packs the weights and plans; what is counted is the steady state
+    # every later execution repeats.
     with heavy_work(measurement.lock_file, what=f"{measurement.label}: counting instructions under QEMU"):
-        result = record(replace(measurement.request(MODE_TRACE), runs=1, warmup=0,
+        result = record(replace(measurement.request(MODE_TRACE), runs=1, warmup=1,
                                 label=f"{measurement.label}_counts"))
     return result if isinstance(result, InstructionCounts) else None
 

@@ -17,11 +17,11 @@ counts, and the history's count series must step exactly at the session whose pr
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,8 +96,7 @@ def _write(project: Path, width: int, threshold: str = "") -> None:
 
 
 @pytest.fixture(scope="session")
-def counted(sme2_shared_cache: Path, aarch64_runner_build: RunnerBuild, sme2_qemu: Path,
-            example_export: Callable[[str, str], Any]) -> Project:
+def counted(sme2_shared_cache: Path, aarch64_runner_build: RunnerBuild, sme2_qemu: Path) -> Project:
     """The four sessions, run once per test run (whichever worker is first; the other reads their files)."""
     project = sme2_shared_cache.parent / "count_gate_project"
     with file_lock(sme2_shared_cache.parent / ".count_gate_project.lock"):
@@ -214,11 +213,13 @@ def test_the_reports_show_the_counts_per_kind_and_arm(counted: Project) -> None:
     md = (counted.root / "wider.md").read_text()
     on = wider.counts("sme2_on")
     assert "Instructions Executed Under Emulation" in md
-    assert f"| SME2 on | {on['total']:,} | " + " | ".join(f"{on['by_kind'][k]:,}" for k in
-                                                          ("sme", "sve", "neon", "load_store", "scalar", "undecoded"))
-    html = (counted.root / "wider.html").read_text()
-    assert "sme2-chart-instructions" in html
-    assert f'data-kind="sme" data-value="{on["by_kind"]["sme"]}"' in html
+    kinds = ("sme", "sve", "neon", "load_store", "scalar", "undecoded")
+    assert f"| SME2 on | {on['total']:,} | " + " | ".join(f"{on['by_kind'][k]:,}" for k in kinds) + " |" in md
+    # pytest-html keeps the extras in a JSON blob inside the page: unescaped, the chart's SVG as drawn.
+    page = html.unescape((counted.root / "wider.html").read_text()).replace('\\"', '"')
+    assert "sme2-chart-instructions" in page
+    for kind in kinds:
+        assert f'data-kind="{kind}" data-value="{on["by_kind"][kind]}"' in page
 
 
 def test_the_history_count_series_steps_exactly_where_the_program_changed(counted: Project) -> None:
@@ -233,3 +234,39 @@ def test_the_history_count_series_steps_exactly_where_the_program_changed(counte
     (step,) = steps_of(counts)
     assert step.index == 2 and step.artifact_changed and step.kind == "regression"
     assert step.pct == pytest.approx((totals[2] / totals[0] - 1) * 100)
+
+
+def test_a_count_baseline_re_recorded_with_more_instructions_is_a_regression_of_the_change(
+        counted: Project, tmp_path: Path) -> None:
+    """history.rebaselined judges a re-recorded count baseline on its counts: main holds the width-20 one the first
+    session recorded; a branch re-records it with the wider model's counts (those the 'wider' session measured)."""
+    from dataclasses import replace
+
+    from pytest_sme2.evidence.instructions import InstructionCounts
+    from pytest_sme2.gate.verdict import GateConfig
+    from pytest_sme2.history.rebaselined import rebaselined
+    from pytest_sme2.store.baseline import BaselineStore
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+    repo = tmp_path / "repo"
+    (path,) = _count_baselines(counted.root)
+    (repo / ".sme2_baselines").mkdir(parents=True)
+    (repo / ".sme2_baselines" / path.name).write_bytes(path.read_bytes())
+    git("init", "-q", "-b", "main")
+    git("-c", "user.email=ci@example.com", "-c", "user.name=CI", "commit", "--allow-empty", "-qm", "root")
+    git("add", "-A")
+    git("-c", "user.email=ci@example.com", "-c", "user.name=CI", "commit", "-qm", "count baseline")
+    git("checkout", "-qb", "wider")
+    store = BaselineStore(repo / ".sme2_baselines")
+    wider = counted.sessions["wider"]
+    old = store.read(repo / ".sme2_baselines" / path.name)
+    store.save(replace(old, instructions=InstructionCounts.from_dict(wider.counts("sme2_on")),
+                       instructions_off=InstructionCounts.from_dict(wider.counts("sme2_off"))))
+    report = rebaselined(repo / ".sme2_baselines", base_ref="main", config=GateConfig())
+    (entry,) = report.rebaselined
+    assert report.failed and entry.verdict is not None and entry.verdict.status.value == "regression"
+    before, after = counted.sessions["recorded"].counts("sme2_on")["total"], wider.counts("sme2_on")["total"]
+    assert f"{before:,} -> {after:,}" in entry.describe()
+    assert "executes more instructions under emulation than the merge-base's" in entry.describe()
