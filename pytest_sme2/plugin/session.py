@@ -98,32 +98,32 @@ class Sme2Session:
         """On an emulated device, the kernels that executed for ``measurement``'s arm and program (one execution
         under QEMU's in_asm log), once per session; None elsewhere."""
         from pytest_sme2.measure.profile import record_executed_kernels
-        from pytest_sme2.store.files import file_sha256
 
         if not self.runner.records_executed:
             return None
-        # What runs the arm (binary, emulator, CPU) is part of the key, not just the arm's name: an arm whose CPU
-        # changed within the session must not be shown the kernels another CPU ran.
-        runs_it = tuple(sorted((str(k), str(v)) for k, v in self.runner.build_identity(measurement.variant).items()))
-        key = ("executed", measurement.variant, runs_it, file_sha256(measurement.pte),
-               tuple(file_sha256(p) for p in measurement.inputs), measurement.threads)
-        if key not in self._kernel_logs:
-            self.progress(f"{measurement.label}: the kernels that run, from QEMU's in_asm log")
-            self._kernel_logs[key] = record_executed_kernels(self.runner, measurement)
-        return self._kernel_logs[key]
+        return self._once_per_arm("executed", measurement, "the kernels that run, from QEMU's in_asm log",
+                                  record_executed_kernels)
 
     def instruction_counts(self, measurement: Any) -> Any:
         """On an emulated device that counts, the instructions one execution of ``measurement``'s arm and program
-        executed under emulation, once per session (counts do not change between executions); None elsewhere."""
+        executed under emulation, once per session (a count does not change between executions); None elsewhere."""
         from pytest_sme2.measure.profile import record_instruction_counts
+
+        return self._once_per_arm("counts", measurement, "instructions executed under emulation (QEMU)",
+                                  record_instruction_counts)
+
+    def _once_per_arm(self, kind: str, measurement: Any, what: str, record: Any) -> Any:
+        """``record(runner, measurement)`` once per session for what runs the arm and its program and inputs."""
         from pytest_sme2.store.files import file_sha256
 
+        # What runs the arm (binary, emulator, CPU) is part of the key, not just the arm's name: an arm whose CPU
+        # changed within the session must not be shown what another CPU ran.
         runs_it = tuple(sorted((str(k), str(v)) for k, v in self.runner.build_identity(measurement.variant).items()))
-        key = ("counts", measurement.variant, runs_it, file_sha256(measurement.pte),
+        key = (kind, measurement.variant, runs_it, file_sha256(measurement.pte),
                tuple(file_sha256(p) for p in measurement.inputs), measurement.threads)
         if key not in self._kernel_logs:
-            self.progress(f"{measurement.label}: instructions executed under emulation (QEMU)")
-            self._kernel_logs[key] = record_instruction_counts(self.runner, measurement)
+            self.progress(f"{measurement.label}: {what}")
+            self._kernel_logs[key] = record(self.runner, measurement)
         return self._kernel_logs[key]
 
     def policy(self, test_id: str) -> Any:
