@@ -6,8 +6,9 @@ value, its change against its baseline and against the previous run, the steps f
 sparkline. Each section then draws the median per run as percent against the current baseline on an axis of at
 least +-5 % that states its range (a 3 % move between two runs stays a 3 % move, it does not fill the chart), with
 the baseline each run was judged against and the steps (dashed lines labelled with size and commit range); the
-per-category medians stacked from 0 ms; and the on/off ratio from 0 where the test has one (an emulated pair is
-labelled "emulated time ratio (not a speedup)").
+per-category medians stacked from 0 ms; the on/off ratio from 0 where the test has one (an emulated pair is
+labelled "emulated time ratio (not a speedup)"); and the instructions executed under emulation where they were counted
+(flat between program changes, a step at each).
 
 Charting: hand-written SVG plus a short inline script, not a vendored library. Compared (docs/history.md): uPlot
 (MIT, ~50 kB, made for long series with zoom) and Chart.js 4 (MIT, ~200 kB) draw on a canvas, so a test can read only

@@ -225,6 +225,7 @@ def test_the_reports_show_the_counts_per_kind_and_arm(counted: Project) -> None:
 def test_the_history_count_series_steps_exactly_where_the_program_changed(counted: Project) -> None:
     from pytest_sme2.history.series import INSTRUCTIONS, build_series, steps_of
     from pytest_sme2.history.store import HistoryStore
+    from pytest_sme2.history.trend import render_page
 
     series = [s for s in build_series(HistoryStore(counted.root / "history").frame(), [INSTRUCTIONS])
               if s.test_id == NODE]
@@ -234,6 +235,8 @@ def test_the_history_count_series_steps_exactly_where_the_program_changed(counte
     (step,) = steps_of(counts)
     assert step.index == 2 and step.artifact_changed and step.kind == "regression"
     assert step.pct == pytest.approx((totals[2] / totals[0] - 1) * 100)
+    page = render_page(series, [step])
+    assert 'class="chart instructions"' in page and f"{totals[0]:,} → {totals[2]:,} instructions" in page
 
 
 def test_a_count_baseline_re_recorded_with_more_instructions_is_a_regression_of_the_change(
