@@ -202,6 +202,8 @@ def test_exported_model_without_marker(pytester: pytest.Pytester) -> None:
         ("sme2_threshold(planned_pct=1000)", "planned_pct=1000 must be below 1000"),
         ("sme2_threshold(peak_pct=100)", "peak_pct=100 must be below 100"),
         ("sme2_threshold(peak_mb='big')", "peak_mb='big' must be a positive number"),
+        ("sme2_threshold(instructions_pct=-1)", "instructions_pct=-1 must be a positive number"),
+        ("sme2_threshold(instructions_pct=100)", "instructions_pct=100 must be below 100"),
     ],
 )
 def test_bad_threshold_marker_fails_that_test(run, pytester: pytest.Pytester, marker: str, expected: str) -> None:
