@@ -41,6 +41,7 @@ from pytest_sme2.evidence.qemu_log import ExecutedKernels
 from pytest_sme2.evidence.trace import read_etdump
 from pytest_sme2.gate.verdict import Samples
 from pytest_sme2.measure.blocks import Block, measure_blocks, precision_plan
+from pytest_sme2.measure.counts import WARMUP
 from pytest_sme2.measure.hostlock import heavy_work, measuring
 from pytest_sme2.measure.recipe import PREEMPTED_LIMIT, ExportedLike, Measurement
 from pytest_sme2.progress import Progress
@@ -289,17 +290,15 @@ def record_executed_kernels(runner: Runner, measurement: Measurement) -> Execute
 
 
 def record_instruction_counts(runner: Runner, measurement: Measurement) -> InstructionCounts | None:
-    """On an emulated device that counts (the QEMU runner's ``record_counts``), the instructions one execution of
-    ``measurement`` executed under emulation; None on a runner that cannot count."""
-    record = getattr(runner, "record_counts", None)
-    if record is None or not getattr(runner, "records_counts", False):
+    """On an emulated device that counts (:meth:`~pytest_sme2.runners.qemu.QemuRunner.record_counts`), the
+    instructions one execution of ``measurement`` executes under emulation, as ``pytest-sme2 count`` counts them
+    (:data:`~pytest_sme2.measure.counts.WARMUP` warm-up execution first: the first one packs and plans); None on a
+    runner that cannot count."""
+    if not runner.records_counts:
         return None
-    # One warm-up execution first: the first one packs the weights and plans; what is counted is the steady state
-    # every later execution repeats.
     with heavy_work(measurement.lock_file, what=f"{measurement.label}: counting instructions under QEMU"):
-        result = record(replace(measurement.request(MODE_TRACE), runs=1, warmup=1,
-                                label=f"{measurement.label}_counts"))
-    return result if isinstance(result, InstructionCounts) else None
+        return runner.record_counts(replace(measurement.request(MODE_TRACE), runs=1, warmup=WARMUP,
+                                            label=f"{measurement.label}_counts"))
 
 
 # ------------------------------------------------------------------------------------------ measuring
