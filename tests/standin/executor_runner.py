@@ -29,6 +29,7 @@ message. Log lines go to stderr in the runtime's format
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -196,13 +197,49 @@ def trimmed_etdump(data: bytes, keep_blocks: int) -> bytes:
     return bytes(out)
 
 
-def run_replay(trace: Path, flags: dict[str, str], *, ignore_count: bool = False) -> None:
-    """Replay the first ``--num_executions`` runs of the recording (all of them with ``ignore_count``)."""
+def _read_recording(trace: Path) -> dict[str, object]:
+    """What a replay needs of the recording, read with the package under test: each run's ``Method::execute`` time,
+    the method load's time and the file-order run-data block of each execution."""
     _import_repo()
     from pytest_sme2.evidence.trace import KIND_E2E, KIND_LOAD, read_etdump
 
     timeline = read_etdump(trace)
-    e2e = timeline.e2e_ms_per_run()
+    table = timeline.table
+    load = table[(table["kind"] == KIND_LOAD) & (table["event_name"] == "Program::load_method")]
+    return {
+        "e2e_ms": [float(ms) for ms in timeline.e2e_ms_per_run()],
+        "load_ms": float(load["duration_ms"].iloc[0]) if len(load) else None,
+        "execute_blocks": sorted({int(b) for b in table.loc[table["kind"] == KIND_E2E, "block_index"]}),
+    }
+
+
+def _recording(trace: Path) -> dict[str, object]:
+    """:func:`_read_recording` of ``trace``, kept in the temp directory per content of the trace and of the package's
+    reader: every replayed block is a new process, and importing the reader (numpy, pandas) cost ~0.35 s of CPU per
+    block, the most of a replay, thousands of times per test run. A cache that cannot be read or written is skipped."""
+    import hashlib
+    import json
+    import tempfile
+
+    reader = Path(__file__).resolve().parents[2] / "pytest_sme2" / "evidence" / "trace.py"
+    key = hashlib.sha256(trace.read_bytes() + reader.read_bytes() + Path(__file__).read_bytes()).hexdigest()
+    cached = Path(tempfile.gettempdir()) / "sme2-standin-recordings" / f"{key}.json"
+    try:
+        return json.loads(cached.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        pass
+    recording = _read_recording(trace)
+    from pytest_sme2.store.files import replace_atomically
+
+    with contextlib.suppress(OSError):  # whole or absent: another replay may read it at any time
+        replace_atomically(cached, lambda fh: fh.write(json.dumps(recording).encode("utf-8")))
+    return recording
+
+
+def run_replay(trace: Path, flags: dict[str, str], *, ignore_count: bool = False) -> None:
+    """Replay the first ``--num_executions`` runs of the recording (all of them with ``ignore_count``)."""
+    recording = _recording(trace)
+    e2e: list[float] = recording["e2e_ms"]  # type: ignore[assignment]
     recorded = len(e2e)
     asked = int_flag(flags, "num_executions")
     runs = recorded if ignore_count else asked
@@ -231,13 +268,11 @@ def run_replay(trace: Path, flags: dict[str, str], *, ignore_count: bool = False
         log("Loading inputs from input file(s).", 393)
     log(f"Model file {model} is loaded.", 476)
     log(f"Using method {flags['method_name'] or 'forward'}", 486)
-    table = timeline.table
-    load = table[(table["kind"] == KIND_LOAD) & (table["event_name"] == "Program::load_method")]
-    if len(load):
-        log(f"Model loaded in {float(load['duration_ms'].iloc[0]):f} ms.", 624)
+    if recording["load_ms"] is not None:
+        log(f"Model loaded in {recording['load_ms']:f} ms.", 624)
     for i, ms in enumerate(e2e[:runs], start=1):
         log(f"Iteration {i} of {runs}: {ms:f} ms", 779)
-    log(f"Model executed successfully {runs} time(s) in {float(e2e[:runs].sum()):f} ms.", 789)
+    log(f"Model executed successfully {runs} time(s) in {sum(e2e[:runs]):f} ms.", 789)
     if "etdump_path" not in flags:
         return  # a build without the tracer writes no trace
     if runs == recorded:
@@ -245,7 +280,7 @@ def run_replay(trace: Path, flags: dict[str, str], *, ignore_count: bool = False
         shutil.copyfile(trace, flags["etdump_path"])
     else:
         # Keep the load block(s) and the blocks of the first ``runs`` executions, in file order.
-        execute_blocks = sorted(set(table.loc[table["kind"] == KIND_E2E, "block_index"].tolist()))
+        execute_blocks: list[int] = recording["execute_blocks"]  # type: ignore[assignment]
         keep = execute_blocks[runs - 1] + 1
         Path(flags["etdump_path"]).write_bytes(trimmed_etdump(trace.read_bytes(), keep))
     log(f"ETDump written to file '{flags['etdump_path']}'.", 261)
