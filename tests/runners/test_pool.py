@@ -87,8 +87,11 @@ def test_an_entry_makes_its_runners_options() -> None:
     assert (options.device, options.serial) == ("android", "127.0.0.1:40001")
 
 
-def test_a_source_that_fails_as_a_whole_is_left_out_and_the_others_go_on() -> None:
+def test_a_source_that_fails_as_a_whole_is_left_out_and_the_others_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_sme2.errors import DeviceError
+    from pytest_sme2.runners import pool
+
+    monkeypatch.setattr(pool, "_SOURCES", dict(pool._SOURCES))  # this test's sources are gone after it
 
     def broken(options: Sme2Options, progress: object) -> Discovery:
         raise DeviceError("cannot reach the adb server: start it with `adb start-server`")
