@@ -255,7 +255,10 @@ class LabController:
         text = f"not run: {reason}"
         hook = self.config.hook
         hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
-        report = pytest.TestReport(nodeid, location, {}, "skipped", (path, 0, f"Skipped: {text}"), "setup")
+        # No line: the test never started (pytest's skip summary prints "path: reason" for None, as for a module's
+        # skip marker; its type says int).
+        skip: Any = (path, None, f"Skipped: {text}")
+        report = pytest.TestReport(nodeid, location, {}, "skipped", skip, "setup")
         hook.pytest_runtest_logreport(report=report)
         hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
 
