@@ -12,7 +12,7 @@ the output is a pure function of the input (same numbers, same bytes).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
@@ -170,49 +170,68 @@ def category_stacked_bars(
     ``compare_to_first``, how many times faster or slower it is than the first bar.
     """
     rows = [(str(label), {c: max(0.0, float(v.get(c, 0.0))) for c in CATEGORIES}) for label, v in bars]
+
+    def faster(total: float, first: float) -> str:
+        ratio = first / total
+        return f"{ratio:.2f}× faster" if ratio >= 1 else f"{1 / ratio:.2f}× slower"
+
+    return _stacked_bars(
+        rows, CATEGORIES, category_color, title=title, width=width, kind="categories", axis_label=axis_label,
+        axis_suffix=" ms", right=170.0 if compare_to_first and len(rows) > 1 else 84.0,
+        segment=lambda cat, v: f'class="sme2-seg" data-category="{_esc(cat)}" data-value="{v:.6f}"',
+        tip=lambda cat, v: f"{cat}: {v:.3f} ms", total_text=lambda t: f"{fmt_ms(t)} ms",
+        compared=(lambda t, first: f"{faster(t, first)} than") if compare_to_first else None)
+
+
+def _stacked_bars(rows: Sequence[tuple[str, Mapping[str, float]]], keys: Sequence[str], color: Callable[[str], str],
+                  *, title: str, width: int, kind: str, axis_label: str, axis_suffix: str, right: float,
+                  segment: Callable[[str, float], str], tip: Callable[[str, float], str],
+                  total_text: Callable[[float], str], compared: Callable[[float, float], str] | None,
+                  unit: float = 1.0) -> str:
+    """Horizontal stacked bars, one per ``(label, {key: value})``, segments in ``keys`` order: ``segment`` gives a
+    segment's class and data attributes, ``tip`` its hover text, ``total_text`` the bar's total, ``compared`` the
+    words before the first bar's name after every later bar (None: none). The axis is in ``unit``s of the values."""
     label_w = min(200.0, max(70.0, max((len(lbl) for lbl, _ in rows), default=4) * CHAR_W + 16))
-    left, right, top = label_w, (170.0 if compare_to_first and len(rows) > 1 else 84.0), 58.0
+    left, top = label_w, 58.0
     bar_h, gap = 28.0, 14.0
     plot_h = len(rows) * bar_h + max(0, len(rows) - 1) * gap
     bottom = top + plot_h + 8
     height = bottom + 40
     totals = [sum(v.values()) for _, v in rows]
-    ticks = _nice_ticks(0.0, max(totals, default=0.0) or 1.0)
-    scale = (width - left - right) / ticks[-1]
-    present = [c for c in CATEGORIES if any(v[c] > 0 for _, v in rows)]
-    body = _legend([(c, category_color(c)) for c in present], 12, 40)
-    body += _x_axis(ticks, scale, left=left, top=top - 6, bottom=bottom, label=axis_label, suffix=" ms")
+    ticks = _nice_ticks(0.0, max(totals, default=0.0) / unit or 1.0)
+    scale = (width - left - right) / ticks[-1] / unit
+    present = [k for k in keys if any(v[k] > 0 for _, v in rows)]
+    body = _legend([(k, color(k)) for k in present], 12, 40)
+    body += _x_axis(ticks, scale * unit, left=left, top=top - 6, bottom=bottom, label=axis_label, suffix=axis_suffix)
     for i, ((label, values), total) in enumerate(zip(rows, totals, strict=True)):
         y = top + i * (bar_h + gap)
         body.append(_text(left - 8, y + bar_h / 2 + 4, _ellipsize(label, 30), size=12, anchor="end", weight="600"))
         x = left
-        for cat in CATEGORIES:
-            v = values[cat]
+        for key in keys:
+            v = values[key]
             w = v * scale
             share = v / total if total > 0 else 0.0
-            fill = category_color(cat)
+            fill = color(key)
             body.append(
-                f'<rect class="sme2-seg" data-category="{_esc(cat)}" data-value="{v:.6f}" x="{_n(x)}" '
+                f'<rect {segment(key, v)} x="{_n(x)}" '
                 f'y="{_n(y)}" width="{_n(w)}" height="{_n(bar_h)}" fill="{fill}" stroke="#FFFFFF" '
-                f'stroke-width="{1 if w >= 2 else 0}"><title>{_esc(f"{label} · {cat}: {v:.3f} ms ({share:.1%})")}'
+                f'stroke-width="{1 if w >= 2 else 0}"><title>{_esc(f"{label} · {tip(key, v)} ({share:.1%})")}'
                 "</title></rect>"
             )
-            for text in (f"{cat} {share:.0%}", f"{share:.0%}"):
+            for text in (f"{key} {share:.0%}", f"{share:.0%}"):
                 if w >= len(text) * CHAR_W + 8:
                     body.append(_text(x + w / 2, y + bar_h / 2 + 4, text, size=11, anchor="middle",
                                       fill=_text_color_on(fill)))
                     break
             x += w
-        total_text = f"{fmt_ms(total)} ms"
-        body.append(_text(x + 6, y + bar_h / 2 + 4, total_text, size=11, weight="600"))
+        shown = total_text(total)
+        body.append(_text(x + 6, y + bar_h / 2 + 4, shown, size=11, weight="600"))
         first = totals[0]
-        if compare_to_first and i > 0 and first > 0 and total > 0:
-            ratio = first / total
-            how = f"{ratio:.2f}× faster" if ratio >= 1 else f"{1 / ratio:.2f}× slower"
+        if compared is not None and i > 0 and first > 0 and total > 0:
             # The total is bold, so wider per character than CHAR_W.
-            body.append(_text(x + 6 + len(total_text) * BOLD_CHAR_W + 8, y + bar_h / 2 + 4,
-                              f"{how} than {_ellipsize(rows[0][0], 14)}", size=10.5, fill=MUTED))
-    return _svg(width, height, title, body, kind="categories")
+            body.append(_text(x + 6 + len(shown) * BOLD_CHAR_W + 8, y + bar_h / 2 + 4,
+                              f"{compared(total, first)} {_ellipsize(rows[0][0], 14)}", size=10.5, fill=MUTED))
+    return _svg(width, height, title, body, kind=kind)
 
 
 # ----------------------------------------------------------------------------------- latency runs
@@ -591,42 +610,13 @@ def instruction_kind_bars(bars: Sequence[tuple[str, Mapping[str, int]]], kinds: 
     """Horizontal stacked bars of instructions executed under emulation, one per ``(arm, {kind: count})``: a count
     per execution, never a time. Each segment is a ``rect.sme2-kind`` with ``data-kind`` and ``data-value``; the
     total is printed at the bar's end and, after the first bar, its ratio to the first (a ratio of counts)."""
-    rows = [(str(label), {k: max(0, int(v.get(k, 0))) for k in kinds}) for label, v in bars]
-    label_w = min(200.0, max(70.0, max((len(lbl) for lbl, _ in rows), default=4) * CHAR_W + 16))
-    left, right, top = label_w, 200.0, 58.0
-    bar_h, gap = 28.0, 14.0
-    bottom = top + len(rows) * bar_h + max(0, len(rows) - 1) * gap + 8
-    totals = [sum(v.values()) for _, v in rows]
-    unit, unit_name = next(((u, name) for u, name in ((1e6, "million "), (1e3, "thousand "))
-                            if max(totals, default=0) >= u), (1.0, ""))
-    ticks = _nice_ticks(0.0, max(totals, default=0) / unit or 1.0)
-    scale = (width - left - right) / ticks[-1]  # px per unit
-    present = [k for k in kinds if any(v[k] > 0 for _, v in rows)]
-    body = _legend([(k, KIND_COLORS.get(k, "#888888")) for k in present], 12, 40)
-    body += _x_axis(ticks, scale, left=left, top=top - 6, bottom=bottom,
-                    label=f"{unit_name}instructions per execution (executed under emulation: a count, not a time)")
-    for i, ((label, values), total) in enumerate(zip(rows, totals, strict=True)):
-        y = top + i * (bar_h + gap)
-        body.append(_text(left - 8, y + bar_h / 2 + 4, _ellipsize(label, 30), size=12, anchor="end", weight="600"))
-        x = left
-        for kind in kinds:
-            v = values[kind]
-            w = v / unit * scale
-            fill = KIND_COLORS.get(kind, "#888888")
-            share = v / total if total else 0.0
-            body.append(f'<rect class="sme2-kind" data-kind="{_esc(kind)}" data-value="{v}" x="{_n(x)}" y="{_n(y)}" '
-                        f'width="{_n(w)}" height="{_n(bar_h)}" fill="{fill}" stroke="#FFFFFF" '
-                        f'stroke-width="{1 if w >= 2 else 0}"><title>{_esc(f"{label} · {kind}: {v:,} ({share:.1%})")}'
-                        "</title></rect>")
-            text = f"{kind} {share:.0%}"
-            if w >= len(text) * CHAR_W + 8:
-                body.append(_text(x + w / 2, y + bar_h / 2 + 4, text, size=11, anchor="middle",
-                                  fill=_text_color_on(fill)))
-            x += w
-        total_text = f"{total:,}"
-        body.append(_text(x + 6, y + bar_h / 2 + 4, total_text, size=11, weight="600"))
-        if i > 0 and totals[0]:
-            body.append(_text(x + 6 + len(total_text) * BOLD_CHAR_W + 8, y + bar_h / 2 + 4,
-                              f"{total / totals[0]:.3f}× {_ellipsize(rows[0][0], 14)}'s count", size=10.5,
-                              fill=MUTED))
-    return _svg(width, bottom + 40, title, body, kind="instructions")
+    rows = [(str(label), {k: float(max(0, int(v.get(k, 0)))) for k in kinds}) for label, v in bars]
+    most = max((sum(v.values()) for _, v in rows), default=0.0)
+    unit, unit_name = next(((u, name) for u, name in ((1e6, "million "), (1e3, "thousand ")) if most >= u), (1.0, ""))
+    return _stacked_bars(
+        rows, kinds, lambda k: KIND_COLORS.get(k, "#888888"), title=title, width=width, kind="instructions",
+        axis_label=f"{unit_name}instructions per execution (executed under emulation: a count, not a time)",
+        axis_suffix="", right=200.0, unit=unit,
+        segment=lambda k, v: f'class="sme2-kind" data-kind="{_esc(k)}" data-value="{int(v)}"',
+        tip=lambda k, v: f"{k}: {int(v):,}", total_text=lambda t: f"{int(t):,}",
+        compared=lambda t, first: f"{t / first:.3f}× the count of")
