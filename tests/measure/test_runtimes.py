@@ -93,8 +93,9 @@ def _session(project: Path, *args: str, overlay: Path | None = None, ci: bool = 
     assert (project / "r.json").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads((project / "r.json").read_text())["tests"][0]
     verdict = result.get("verdict") or {}
+    checks = [c["message"] for c in verdict.get("checks", ()) if c.get("name") == "e2e"]
     print(f"{project.name}: {verdict.get('comparison')} {verdict.get('status')}, exit {done.returncode}\n" +
-          "\n".join(str(n) for n in verdict.get("notes", ())))  # shown with -rP
+          "\n".join(str(n) for n in (*checks, *verdict.get("notes", ()))))  # shown with -rP
     return done.returncode, result
 
 
@@ -262,3 +263,44 @@ def test_the_emulators_runner_is_built_against_the_baselines_aarch64_sdk(previou
     assert file_sha256(got.binary) == baseline["runner_sha256"]
     assert f"pytest-sme2's own built against executorch {old}'s SDK" in got.message
     assert got.binary.is_relative_to(tmp_path / "now")
+
+
+#: Five (or, made 20 % heavier, six) identical dense layers: the cost scales with LAYERS
+HEAVIER = '''
+import torch
+from torch import nn
+
+from pytest_sme2.models import register_model
+
+LAYERS = 5
+
+
+@register_model("net")
+def net():
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(384, 384), nn.ReLU()) for _ in range(LAYERS)])
+    return model.eval(), (torch.randn(32, 384, generator=torch.Generator().manual_seed(1)),)
+'''
+
+
+@pytest.mark.slow
+def test_an_upgrade_that_comes_with_a_heavier_model_fails_in_the_session(previous: Path, tmp_path: Path) -> None:
+    """The baseline's program on the baseline's executorch against the change (20 % more layers) on the installed one:
+    the same-session comparison catches what the stored samples without history could not decide."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "my_models.py").write_text(textwrap.dedent(HEAVIER))
+    (project / "test_net.py").write_text(textwrap.dedent(TEST).replace('"toy_cnn"', '"net"').replace("25", "10"))
+    (project / "pytest.ini").write_text("[pytest]\nsme2_models = my_models.py\n")
+    code, _ = _session(project, "--sme2-update-baseline", overlay=previous, ci=False)
+    assert code == 0
+    models = project / "my_models.py"
+    models.write_text(models.read_text().replace("LAYERS = 5", "LAYERS = 6"))
+    code, result = _session(project, "--sme2-blocks", "8", f"--sme2-runtimes={RUNTIMES}")
+    verdict = result["verdict"]
+    assert isinstance(verdict, dict)
+    notes = "\n".join(verdict["notes"])
+    assert verdict["comparison"] == "runtime-session", notes
+    assert "model program changed" in notes
+    assert verdict["status"] == "regression", notes
+    assert code == 1
