@@ -84,12 +84,12 @@ def _git(cwd: Path, *args: str) -> str:
 
 
 def _session(project: Path, *args: str, overlay: Path | None = None, ci: bool = True,
-             **env: str) -> tuple[int, dict[str, object]]:
+             env: dict[str, str] | None = None) -> tuple[int, dict[str, object]]:
     """One pytest session in ``project`` (on the ``overlay`` executorch when given): exit status and test result."""
     (project / "r.json").unlink(missing_ok=True)
-    extra = {"CI": "1"} if ci else {}
+    extra = {**({"CI": "1"} if ci else {}), **(env or {})}
     done = subprocess.run([sys.executable, "-m", "pytest", *FAST, "--sme2-json=r.json", *args], cwd=project,
-                          env=_env(overlay, **extra, **env), capture_output=True, text=True, timeout=900, check=False)
+                          env=_env(overlay, **extra), capture_output=True, text=True, timeout=900, check=False)
     assert (project / "r.json").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads((project / "r.json").read_text())["tests"][0]
     verdict = result.get("verdict") or {}
@@ -154,7 +154,7 @@ def test_without_the_previous_runtime_the_verdict_says_why_and_falls_back(record
     shutil.copytree(recorded / ".sme2_artifacts", clone / ".sme2_artifacts")
     nowhere = {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": "",
                "PIP_RETRIES": "0", "PIP_TIMEOUT": "3", "PIP_CONFIG_FILE": os.devnull}
-    _, result = _session(clone, f"--sme2-runtimes={tmp_path / 'runtimes'}", **nowhere)
+    _, result = _session(clone, f"--sme2-runtimes={tmp_path / 'runtimes'}", env=nowhere)
     verdict = result["verdict"]
     assert isinstance(verdict, dict)
     notes = "\n".join(verdict["notes"])
