@@ -144,7 +144,13 @@ class WorkerRuntime(Runner):
                     self._partial += chunk
 
     def _died(self) -> RunnerError:
-        code = self._proc.wait(timeout=_STOP_SECONDS) if self._proc is not None else None
+        """The error of a worker whose pipe closed: its exit status and its log's last lines."""
+        proc, code = self._proc, None
+        if proc is not None:
+            try:
+                code = proc.wait(timeout=_STOP_SECONDS)
+            except subprocess.TimeoutExpired:  # its pipe closed but it lives on: it is of no use any more
+                self.close(kill=True)
         self._proc = None
         return RunnerError(f"the worker process of {self.what} exited with status {code}{self._tail()}")
 

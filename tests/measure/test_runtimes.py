@@ -304,3 +304,21 @@ def test_an_upgrade_that_comes_with_a_heavier_model_fails_in_the_session(previou
     assert "model program changed" in notes
     assert verdict["status"] == "regression", notes
     assert code == 1
+
+
+def test_a_previous_runtime_that_does_not_import_says_so(tmp_path: Path) -> None:
+    """An installed release that cannot be imported with this Python and torch (here: one whose package raises on
+    import) is said in one line, with the worker's log; nothing is left running."""
+    folder = tmp_path / "runtimes" / "executorch-1.4.9"
+    (folder / "executorch").mkdir(parents=True)
+    (folder / "executorch" / "__init__.py").write_text("raise ImportError('built for another torch')\n")
+    (folder / ".complete").write_text("executorch 1.4.9\n")
+    current = {"runtime_module": "executorch.extension.pybindings._C", "executorch_version": INSTALLED,
+               "runtime_sha256": "a" * 64, "runtime_libs_sha256": "b" * 64}
+    got = Runtimes(tmp_path / "runtimes", log_dir=tmp_path / "logs").reference(
+        {**current, "executorch_version": "1.4.9", "runtime_sha256": "c" * 64}, current)
+    assert got.runner is None
+    assert got.message.startswith(f"the baseline's runtime (executorch 1.4.9, installed in {folder}) does not start "
+                                  "with this Python and torch: the executorch runtime in ")
+    assert "the executorch Python runtime is not installed" in got.message
+    assert got.message.endswith("; compared with the stored samples instead")
