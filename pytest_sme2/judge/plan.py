@@ -269,7 +269,7 @@ def reference_measurement(baseline: Artifact, candidate: Profile, runner: Runner
     ``builds`` are runner binaries by sha256 besides the store's (rebuilt ones, which must stay beside the libraries
     they load)."""
     def build_of(sha: str) -> Path | None:
-        return store.get(sha) or (builds or {}).get(sha)
+        return store.runner(sha) or (builds or {}).get(sha)
 
     m = candidate.measurement
     if m is None:

@@ -215,14 +215,14 @@ def keep_artifacts(store: ArtifactStore, profile: Profile, runner: Runner) -> No
         store.put(path)
     binary = m.build or runner.runner_for(m.variant)
     if binary is not None and Path(binary).is_file():
-        store.put(binary, mode=0o755)
+        store.put_runner(binary)
     # The timing build gives the latency when the artifact names it: keep it too, to re-measure it later.
     timing = profile.artifact.build.get("timing_runner_sha256") if profile.artifact is not None else None
     timing_binary = runner.binary_for(m.variant, MODE_TIMING) if runner.has_build(m.variant, MODE_TIMING) else None
     if timing and m.timing_build is None and timing_binary is not None:
-        store.put(timing_binary, mode=0o755)
+        store.put_runner(timing_binary)
     elif timing and m.timing_build is not None and Path(m.timing_build).is_file():
-        store.put(m.timing_build, mode=0o755)
+        store.put_runner(m.timing_build)
 
 
 def _other_lines(lookup: Lookup, others: tuple[OtherBaseline, ...]) -> list[str]:

@@ -239,6 +239,18 @@ def _short(value: Any) -> str:
     return text[:12] if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
 
 
+#: where :meth:`ArtifactStore.put_runner` keeps runnable copies of runner binaries, beside their ``lib/``
+RUNNERS_DIR = "runners"
+
+
+def _link(source: Path, target: Path) -> None:
+    """``target`` as a hard link of ``source`` (the same content, no second copy), or a copy where links fail."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
 class ArtifactStore:
     """Files by content under ``root``: programs, input files and runner binaries of recorded baselines."""
 
@@ -257,6 +269,48 @@ class ArtifactStore:
         if not path.is_file():
             return None
         return path if self._intact(path, sha256) else None
+
+    def put_runner(self, binary: str | Path) -> str:
+        """Store a runner binary (as :meth:`put`) and, when it loads its libraries from a ``lib/`` beside it (our own
+        runner's RUNPATH ``$ORIGIN/lib``, :data:`pytest_sme2.runners.build.RPATH`), a runnable copy with them:
+        ``<root>/runners/<sha256>/<name>`` and its ``lib/`` (each library stored by content too, linked, not copied
+        twice). A bare copy in the store could not start: its ``$ORIGIN/lib`` would be the store's. Returns the
+        sha256; :meth:`runner` gives the copy to run."""
+        src = Path(binary)
+        digest = self.put(src, mode=0o755)
+        lib = src.parent / "lib"
+        home = self.root / RUNNERS_DIR / digest
+        if not lib.is_dir() or (home / src.name).is_file():
+            return digest
+        try:
+            libraries = sorted(p for p in lib.resolve().iterdir() if ".so" in p.name and p.is_file())
+            tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}runner-", dir=self.root))
+            (tmp / "lib").mkdir()
+            for library in libraries:
+                _link(self.get(self.put(library, mode=0o755)) or library, tmp / "lib" / library.name)
+            _link(self.path_of(digest), tmp / src.name)
+            home.parent.mkdir(exist_ok=True)
+            try:
+                tmp.replace(home)
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)
+                if not (home / src.name).is_file():  # else another process stored it first: the same content
+                    raise
+        except OSError as exc:
+            raise BaselineError(
+                f"cannot store the runner {src} with its libraries in the artifact store {self.root}: "
+                f"{exc.strerror or exc}; point --sme2-artifact-dir at a writable directory") from None
+        return digest
+
+    def runner(self, sha256: str) -> Path | None:
+        """The stored runner binary with this content, as it can run: the copy beside its libraries
+        (:meth:`put_runner`) when there is one and it is intact, else the plain stored copy (a self-contained runner,
+        or one stored by an earlier pytest-sme2), else None."""
+        home = self.root / RUNNERS_DIR / sha256
+        binaries = [p for p in home.iterdir() if p.is_file()] if home.is_dir() else []
+        if len(binaries) == 1 and file_sha256(binaries[0]) == sha256:
+            return binaries[0]
+        return self.get(sha256)
 
     def _intact(self, path: Path, sha256: str) -> bool:
         """Whether ``path`` holds the content named ``sha256``; a damaged copy is removed (see :attr:`damaged`).

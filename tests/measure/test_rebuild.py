@@ -316,9 +316,9 @@ def test_our_own_runner_is_rebuilt_from_its_source_at_the_baselines_commit(tmp_p
 
 
 def test_a_rebuilt_runner_is_measured_where_it_was_built(tmp_path: Path) -> None:
-    """The reference measurement takes a rebuilt runner binary by its sha256 when the store lacks it (a stored copy
-    alone, without the ``lib/`` beside it, could not load executorch's libraries); without one it names the build it
-    lacks, which is what the judge asks the rebuilder for."""
+    """The reference measurement takes a rebuilt runner binary by its sha256 when the store lacks it (it stays beside
+    the ``lib/`` it loads; a stored one is kept beside its libraries: tests/store/test_artifacts_runner.py); without
+    one it names the build it lacks, which is what the judge asks the rebuilder for."""
     from pytest_sme2.judge import reference_measurement
     from pytest_sme2.measure.profile import Profile
     from pytest_sme2.measure.recipe import Measurement
