@@ -2,7 +2,8 @@
 
 Commands: ``analyze`` (a trace), ``profile`` (export + run + analyze a registered model), ``build-runner``
 (pytest-sme2's own runner from the executorch wheel, for the host or linux-aarch64), ``count``
-(instructions executed under emulation, SME2 on and off), ``history`` (runs across
+(instructions executed under emulation, SME2 on and off), ``rebuild`` (the programs of committed baselines into the
+artifact store, from their commits, proven by hash), ``history`` (runs across
 commits: steps, current regressions, the PR view, the trend page; docs/history.md),
 ``compare`` (the regression gate on two result files, exit 1 on a regression), ``report`` (markdown
 from a results JSON or run directory) and ``export-trace`` (Chrome/Perfetto JSON).
@@ -52,7 +53,8 @@ EXIT_INTERRUPTED = 130
 #: The one exit-code rule of every command (docs/reliability.md), shown by ``pytest-sme2 --help``.
 EXIT_CODES_HELP = (
     "exit codes (every command): 0 ok; 1 a gate failed (compare: a regression, a test of OLD that NEW lacks, or with "
-    "--strict an inconclusive one; history regressions: a current regression); 2 bad input or usage (a file, store or "
+    "--strict an inconclusive one; history regressions: a current regression; rebuild: a baseline whose program "
+    "cannot be rebuilt); 2 bad input or usage (a file, store or "
     "option that cannot be used, or compare of measurements from other device identities: one line naming it and "
     "the fix, nothing written); 3 a run failed (a runner or device); 130 interrupted (Ctrl-C)."
 )
@@ -239,11 +241,31 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_commands(sub)
     _add_build_runner(sub)
     _add_count(sub)
+    _add_rebuild(sub)
     _add_rebaselined(sub)
     from pytest_sme2.history import cli as history_cli
 
     history_cli.add_parser(sub)
     return parser
+
+
+def _add_rebuild(sub: Any) -> None:
+    p = sub.add_parser(
+        "rebuild", help="rebuild committed baselines' programs into the artifact store from their commits (proven by "
+        "sha256); exit 1 when one cannot be",
+        description="Put what each baseline measured (its .pte, inputs, and pytest-sme2's own runner build) into the "
+        "artifact store, rebuilding what the store lacks from the commit the baseline was recorded at (a git worktree "
+        "under --cache-dir/rebuild; your model code as it was) and keeping it only when it hashes to the baseline's: "
+        "what the plugin does for a changed test on a fresh runner, done ahead (a CI step before the tests, or to "
+        "check that every committed baseline can be rebuilt). Needs the git history (fetch-depth: 0).")
+    p.add_argument("baselines", nargs="*", type=Path, metavar="BASELINE",
+                   help="baseline files (default: every *.json in --baseline-dir)")
+    p.add_argument("--baseline-dir", type=Path, default=Path(".sme2_baselines"),
+                   help="directory of baseline JSON files (default .sme2_baselines)")
+    p.add_argument("--artifact-dir", type=Path, default=Path(".sme2_artifacts"),
+                   help="the artifact store the plugin reads (default .sme2_artifacts, as --sme2-artifact-dir)")
+    p.add_argument("--cache-dir", type=Path, default=Path(".sme2_cache"),
+                   help="export cache and rebuild worktrees (default .sme2_cache, as --sme2-cache-dir)")
 
 
 def _add_rebaselined(sub: Any) -> None:
@@ -720,6 +742,38 @@ def cmd_build_runner(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    from pytest_sme2.errors import BaselineError
+    from pytest_sme2.measure.hostlock import LOCK_NAME
+    from pytest_sme2.measure.profile import stderr_progress
+    from pytest_sme2.measure.rebuild import rebuild_baseline
+    from pytest_sme2.store.artifacts import ArtifactStore
+
+    files = list(args.baselines)
+    if not files:
+        if not args.baseline_dir.is_dir():
+            raise BaselineError(f"no baseline directory {args.baseline_dir}: name one with --baseline-dir, or "
+                                "baseline files")
+        files = sorted(args.baseline_dir.glob("*.json"))
+        if not files:
+            raise BaselineError(f"{args.baseline_dir} holds no baseline (*.json): record them with "
+                                "pytest --sme2-update-baseline first")
+    for path in files:
+        if not path.is_file():
+            raise BaselineError(f"baseline file {path} does not exist")
+    store = ArtifactStore(args.artifact_dir)
+    failed = 0
+    for path in files:
+        made = rebuild_baseline(path, store, args.cache_dir, progress=stderr_progress,
+                                lock_file=args.cache_dir / LOCK_NAME)
+        failed += not made.ok
+        print(f"{'ok' if made.ok else 'NOT REBUILT'}  {path.name}: {made.message}")
+    print(f"{len(files) - failed} of {len(files)} baselines have their program in {store.root}"
+          + (f"; {failed} cannot be rebuilt (their changed tests are compared with the stored samples)" if failed
+             else ""))
+    return EXIT_REGRESSION if failed else EXIT_OK
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     from pytest_sme2.history import cli as history_cli
 
@@ -729,7 +783,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 COMMANDS = {
     "analyze": cmd_analyze, "profile": cmd_profile, "compare": cmd_compare, "report": cmd_report,
     "export-trace": cmd_export_trace, "build-runner": cmd_build_runner, "history": cmd_history,
-    "rebaselined": cmd_rebaselined, "count": cmd_count,
+    "rebaselined": cmd_rebaselined, "count": cmd_count, "rebuild": cmd_rebuild,
 }
 
 

@@ -201,6 +201,50 @@ class Rebuilder:
         return None, f"the baseline's runner build could not be rebuilt: {'; '.join(refused)}; {fallback}"
 
 
+def rebuild_baseline(path: Path, store: ArtifactStore, cache_dir: Path, *,
+                     progress: Callable[[str], None] | None = None, lock_file: Path | None = None) -> Rebuilt:
+    """Put the program, inputs and (pytest-sme2's own) runner build that the baseline file ``path`` measured into
+    ``store``, rebuilding what it lacks from the baseline's commit, each proven by its sha256 (``pytest-sme2
+    rebuild``: what the plugin does for a changed test, done ahead, e.g. in a CI step before the tests). ``ok`` when
+    the store holds them all afterwards; ``message`` says what was there, what was rebuilt from which commit, or why
+    not. Only a baseline that records its recipe can be rebuilt here: for an older one the plugin takes the model
+    from the test itself."""
+    from pytest_sme2.errors import Sme2Error
+    from pytest_sme2.runners.registry import device
+    from pytest_sme2.store.baseline import BaselineStore
+
+    baseline = BaselineStore(path.parent).read(path)
+    artifact = baseline.artifact
+    if artifact is None:
+        return Rebuilt(False, "the baseline records no artifact (written by an earlier pytest-sme2): nothing to "
+                              "rebuild; re-record it with --sme2-update-baseline")
+    try:  # the device that ran it; its own runner's target, when it builds one
+        target = device(str(baseline.identity.get("runner", ""))).own_runner
+    except Sme2Error:
+        target = None
+    rebuilder = Rebuilder(None, cache_dir, why_not="the baseline records no recipe (written before pytest-sme2 "
+                          "recorded one); the plugin rebuilds it from the test's own model in the session, or "
+                          "re-record it with --sme2-update-baseline", progress=progress, runner_target=target,
+                          runner_cache=cache_dir / "runners", lock_file=lock_file)
+    held = all(store.get(sha) is not None for sha in (artifact.pte_sha256, *artifact.inputs_sha256))
+    said = [f"its program and inputs are in the store ({artifact.pte_sha256[:10]})"] if held else []
+    if not held:
+        made = rebuilder.rebuild(baseline.rebuild, artifact, path, store)
+        if not made.ok:
+            return made
+        said.append(made.message)
+    for key in ("runner_sha256", "timing_runner_sha256"):
+        sha = str(artifact.build.get(key, ""))
+        if not sha or store.runner(sha) is not None:
+            continue
+        binary, how = rebuilder.rebuild_runner(sha, baseline.rebuild, path)
+        if binary is None:
+            return Rebuilt(False, "; ".join([*said, how]))
+        store.put_runner(binary)
+        said.append(how)
+    return Rebuilt(True, "; ".join(said))
+
+
 def _label(recipe: Recipe) -> str:
     return f"{recipe.model} {recipe.dtype}/{recipe.backend}"
 
@@ -280,4 +324,4 @@ def worktree(root: Path, commit: str, under: Path) -> tuple[Path | None, str]:
     return path, ""
 
 
-__all__ = ["REBUILD_DIR", "Rebuilder", "Rebuilt", "git_root", "recipe_for", "worktree"]
+__all__ = ["REBUILD_DIR", "Rebuilder", "Rebuilt", "git_root", "rebuild_baseline", "recipe_for", "worktree"]
