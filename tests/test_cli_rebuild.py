@@ -15,10 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from measure.test_rebuild import FAST, GITIGNORE, INI, MODELS, TEST, _edit, _env, _git
 
 from pytest_sme2.store.artifacts import ArtifactStore
-
-from measure.test_rebuild import FAST, GITIGNORE, INI, MODELS, TEST, _edit, _env, _git
 
 pytestmark = pytest.mark.slow
 
