@@ -1,6 +1,7 @@
-"""``benchmarks/gate_rebuild.py --quick`` end to end (~2 min): the rebuilt-reference path in real separate sessions.
+"""``benchmarks/gate_rebuild.py --quick`` end to end (~1.5 min quiet): the rebuilt reference in real separate sessions.
 
-One recorded baseline committed in a temp project, then one fresh clone per change with ``CI=1``: each session must
+One recorded baseline committed in a temp project, then a fresh clone with ``CI=1`` for an A/A (re-seeded) and for the
+model made 20 % heavier: each session must
 rebuild the baseline's program from its commit, prove it by its hash and compare in the session; the quick run's
 settings are short (counts, not rates), so only what holds on any machine is asserted: the +20 % model fails, the
 re-seeded one is not a regression. Nothing timed.
@@ -25,11 +26,11 @@ def test_gate_rebuild_quick_run_rebuilds_the_reference_in_every_fresh_session(tm
     stem = tmp_path / "gate_rebuild"
     env = {k: v for k, v in os.environ.items() if k != "CI"} | {"PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gate_rebuild.py"), "--quick", "--out", str(stem)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900, check=False, env=env)
+                          cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(stem.with_suffix(".json").read_text())
     rows = {r["change"]: r for r in result["rows"]}
-    assert sorted(rows) == ["aa", "slow10", "slow20"]
+    assert sorted(rows) == ["aa", "slow20"]
     for row in rows.values():
         assert row["comparison"] == "session", row
         assert row["proven_by_hash"], row
@@ -39,6 +40,6 @@ def test_gate_rebuild_quick_run_rebuilds_the_reference_in_every_fresh_session(tm
     assert rows["slow20"]["status"] == "regression" and rows["slow20"]["exit"] == 1
     assert rows["slow20"]["low"] > 1.05  # two layers on ten: the interval lies above the 5 % margin
     assert rows["aa"]["status"] != "regression"
-    assert rows["aa"]["edit"] != rows["slow10"]["edit"]
+    assert rows["aa"]["edit"] == {"WEIGHT_SEED": 2} and rows["slow20"]["edit"] == {"LAYERS": 12}
     text = stem.with_suffix(".txt").read_text()
     assert "The rebuilt reference end to end: quick run" in text and "load 1-min" in text
