@@ -195,6 +195,18 @@ def rates(statuses: list[str]) -> dict[str, float]:
     return {s: statuses.count(s) / n for s in ("regression", "inconclusive", "pass", "improvement")}
 
 
+def episodes(windows: list[tuple[int, int, str]], need: int, *, red: bool) -> int:
+    """How many separate stretches of the recording the missed windows come from (A/A: red ones; a slowdown: green
+    ones): windows of one orientation whose start rounds lie less than ``need`` rounds apart overlap, so they are
+    one machine event seen several times, not several."""
+    missed = {"regression", "inconclusive"} if red else {"pass", "improvement"}
+    count = 0
+    for orientation in {o for o, _, _ in windows}:
+        starts = sorted(s for o, s, v in windows if o == orientation and v in missed)
+        count += sum(1 for i, s in enumerate(starts) if i == 0 or s - starts[i - 1] >= need)
+    return count
+
+
 def study_one(recording: Recording, *, margin: float, quick: bool) -> list[dict[str, Any]]:
     a, b, (warmup, runs) = load(recording)
     rounds = a.shape[0]
@@ -205,9 +217,12 @@ def study_one(recording: Recording, *, margin: float, quick: bool) -> list[dict[
     for kind in ("session", "stored", "stored+allowance"):
         for slowdown in (1.0, SLOWDOWN):
             statuses = []
-            for ref, cand in ((a, b), (b, a)):
+            windows: list[tuple[int, int, str]] = []  # (orientation, start round, status) of the session rows
+            for orientation, (ref, cand) in enumerate(((a, b), (b, a))):
                 if kind == "session":
-                    statuses += [session(ref, cand, s, margin=margin, slowdown=slowdown) for s in starts]
+                    got = [session(ref, cand, s, margin=margin, slowdown=slowdown) for s in starts]
+                    statuses += got
+                    windows += [(orientation, s, v) for s, v in zip(starts, got, strict=True)]
                 else:
                     # A baseline from the first half, candidates (and their confirmations) from the second half.
                     half = rounds // 2
@@ -225,6 +240,9 @@ def study_one(recording: Recording, *, margin: float, quick: bool) -> list[dict[
                 "allowance": SUITE_ALLOWANCE if kind == "stored+allowance" else 0.0,
                 "repetitions": len(statuses), "rounds_recorded": rounds,
                 "disjoint_windows": 2 * (rounds // need) if kind == "session" else 2 * (rounds // (2 * need)),
+                # the windows that missed (A/A: red; a slowdown: green) in episodes of overlapping windows: one stretch
+                # of the recording counts once (None: the stored rows' grid of baselines and candidates)
+                "missed_episodes": episodes(windows, need, red=slowdown == 1.0) if kind == "session" else None,
                 **r,
                 # CI default (missing,invalid,inconclusive) vs before (missing): what is red, what is green
                 "red_now": r["regression"] + r["inconclusive"], "red_before": r["regression"],
@@ -271,8 +289,11 @@ def render(result: dict[str, Any]) -> str:
                  f"{'before':>7s}")
     for r in result["rows"]:
         k = round(r["red_now"] * r["repetitions"])
-        bound = f"  (A/A red {k}/{r['repetitions']}, 95% upper {upper95(k, r['repetitions']):.1%})" \
-            if r["slowdown"] == 1.0 else ""
+        ep = r.get("missed_episodes")
+        within = f" in {ep} episode(s) of overlapping windows" if ep is not None else ""
+        bound = f"  (A/A red {k}/{r['repetitions']}{within}, 95% upper {upper95(k, r['repetitions']):.1%})" \
+            if r["slowdown"] == 1.0 else \
+            (f"  (green {round(r['green_now'] * r['repetitions'])}/{r['repetitions']}{within})" if ep else "")
         lines.append(
             f"{r['recording'].removeprefix('aa_').removesuffix('.json'):42s} {r['kind']:17s} {r['margin']:6.0%} "
             f"{r['slowdown'] - 1:+6.0%} {r['repetitions']:5d} {r['disjoint_windows']:5d} {r['regression']:6.1%} "
