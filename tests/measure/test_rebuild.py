@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.gate_rebuild import project_files
 from pytest_sme2.measure.rebuild import Rebuilder, recipe_for
 from pytest_sme2.store.artifacts import Artifact, ArtifactStore
 from pytest_sme2.store.baseline import Recipe
@@ -32,42 +33,11 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: Five (or, made 20 % heavier, six) identical dense layers: the cost scales with LAYERS, ~1 ms per run here.
-MODELS = '''
-import torch
-from torch import nn
-
-from pytest_sme2.models import register_model
-
-LAYERS = 5
-WEIGHT_SEED = 0
-
-
-class Net(nn.Module):
-    def __init__(self, layers):
-        super().__init__()
-        self.body = nn.Sequential(*[nn.Sequential(nn.Linear(384, 384), nn.ReLU()) for _ in range(layers)])
-
-    def forward(self, x):
-        return self.body(x)
-
-
-@register_model("net")
-def net():
-    torch.manual_seed(WEIGHT_SEED)
-    model = Net(LAYERS)
-    return model.eval(), (torch.randn(32, 384, generator=torch.Generator().manual_seed(1)),)
-'''
-
-TEST = '''
-import pytest
-
-
-@pytest.mark.sme2_model("net")
-@pytest.mark.sme2_threshold(latency_pct=10)
-def test_net(exported_model, sme2_runner, sme2_baseline):
-    sme2_baseline.check(sme2_runner.profile(exported_model))
-'''
+#: Five (or, made 20 % heavier, six) identical dense layers: the cost scales with LAYERS, ~0.5 ms per run here; the
+#: project benchmarks/gate_rebuild.py measures in separate sessions, with 10 layers and a 5 % margin.
+_PROJECT = project_files(layers=5, margin_pct=10)
+MODELS = _PROJECT["my_models.py"]
+TEST = _PROJECT["test_net.py"]
 
 INI = "[pytest]\nsme2_models = my_models.py\n"
 GITIGNORE = ".sme2_cache/\n.sme2_artifacts/\n.sme2_history/\nsme2_out/\n*.json.tmp\nr.json\n__pycache__/\n"
