@@ -162,6 +162,7 @@ class WorkerRuntime(Runner):
         return f" (its log {self._log}: {' | '.join(last)})" if last else f" (its log {self._log} is empty)"
 
     def close(self, *, kill: bool = False) -> None:
+        """Stop the worker (``kill``: at once); the log of one that ended cleanly is removed, a failed one's kept."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -177,6 +178,8 @@ class WorkerRuntime(Runner):
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+        if proc.returncode == 0 and self._log is not None:
+            self._log.unlink(missing_ok=True)
 
 
 class RuntimePair(Runner):
