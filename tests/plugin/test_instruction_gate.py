@@ -158,6 +158,8 @@ def test_the_on_off_pair_reports_the_count_ratio_and_the_move_to_sme(counted: Pr
     assert on["by_mnemonic"].get("fmopa za", 0) > 0 and off["by_mnemonic"].get("fmopa za", 0) == 0
     assert off["by_mnemonic"].get("fmla v", 0) > on["by_mnemonic"].get("fmla v", 0)
     assert "fmopa za 0 -> " in ratio["message"]
+    # The pair's findings (the reports' summary of the on/off comparison) say the same.
+    assert ratio["message"] in s.test()["comparison"]["findings"]
     assert s.check("sme2_off_instructions")["status"] == "pass"
 
 
