@@ -361,4 +361,4 @@ def parse_list(text: str | None) -> tuple[str, ...]:
 
 
 register_source("adb", "pytest_sme2.runners.android.source:discover", "pytest_sme2.runners.android.source:alive")
-register_source("ssh", "pytest_sme2.runners.ssh:discover", "pytest_sme2.runners.ssh:alive")
+register_source("ssh", "pytest_sme2.runners.ssh.source:discover", "pytest_sme2.runners.ssh.source:alive")

@@ -302,7 +302,7 @@ _builtin((
            options=("runner", *QEMU_OPTIONS), host_lock=True, own_runner=TARGET_LINUX_AARCH64, defaults=_qemu_defaults,
            check=_qemu_check),
     Device("ssh", "an Arm Linux host (or a Mac) over ssh: the runner pushed once per content, run pinned, its trace "
-           "pulled", "pytest_sme2.runners.ssh:from_options", options=("runner", *SSH_OPTIONS),
+           "pulled", "pytest_sme2.runners.ssh.runner:from_options", options=("runner", *SSH_OPTIONS),
            own_runner=TARGET_LINUX_AARCH64, own_runner_untraced=True, on_off=False,
            no_on_off="the ssh device runs one runner build on the host's own CPU", check=_ssh_check),
 ))
