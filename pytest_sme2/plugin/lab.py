@@ -340,7 +340,8 @@ def configure(config: pytest.Config, options: Sme2Options) -> Sme2Options:
 
 
 def _check(options: Sme2Options) -> None:
-    """What a pool cannot take, before any device is asked: a bad --sme2-needs, a phone chosen by hand."""
+    """What a pool cannot take, before any device is asked: a bad --sme2-needs, a phone or an ssh host chosen by
+    hand."""
     try:
         Need.parse(options.needs or "")
     except ConfigError as exc:
@@ -350,6 +351,11 @@ def _check(options: Sme2Options) -> None:
             f"--sme2-serial {options.serial} chooses one phone, and --sme2-pool gives each pytest-xdist worker a "
             "device of the pool: drop --sme2-serial (the pool takes every phone adb lists as 'device'), or drop "
             "--sme2-pool")
+    if options.ssh_host:
+        raise pytest.UsageError(
+            f"--sme2-ssh-host {options.ssh_host} chooses one host, and --sme2-pool gives each pytest-xdist worker a "
+            "device of the pool: drop --sme2-ssh-host and list the hosts with --sme2-ssh-hosts (ini sme2_ssh_hosts, "
+            "one per line), or drop --sme2-pool")
 
 
 def header(config: pytest.Config) -> Sequence[str]:

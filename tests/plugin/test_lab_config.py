@@ -12,6 +12,9 @@ import pytest_sme2.gate.verdict  # noqa: F401  (numpy loads once per process: be
                                  "svl>=BITS, soc=NAME, device=NAME*"),
     (["--sme2-serial=R5CX123"], "*--sme2-serial R5CX123 chooses one phone, and --sme2-pool gives each pytest-xdist "
                                 "worker a device of the pool: drop --sme2-serial*"),
+    (["--sme2-pool=ssh", "--sme2-ssh-host=ci@graviton4.lab"],
+     "*--sme2-ssh-host ci@graviton4.lab chooses one host, and --sme2-pool gives each pytest-xdist worker a device of "
+     "the pool: drop --sme2-ssh-host and list the hosts with --sme2-ssh-hosts*"),
     (["--sme2-pool=usb"], "*--sme2-pool 'usb' is not a device source (adb, ssh)*"),
 ])
 def test_a_pool_option_that_cannot_work_is_a_usage_error(pytester: pytest.Pytester, args: list[str],
