@@ -28,8 +28,8 @@ and neither is an SME2-on arm whose log shows it ran no SME2 kernel.
 :func:`~pytest_sme2.judge.execute.execute_plan` measures what the plan needs,
 :func:`~pytest_sme2.judge.decide.decide_plan` decides (pure: from the measurements to a
 :class:`~pytest_sme2.gate.verdict.Verdict`) and :func:`~pytest_sme2.judge.record.record_judgement` records (the
-baseline, its memory, the artifacts) and says what became of the profile. Two recorded files are judged by
-:func:`~pytest_sme2.judge.recorded.compare_recorded`.
+baseline, its memory, the artifacts, the count baseline) and says what became of the profile. Two recorded files
+are judged by :func:`~pytest_sme2.judge.recorded.compare_recorded`.
 """
 
 from __future__ import annotations

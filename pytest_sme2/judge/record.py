@@ -111,10 +111,11 @@ def _record_counts(judgement: Judgement, plan: Plan, measured: Measured, *, test
                 "commit it")
         outcome = WRITTEN if policy.update_baseline and judgement.outcome in (NOT_WRITTEN, GATED) else \
             judgement.outcome
-    verdict = replace(judgement.verdict, notes=(*judgement.verdict.notes, note))
     if judgement.outcome == NOT_WRITTEN and plan.action == EVIDENCE_ONLY and written is not None:
-        # Emulated time is not written from an evidence run; the counts it took are its baseline.
-        return replace(judgement, outcome=WRITTEN, verdict=verdict, baseline_path=written, message=note)
+        # Emulated time is not written from an evidence run; the counts it took are its baseline (said once: the
+        # message of a written baseline is shown under the test).
+        return replace(judgement, outcome=WRITTEN, baseline_path=written, message=note)
+    verdict = replace(judgement.verdict, notes=(*judgement.verdict.notes, note))
     message = f"{judgement.message}\n{note}" if judgement.message else note
     return replace(judgement, outcome=outcome, verdict=verdict, message=message)
 
