@@ -111,7 +111,9 @@ def counted(sme2_shared_cache: Path, aarch64_runner_build: RunnerBuild, sme2_qem
                     ("same", 20, "", ["test_counts.py"]),
                     ("wider", 21, "", ["test_counts.py", "--sme2-markdown=wider.md", "--html=wider.html",
                                        "--self-contained-html"]),
-                    ("tolerated", 21, "@pytest.mark.sme2_threshold(instructions_pct=90)", ["test_counts.py"])]
+                    ("tolerated", 21, "@pytest.mark.sme2_threshold(instructions_pct=90)", ["test_counts.py"]),
+                    ("rewritten", 21, "", ["test_counts.py", "--sme2-update-baseline",
+                                           "--sme2-baseline-dir=rewritten_baselines"])]
             for name, width, threshold, args in plan:
                 _write(project, width, threshold)
                 (project / "test_forced_on.py").write_text(
@@ -210,6 +212,16 @@ def test_a_tolerance_above_the_change_passes_it(counted: Project) -> None:
     assert "within ±90%" in tolerated.check("instructions")["message"]
 
 
+def test_update_baseline_writes_the_count_baseline_from_an_evidence_run(counted: Project) -> None:
+    s = counted.sessions["rewritten"]
+    assert s.returncode == 0 and s.test()["outcome"] == "passed", s.out[-3000:]
+    (path,) = (counted.root / "rewritten_baselines").glob("test_counts.py_test_on_off*.json")
+    stored = json.loads(path.read_text())
+    assert stored["instructions"]["total"] == counted.sessions["wider"].counts("sme2_on")["total"]
+    assert stored["instructions_off"]["total"] == counted.sessions["wider"].counts("sme2_off")["total"]
+    assert s.out.count("count baseline written (commit it): ") == 1 and path.name in s.out
+
+
 def test_the_reports_show_the_counts_per_kind_and_arm(counted: Project) -> None:
     wider = counted.sessions["wider"]
     md = (counted.root / "wider.md").read_text()
@@ -232,7 +244,8 @@ def test_the_history_count_series_steps_exactly_where_the_program_changed(counte
     series = [s for s in build_series(HistoryStore(counted.root / "history").frame(), [INSTRUCTIONS])
               if s.test_id == NODE]
     (counts,) = series
-    totals = [counted.sessions[n].counts("sme2_on")["total"] for n in ("recorded", "same", "wider", "tolerated")]
+    totals = [counted.sessions[n].counts("sme2_on")["total"]
+              for n in ("recorded", "same", "wider", "tolerated", "rewritten")]
     assert counts.values == totals
     (step,) = steps_of(counts)
     assert step.index == 2 and step.artifact_changed and step.kind == "regression"
