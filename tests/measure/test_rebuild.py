@@ -289,21 +289,16 @@ def test_a_rebuilt_runner_is_measured_where_it_was_built(tmp_path: Path) -> None
     """The reference measurement takes a rebuilt runner binary by its sha256 when the store lacks it (it stays beside
     the ``lib/`` it loads; a stored one is kept beside its libraries: tests/store/test_artifacts_runner.py); without
     one it names the build it lacks, which is what the judge asks the rebuilder for."""
+    from stored_candidate import stored_candidate
+
     from pytest_sme2.judge import reference_measurement
-    from pytest_sme2.measure.profile import Profile
-    from pytest_sme2.measure.recipe import Measurement
 
     class Runner:
         def build_identity(self, variant: str | None) -> dict[str, str]:
             return {"runner_sha256": "b" * 64}
 
     store = ArtifactStore(tmp_path / "store")
-    for name in ("model.pte", "input_0.bin"):
-        (tmp_path / name).write_bytes(name.encode())
-    pte, inputs = store.put(tmp_path / "model.pte"), (store.put(tmp_path / "input_0.bin"),)
-    measurement = Measurement(pte=tmp_path / "model.pte", inputs=(tmp_path / "input_0.bin",), label="m")
-    candidate = Profile(model={}, variant=None, runner="host", build="", threads=1, identity={},
-                        analysis=None, measurement=measurement)  # type: ignore[arg-type]  # not read here
+    pte, inputs, candidate = stored_candidate(tmp_path, store)
     baseline = Artifact(pte, inputs, {"runner_sha256": "a" * 64})
     lacking = reference_measurement(baseline, candidate, Runner(), store)  # type: ignore[arg-type]
     assert lacking.measurement is None and lacking.missing_build == "a" * 64 and not lacking.missing

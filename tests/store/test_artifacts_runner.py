@@ -50,9 +50,9 @@ def test_a_runner_is_stored_beside_its_libraries_and_the_reference_measurement_r
     """Each library is stored once by content and linked into the runner's ``lib/``; a second put changes nothing;
     a runner without ``lib/`` (a self-contained executor_runner) is served as the plain copy; the judge's reference
     measurement takes the runnable copy of the baseline's build."""
+    from stored_candidate import stored_candidate
+
     from pytest_sme2.judge import reference_measurement
-    from pytest_sme2.measure.profile import Profile
-    from pytest_sme2.measure.recipe import Measurement
 
     build = tmp_path / "build"
     (build / "sdk").mkdir(parents=True)
@@ -83,12 +83,7 @@ def test_a_runner_is_stored_beside_its_libraries_and_the_reference_measurement_r
         def build_identity(self, variant: str | None) -> dict[str, str]:
             return {"runner_sha256": "c" * 64}  # the candidate runs another build
 
-    for name in ("model.pte", "input_0.bin"):
-        (tmp_path / name).write_bytes(name.encode())
-    pte, inputs = store.put(tmp_path / "model.pte"), (store.put(tmp_path / "input_0.bin"),)
-    measurement = Measurement(pte=tmp_path / "model.pte", inputs=(tmp_path / "input_0.bin",), label="m")
-    candidate = Profile(model={}, variant=None, runner="host", build="", threads=1, identity={},
-                        analysis=None, measurement=measurement)  # type: ignore[arg-type]  # not read here
+    pte, inputs, candidate = stored_candidate(tmp_path, store)
     ref = reference_measurement(Artifact(pte, inputs, {"runner_sha256": sha}), candidate, Runner(),  # type: ignore[arg-type]
                                 store)
     assert ref.measurement is not None and ref.measurement.build == home / "sme2_runner"
