@@ -2,7 +2,7 @@
 
 :func:`wait_with_rusage` reaps the child with ``os.wait4``, so a run carries its own CPU time against its wall time
 and its involuntary context switches; a timeout or Ctrl-C kills the child's whole process group
-(:func:`kill_group`). Used by the host and QEMU runners.
+(:func:`kill_group`). Used by the host and QEMU runners; :func:`shell_exit_hint` by the ssh and adb ones.
 """
 
 from __future__ import annotations
@@ -30,6 +30,16 @@ def signal_text(returncode: int) -> str:
 
 #: Seconds between two heartbeats of a running runner process (:attr:`~pytest_sme2.runners.host.HostRunner.heartbeat`).
 TICK_S = 1.0
+
+
+def shell_exit_hint(returncode: int, where: str) -> str:
+    """What a remote shell's exit code says by itself (the ssh and adb runners): 127, a command not found on ``where``
+    (``"the host"``, ``"the device"``); above 128, killed by a signal; else ""."""
+    if returncode == 127:
+        return f" (a command was not found on {where})"
+    if returncode > 128:
+        return f" (killed by signal {returncode - 128}: the runner crashed)"
+    return ""
 
 
 def wait_with_rusage(proc: subprocess.Popen[bytes], timeout: float, *, tick: Callable[[], None] | None = None

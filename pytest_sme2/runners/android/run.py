@@ -22,6 +22,7 @@ from pytest_sme2.runners.android.adb import AdbLink, join_args, quote, storage_h
 from pytest_sme2.runners.android.deploy import Deployed
 from pytest_sme2.runners.base import RunRequest, inputs_argv
 from pytest_sme2.runners.executor_runner import BUILD_HINT
+from pytest_sme2.runners.process import shell_exit_hint
 
 #: Exit status of ``timeout`` (toybox and coreutils) when it had to stop the command.
 TIMEOUT_EXIT = 124
@@ -121,9 +122,8 @@ def exit_hint(returncode: int, output: str, serial: str) -> str:
                 "directory of the libraries it was built with, e.g. executorch's lib/, with --sme2-runner-libs DIR)")
     if returncode == 126 or "not executable" in output or "Exec format error" in output:
         return " (the device cannot execute it: build executor_runner for arm64-v8a with the Android NDK)"
-    if returncode == 127:
-        return " (a command was not found on the device)"
-    if returncode > 128:
-        return f" (killed by signal {returncode - 128}: the runner crashed)"
+    code_hint = shell_exit_hint(returncode, "the device")
+    if code_hint:
+        return code_hint
     hint = storage_hint(output, serial)
     return f" ({hint[0].lower()}{hint[1:-1]})" if hint else ""

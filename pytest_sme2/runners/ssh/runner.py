@@ -41,7 +41,7 @@ from pytest_sme2.runners.executor_runner import (
     result_from_log,
     result_from_trace,
 )
-from pytest_sme2.runners.process import kill_group, wait_with_rusage
+from pytest_sme2.runners.process import kill_group, shell_exit_hint, wait_with_rusage
 from pytest_sme2.runners.qemu import CpuProbe, parse_probe
 from pytest_sme2.runners.ssh.deploy import REMOTE_DIR, Bundle, bundle_dir, deploy
 from pytest_sme2.runners.ssh.facts import FACTS_SCRIPT, HostFacts, binary_kind, emulated_cpu
@@ -365,11 +365,7 @@ def exit_hint(returncode: int, output: str) -> str:
                 "runner; pass a runner with its lib/ directory)")
     if returncode == 126 or "Exec format error" in output or "cannot execute binary file" in output:
         return " (the host cannot execute it: it is not a runner for this host's OS and architecture)"
-    if returncode == 127:
-        return " (a command was not found on the host)"
-    if returncode > 128:
-        return f" (killed by signal {returncode - 128}: the runner crashed)"
-    return ""
+    return shell_exit_hint(returncode, "the host")
 
 
 def _run_id() -> str:
