@@ -23,6 +23,13 @@ from pytest_sme2.analysis.recommendations import Recommendation, recommend
 from pytest_sme2.analysis.run import BOTTLENECK_SHARE, Analysis
 from pytest_sme2.evidence.categories import CATEGORIES
 from pytest_sme2.evidence.kernels import KernelLog, is_sme2, isa_counts, operator_kernels
+from pytest_sme2.gate.instructions import (
+    INSTRUCTION_CHECKS,
+    INSTRUCTIONS,
+    INSTRUCTIONS_OFF,
+    SME2_INSTRUCTIONS,
+    SME2_OFF_INSTRUCTIONS,
+)
 from pytest_sme2.gate.memory import MEMORY_CHECKS, memory_change, memory_margin
 from pytest_sme2.gate.stats import LatencyStats, summarize
 from pytest_sme2.gate.verdict import Check
@@ -647,6 +654,24 @@ def _check_margin(check: Check) -> str:
     return f"±{check.margin * 100:.1f}%" if check.margin is not None else "—"
 
 
+def _count_change(check: Check) -> str:
+    """``1,673,616 -> 767,054 instructions`` (executed under emulation; a count, never ms)."""
+    if check.baseline is None or check.candidate is None:
+        return "—"
+    base, cur = round(check.baseline), round(check.candidate)
+    if check.name == SME2_OFF_INSTRUCTIONS:
+        return f"{cur:,} SME instructions in the SME2-off arm"
+    if check.name == SME2_INSTRUCTIONS:
+        return f"off {base:,} -> on {cur:,} instructions" + (f" ({cur / base:.3f}×)" if base else "")
+    return f"{base:,} -> {cur:,} instructions" + (f" ({(cur - base) / base * 100:+.3f}%)" if base else "")
+
+
+def _count_margin(check: Check) -> str:
+    if check.name not in (INSTRUCTIONS, INSTRUCTIONS_OFF):
+        return "—"
+    return f"+{check.margin * 100:g}%" if check.margin else "exact"
+
+
 def all_checks(test: TestResult) -> list[Check]:
     """The verdict's checks, plus the on/off speedup check when the verdict does not hold it."""
     checks = list(test.verdict.checks) if test.verdict is not None else []
@@ -667,6 +692,10 @@ def checks_table(test: TestResult) -> Table | None:
         if x.name in MEMORY_CHECKS:  # bytes, not ms: the change column says it with its units
             rows.append([c.code(x.name), c.status(x.status.value, note="advisory" if x.advisory else ""),
                          c.ms(None), c.ms(None), c.text(memory_change(x)), c.text(memory_margin(x)), c.text("—")])
+            continue
+        if x.name in INSTRUCTION_CHECKS:  # counts, not ms: the change column says them as counts
+            rows.append([c.code(x.name), c.status(x.status.value, note="advisory" if x.advisory else ""),
+                         c.ms(None), c.ms(None), c.text(_count_change(x)), c.text(_count_margin(x)), c.text("—")])
             continue
         rows.append([c.code(x.name), c.status(x.status.value, note="advisory" if x.advisory else ""),
                      c.ms(None if budget else x.baseline), c.ms(x.candidate), c.text(_check_change(x)),
