@@ -10,9 +10,9 @@ fp32/XNNPACK on the local runtime, margin 5 %) records its baseline once and com
 2. a real change to the model's code, committed in the clone: ``aa`` re-seeds the weights (another program, the same
    cost: every session another seed), ``slow10`` / ``slow20`` add one / two layers to the baseline's ten (about
    +10 % / +20 % of the cost; the interleaved measurement's estimate says how much exactly);
-3. a new ``pytest`` process with ``CI=1`` and the plugin's defaults (busy check included): the candidate is exported,
-   the baseline's ``.pte`` rebuilt from its commit in a git worktree and proven by its sha256, both measured
-   interleaved (``session``), the verdict written to ``--sme2-json``.
+3. a new ``pytest`` process with ``CI=1`` and the plugin's defaults (``--busy-limit`` sets the busy check's): the
+   candidate is exported, the baseline's ``.pte`` rebuilt from its commit in a git worktree and proven by its sha256,
+   both measured interleaved (``session``), the verdict written to ``--sme2-json``.
 
 Per session the results hold the comparison used (``session`` expected; anything else is counted, not hidden), the
 verdict and exit status, the E2E estimate and interval, the rebuild time (from the rebuild's worktree being checked
