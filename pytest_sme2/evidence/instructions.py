@@ -29,6 +29,12 @@ INSTRUCTION_KINDS = ("sme", "sve", "neon", "load_store", "scalar", "undecoded")
 LABEL = "instructions executed under emulation"
 
 
+
+def count_ratio(off: int, on: int) -> float | None:
+    """The SME2-on arm's count over the SME2-off arm's: a ratio of counts, never a speedup; None when the off arm
+    counted nothing (the gate's text, the reports and the ``count`` CLI's table all show this one ratio)."""
+    return on / off if off else None
+
 def _ints(data: Mapping[str, Any] | None) -> Mapping[str, int]:
     return {str(k): int(v) for k, v in dict(data or {}).items()}
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from pytest_sme2.evidence.instructions import INSTRUCTION_KINDS, LABEL, InstructionCounts
+from pytest_sme2.evidence.instructions import INSTRUCTION_KINDS, LABEL, InstructionCounts, count_ratio
 from pytest_sme2.gate.verdict import Check, Comparison, Status, Verdict, overall
 
 #: The checks: the measured arm's count against its baseline, the SME2-off arm's, the on/off ratio (reported), and
@@ -120,8 +120,9 @@ def count_check(reference: InstructionCounts, candidate: InstructionCounts, tole
 
 def ratio_text(off: InstructionCounts, on: InstructionCounts) -> str:
     """``SME2 on 41,234 vs off 98,765 instructions executed under emulation per execution: 0.418× (...)``."""
-    ratio = on.total / off.total if off.total else float("nan")
-    head = (f"SME2 on {n(on.total)} vs off {n(off.total)} {LABEL} per execution: on/off {ratio:.3f}× (a count, "
+    ratio = count_ratio(off.total, on.total)
+    head = (f"SME2 on {n(on.total)} vs off {n(off.total)} {LABEL} per execution: on/off "
+            f"{'nan' if ratio is None else f'{ratio:.3f}'}× (a count, "
             "not a time: no speedup follows from it)")
     moved = moved_text(off, on)
     return f"{head}; off -> on {moved}" if moved else head

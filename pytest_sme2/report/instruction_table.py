@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pytest_sme2.evidence.instructions import INSTRUCTION_KINDS, LABEL, InstructionCounts
+from pytest_sme2.evidence.instructions import INSTRUCTION_KINDS, LABEL, InstructionCounts, count_ratio
 
 #: Exported functions listed per arm.
 TOP_FUNCTIONS = 5
@@ -32,7 +32,8 @@ def counts_table(arms: Mapping[str, InstructionCounts], *, what: str = "") -> st
     for label, values in rows:
         line = f"{label:<{label_width}}" + "".join(f"  {v:>{width},}" for v in values)
         if ratio:
-            line += f"  {(f'{values[1] / values[0]:.2f}' if values[0] else '-'):>14}"
+            r = count_ratio(values[0], values[1])
+            line += f"  {(f'{r:.2f}' if r is not None else '-'):>14}"
         lines.append(line)
     for name, counts in arms.items():
         top = list(counts.by_symbol.items())[:TOP_FUNCTIONS]

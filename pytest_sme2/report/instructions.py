@@ -8,7 +8,7 @@ under QEMU, the same on every host; never a time and never a speedup. How counts
 
 from __future__ import annotations
 
-from pytest_sme2.evidence.instructions import INSTRUCTION_KINDS, LABEL, InstructionCounts
+from pytest_sme2.evidence.instructions import INSTRUCTION_KINDS, LABEL, InstructionCounts, count_ratio
 from pytest_sme2.gate.instructions import INSTRUCTION_CHECKS, INSTRUCTIONS, NOTE_PREFIX, moved_text, n
 from pytest_sme2.gate.verdict import Check
 from pytest_sme2.results import TestResult
@@ -41,8 +41,9 @@ def instructions_line(test: TestResult) -> str:
     if not rows:
         return ""
     bits = [", ".join(f"{label} {n(c.total)}" for label, c in rows)]
-    if len(rows) == 2 and rows[0][1].total:
-        bits[0] += f" (on/off {rows[1][1].total / rows[0][1].total:.3f}×)"
+    ratio = count_ratio(rows[0][1].total, rows[1][1].total) if len(rows) == 2 else None
+    if ratio is not None:
+        bits[0] += f" (on/off {ratio:.3f}×)"
     gate = next((c for c in instruction_checks_of(test) if c.name == INSTRUCTIONS), None)
     if gate is not None and gate.delta_pct == 0:
         bits.append(f"identical to the count baseline ({gate.status.value})")
@@ -65,8 +66,10 @@ def instructions_markdown(test: TestResult) -> list[str]:
                    + f" | {c.cpu} (QEMU {c.qemu_version}) |")
     if len(rows) == 2:
         moved = moved_text(rows[0][1], rows[1][1])
-        out += ["", f"**{rows[0][0]} → {rows[1][0]}:** on/off {rows[1][1].total / max(1, rows[0][1].total):.3f}× the "
-                f"instructions{f'; {moved}' if moved else ''}."]
+        ratio = count_ratio(rows[0][1].total, rows[1][1].total)
+        said = ([f"on/off {ratio:.3f}× the instructions"] if ratio is not None else []) + ([moved] if moved else [])
+        if said:
+            out += ["", f"**{rows[0][0]} → {rows[1][0]}:** " + "; ".join(said) + "."]
     checks = instruction_checks_of(test)
     if checks:
         out += [""] + [f"- **{c.name}** ({c.status.value}): {c.message}" for c in checks]
