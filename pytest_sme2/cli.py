@@ -249,6 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_baseline_dir(p: Any) -> None:
+    """``--baseline-dir``, as ``rebuild`` and ``rebaselined`` take it."""
+    p.add_argument("--baseline-dir", type=Path, default=Path(".sme2_baselines"),
+                   help="directory of baseline JSON files (default .sme2_baselines)")
+
+
 def _add_rebuild(sub: Any) -> None:
     p = sub.add_parser(
         "rebuild", help="rebuild committed baselines' programs into the artifact store from their commits (proven by "
@@ -260,8 +266,7 @@ def _add_rebuild(sub: Any) -> None:
         "check that every committed baseline can be rebuilt). Needs the git history (fetch-depth: 0).")
     p.add_argument("baselines", nargs="*", type=Path, metavar="BASELINE",
                    help="baseline files (default: every *.json in --baseline-dir)")
-    p.add_argument("--baseline-dir", type=Path, default=Path(".sme2_baselines"),
-                   help="directory of baseline JSON files (default .sme2_baselines)")
+    _add_baseline_dir(p)
     p.add_argument("--artifact-dir", type=Path, default=Path(".sme2_artifacts"),
                    help="the artifact store the plugin reads (default .sme2_artifacts, as --sme2-artifact-dir)")
     p.add_argument("--cache-dir", type=Path, default=Path(".sme2_cache"),
@@ -276,8 +281,7 @@ def _add_rebaselined(sub: Any) -> None:
         "that version, by the rule two sessions get (as `compare`): a re-recorded baseline that is slower fails unless "
         "sme2_acknowledged.json accepts it (docs/history.md#re-recorded-baselines).")
     p.add_argument("--base", required=True, help="the branch the change goes into, e.g. origin/main")
-    p.add_argument("--baseline-dir", type=Path, default=Path(".sme2_baselines"),
-                   help="directory of baseline JSON files (default .sme2_baselines)")
+    _add_baseline_dir(p)
     p.add_argument("--ack", type=Path, default=Path("sme2_acknowledged.json"),
                    help="acknowledged changes (default sme2_acknowledged.json; missing = none)")
     p.add_argument("--margin", type=percent, default=5.0, help="relative margin, e.g. 5%% (default 5%%)")
