@@ -21,7 +21,10 @@ collection, and one that exports or builds in this process fails with the reason
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,8 +50,101 @@ NOT_FAST_FIXTURES = frozenset({"example_export", "host_runner_build", "aarch64_r
                                "make_emulated_phone", "adb_server"})
 
 
+#: Where xdist's workers write which tests share a fixture of their file (set by the controller, see below).
+GROUPS_FILE = "SME2_TESTS_XDIST_GROUPS"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``-n`` (xdist's default ``load`` distribution) the controller gives the workers a file to write the
+    tests' groups to, read by :class:`_SharedFixtureScheduling`."""
+    if _distributes_by_load(config) and GROUPS_FILE not in os.environ:
+        handle, name = tempfile.mkstemp(prefix="sme2-xdist-groups-", suffix=".json")
+        os.close(handle)
+        os.environ[GROUPS_FILE] = name  # the workers start after this and inherit it
+        config.add_cleanup(lambda: Path(name).unlink(missing_ok=True))
+
+
+def _distributes_by_load(config: pytest.Config) -> bool:
+    return (bool(getattr(config.option, "numprocesses", None)) and getattr(config.option, "dist", "no") == "load"
+            and not hasattr(config, "workerinput"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's ``load`` distribution, except that the tests sharing a fixture of their file go to one worker."""
+    if not _distributes_by_load(config):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class _SharedFixtureScheduling(LoadScopeScheduling):
+        """Each group of tests that share a module- or session-scoped fixture of their own file is one unit of work
+        (its worker sets the fixture up once: a recorded project, a history of sessions, an export cache); every other
+        test is a unit of its own. Groups go first (largest first), then the tests one at a time in collection order
+        (``_order_for_xdist``), to whichever worker is free: the long tests start early and neither worker waits long
+        for the other at the end."""
+
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # complete: every worker wrote it before it reported its collection
+                try:
+                    self.groups = json.loads(Path(os.environ[GROUPS_FILE]).read_text(encoding="utf-8"))
+                except (KeyError, OSError, ValueError):
+                    self.groups = {}
+            return self.groups.get(nodeid, nodeid)
+
+    return _SharedFixtureScheduling(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Refuse a ``fast`` test that is also in a slower tier or asks for an export or a runner build."""
+    """Refuse a ``fast`` test that is also in a slower tier or asks for an export or a runner build; order the tests
+    and, in an xdist worker, write their groups for the controller's scheduler."""
+    _refuse_slow_fast_tests(items)
+    _order_for_xdist(items)
+    if hasattr(config, "workerinput") and os.environ.get(GROUPS_FILE):
+        from pytest_sme2.store.files import write_atomic
+
+        write_atomic(os.environ[GROUPS_FILE], json.dumps(_shared_fixture_groups(items)))  # both workers: the same
+
+
+def _shared_fixture_groups(items: list[pytest.Item]) -> dict[str, str]:
+    """``{nodeid: group}`` for the tests that share a module- or session-scoped fixture defined in their own file (two
+    fixtures shared by one test make one group); a test that shares none is in no group."""
+    parent: dict[str, str] = {}
+
+    def find(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    keys_of: dict[str, list[str]] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        keys = sorted(f"{module}::{d[-1].argname}" for d in defs
+                      if d and d[-1].scope in ("module", "session") and d[-1].baseid == module)
+        for key in keys[1:]:
+            parent[find(key)] = find(keys[0])
+        if keys:
+            keys_of[item.nodeid] = keys
+    members = Counter(find(keys[0]) for keys in keys_of.values())
+    return {nodeid: find(keys[0]) for nodeid, keys in keys_of.items() if members[find(keys[0])] > 1}
+
+
+def _order_for_xdist(items: list[pytest.Item]) -> None:
+    """The slow tiers first, the fast tier last (stable: each file's tests keep their order)."""
+
+    def tier(item: pytest.Item) -> int:
+        if any(item.get_closest_marker(name) is not None for name in NOT_FAST_MARKERS):
+            return 0
+        return 2 if item.get_closest_marker("fast") is not None else 1
+
+    items.sort(key=tier)
+
+
+def _refuse_slow_fast_tests(items: list[pytest.Item]) -> None:
     wrong = []
     for item in items:
         if item.get_closest_marker("fast") is None:
@@ -178,3 +274,4 @@ def example_export(sme2_shared_cache: Path) -> Callable[[str, str], Any]:
         return done[dtype, backend]
 
     return export
+
