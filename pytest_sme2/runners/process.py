@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def signal_text(returncode: int) -> str:
@@ -40,6 +41,12 @@ def shell_exit_hint(returncode: int, where: str) -> str:
     if returncode > 128:
         return f" (killed by signal {returncode - 128}: the runner crashed)"
     return ""
+
+
+def timeout_message(where: str, timeout: float, pte: str, log_path: Path) -> str:
+    """What the ssh and adb runners say of a run killed at ``--sme2-timeout``."""
+    return (f"{where} timed out after {timeout:g} s running {pte} and was killed. Raise --sme2-timeout if the model "
+            f"is just slow; the log is {log_path}")
 
 
 def wait_with_rusage(proc: subprocess.Popen[bytes], timeout: float, *, tick: Callable[[], None] | None = None

@@ -22,7 +22,7 @@ from pytest_sme2.runners.android.adb import AdbLink, join_args, quote, storage_h
 from pytest_sme2.runners.android.deploy import Deployed
 from pytest_sme2.runners.base import RunRequest, inputs_argv
 from pytest_sme2.runners.executor_runner import BUILD_HINT
-from pytest_sme2.runners.process import shell_exit_hint
+from pytest_sme2.runners.process import shell_exit_hint, timeout_message
 
 #: Exit status of ``timeout`` (toybox and coreutils) when it had to stop the command.
 TIMEOUT_EXIT = 124
@@ -75,8 +75,7 @@ def exit_error(returncode: int, runner: Path, request: RunRequest, *, serial: st
     """The error for a runner that exited non-zero on the device, with what the exit usually means."""
     where = f"executor_runner {runner} on Android device {serial}"
     if returncode == TIMEOUT_EXIT:
-        message = (f"{where} timed out after {timeout:g} s running {request.pte.name} and was killed. Raise "
-                   f"--sme2-timeout if the model is just slow; the log is {log_path}")
+        message = timeout_message(where, timeout, request.pte.name, log_path)
     else:
         message = f"{where} exited with code {returncode}{exit_hint(returncode, output, serial)} while " \
                   f"running {request.pte.name}; the full log is {log_path}"

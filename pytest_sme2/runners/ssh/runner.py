@@ -41,7 +41,7 @@ from pytest_sme2.runners.executor_runner import (
     result_from_log,
     result_from_trace,
 )
-from pytest_sme2.runners.process import kill_group, shell_exit_hint, wait_with_rusage
+from pytest_sme2.runners.process import kill_group, shell_exit_hint, timeout_message, wait_with_rusage
 from pytest_sme2.runners.qemu import CpuProbe, parse_probe
 from pytest_sme2.runners.ssh.deploy import REMOTE_DIR, Bundle, bundle_dir, deploy
 from pytest_sme2.runners.ssh.facts import FACTS_SCRIPT, HostFacts, binary_kind, emulated_cpu
@@ -335,8 +335,7 @@ class SshRunner(BinaryBuilds):
                     log_path: Path, timeout: float) -> RunnerError:
         where = f"runner {runner.name} on ssh host {self.host}"
         if returncode == TIMEOUT_EXIT:
-            message = (f"{where} timed out after {timeout:g} s running {request.pte.name} and was killed. Raise "
-                       f"--sme2-timeout if the model is just slow; the log is {log_path}")
+            message = timeout_message(where, timeout, request.pte.name, log_path)
         else:
             message = (f"{where} exited with code {returncode}{exit_hint(returncode, output)} while running "
                        f"{request.pte.name}; the full log is {log_path}")
