@@ -15,12 +15,13 @@ import pytest
 from pytest_sme2.cli import _recorded_by_test
 from pytest_sme2.device.facts import device_facts, device_info_from_facts
 from pytest_sme2.device.identity import DeviceIdentity
+from pytest_sme2.evidence.instructions import LABEL
 from pytest_sme2.measure.profile import Profile, stored_identity
 from pytest_sme2.plugin.measure import backend_and_variant
 from pytest_sme2.plugin.records import attach, carried_result, result_of, update
 from pytest_sme2.report.tables import device_summary
 from pytest_sme2.results import TestResult, load_results, write_results
-from pytest_sme2.store.baseline import BaselineStore
+from pytest_sme2.store.baseline import COUNTED, BaselineStore
 
 OLD = Path(__file__).parent / "data" / "old_keys"
 OLD_RESULTS = OLD / "results_fingerprint_key.json"
@@ -150,6 +151,11 @@ def test_the_committed_baselines_load_and_keep_their_file_names(path: Path) -> N
     store = BaselineStore(path.parent)
     baseline = store.read(path)
     assert store.path_for(baseline.test_id, baseline.identity) == path  # the identity keys them as before
+    if baseline.identity.get(COUNTED):
+        # a count baseline is keyed without the host (counts_identity): no device facts, the emulator without "on"
+        assert baseline.identity[COUNTED] == LABEL and "; on " not in baseline.identity["emulator"]
+        assert "cpu_name" not in baseline.identity and "logical_cpus" not in baseline.identity
+        return
     device = DeviceIdentity.from_dict(baseline.identity)  # the device facts under the names DeviceInfo now uses
     assert device.logical_cpus > 0 and device.arch and "cpu_name" in baseline.identity
     assert baseline.identity.get("variant") in (None, "sme2_on", "sme2_off")  # a variant is a runner build
