@@ -22,6 +22,7 @@ from pytest_sme2.analysis.onoff import NOT_ACCELERATED, OnOffComparison
 from pytest_sme2.analysis.recommendations import Recommendation, recommend
 from pytest_sme2.analysis.run import BOTTLENECK_SHARE, Analysis
 from pytest_sme2.evidence.categories import CATEGORIES
+from pytest_sme2.evidence.instructions import count_ratio
 from pytest_sme2.evidence.kernels import KernelLog, is_sme2, isa_counts, operator_kernels
 from pytest_sme2.gate.instructions import (
     INSTRUCTION_CHECKS,
@@ -662,7 +663,8 @@ def _count_change(check: Check) -> str:
     if check.name == SME2_OFF_INSTRUCTIONS:
         return f"{cur:,} SME instructions in the SME2-off arm"
     if check.name == SME2_INSTRUCTIONS:
-        return f"off {base:,} -> on {cur:,} instructions" + (f" ({cur / base:.3f}×)" if base else "")
+        ratio = count_ratio(base, cur)
+        return f"off {base:,} -> on {cur:,} instructions" + (f" ({ratio:.3f}×)" if ratio is not None else "")
     return f"{base:,} -> {cur:,} instructions" + (f" ({(cur - base) / base * 100:+.3f}%)" if base else "")
 
 
