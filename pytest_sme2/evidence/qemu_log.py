@@ -239,14 +239,45 @@ def executed_kernels(
     mapped path to its ELF data (a local copy of a device's library, say); None reads every mapped library
     from its own path. Functions are listed per library in address order.
     """
-    maps = parse_maps(maps_lines)
-    if not maps:
-        raise TraceError(f"{source}: no /proc/self/maps line was given, so no address can be placed in a "
-                         "library; pass the lines the runner printed from /proc/self/maps")
+    maps = _maps_of(maps_lines, source)
     blocks = parse_in_asm(log_text)
     if not blocks:
         raise TraceError(f"{source}: no translated block (no 'IN:' line followed by '0x<address>: <insn>' lines); "
                          "was QEMU run with -d in_asm -D <file>?")
+    return kernels_of_blocks(blocks, maps, libraries, source=source)
+
+
+def executed_kernels_of_lines(blocks: Iterable[Iterable[bytes]], maps_lines: Iterable[str],
+                              libraries: Mapping[str, ElfFile] | None = None, *,
+                              source: str = "<qemu log>") -> ExecutedKernels:
+    """:func:`executed_kernels` of translated blocks already split out of a log: each block its raw instruction
+    lines (``b"0x7f6c...:  d503201f  nop"``), as :class:`~pytest_sme2.evidence.qemu_counts.BlockCounter` keeps
+    them. A counted run (``-d in_asm,exec,nochain``) translates what the process runs, so the same blocks that
+    count its instructions say which kernels ran: no second process under ``-d in_asm``."""
+    maps = _maps_of(maps_lines, source)
+    parsed = []
+    for lines in blocks:
+        insns = [Instruction(int(m[1], 16), m[3], m[4].strip())
+                 for m in (_INSN.match(raw.decode("utf-8", errors="replace").rstrip()) for raw in lines) if m]
+        if insns:
+            parsed.append(tuple(insns))
+    if not parsed:
+        raise TraceError(f"{source}: no translated block was executed, so no kernel can be said to have run")
+    return kernels_of_blocks(tuple(parsed), maps, libraries, source=source)
+
+
+def _maps_of(maps_lines: Iterable[str], source: str) -> tuple[MemoryMapping, ...]:
+    maps = parse_maps(maps_lines)
+    if not maps:
+        raise TraceError(f"{source}: no /proc/self/maps line was given, so no address can be placed in a "
+                         "library; pass the lines the runner printed from /proc/self/maps")
+    return maps
+
+
+def kernels_of_blocks(blocks: tuple[tuple[Instruction, ...], ...], maps: tuple[MemoryMapping, ...],
+                      libraries: Mapping[str, ElfFile] | None = None, *, source: str) -> ExecutedKernels:
+    """The exported functions that ``blocks`` (translated blocks of guest code that ran) fall in, per library, and
+    the instruction classes of the code outside every export."""
     libs = read_mapped_libraries(maps) if libraries is None else dict(libraries)
     sym = _Symbolizer(maps, libs)
     seen: dict[tuple[str, str, int], int] = {}

@@ -45,7 +45,7 @@ from pytest_sme2.measure.counts import WARMUP
 from pytest_sme2.measure.hostlock import heavy_work, measuring
 from pytest_sme2.measure.recipe import PREEMPTED_LIMIT, ExportedLike, Measurement
 from pytest_sme2.progress import Progress
-from pytest_sme2.runners.base import MODE_LOG, MODE_TRACE, Runner, RunResult, build_option
+from pytest_sme2.runners.base import MODE_LOG, MODE_TRACE, CountedRun, Runner, RunResult, build_option
 from pytest_sme2.store.artifacts import Artifact, artifact_of
 
 SCHEMA_VERSION = 2
@@ -169,7 +169,7 @@ class Profile:
     #: the id of the round each block ran in (:attr:`pytest_sme2.gate.verdict.Samples.rounds`): arms of one interleaved
     #: measurement share them, and the gate judges them paired
     rounds: tuple[str, ...] = ()
-    #: instructions executed under emulation by one execution (:func:`record_instruction_counts`); None = not counted
+    #: instructions executed under emulation by one execution (:func:`record_counted_run`); None = not counted
     instructions: InstructionCounts | None = None
 
     @property
@@ -289,16 +289,16 @@ def record_executed_kernels(runner: Runner, measurement: Measurement) -> Execute
     return result if isinstance(result, ExecutedKernels) else None
 
 
-def record_instruction_counts(runner: Runner, measurement: Measurement) -> InstructionCounts | None:
-    """On an emulated device that counts (:meth:`~pytest_sme2.runners.qemu.QemuRunner.record_counts`), the
+def record_counted_run(runner: Runner, measurement: Measurement) -> CountedRun | None:
+    """On an emulated device that counts (:meth:`~pytest_sme2.runners.qemu.QemuRunner.record_counted`), the
     instructions one execution of ``measurement`` executes under emulation, as ``pytest-sme2 count`` counts them
-    (:data:`~pytest_sme2.measure.counts.WARMUP` warm-up execution first: the first one packs and plans); None on a
-    runner that cannot count."""
+    (:data:`~pytest_sme2.measure.counts.WARMUP` warm-up execution first: the first one packs and plans), and the
+    kernels that process ran; None on a runner that cannot count."""
     if not runner.records_counts:
         return None
     with heavy_work(measurement.lock_file, what=f"{measurement.label}: counting instructions under QEMU"):
-        return runner.record_counts(replace(measurement.request(MODE_TRACE), runs=1, warmup=WARMUP,
-                                            label=f"{measurement.label}_counts"))
+        return runner.record_counted(replace(measurement.request(MODE_TRACE), runs=1, warmup=WARMUP,
+                                             label=f"{measurement.label}_counts"))
 
 
 # ------------------------------------------------------------------------------------------ measuring

@@ -223,13 +223,17 @@ class Sme2Runner:
         """Whether latency is judged: not on an emulated device measured for its evidence only (its default)."""
         return not self.runner.emulated or self._session.options.emulated_timing
 
+    def counts(self) -> bool:
+        """Whether this test counts the instructions its arms execute under emulation (``--sme2-count-instructions``
+        or ``sme2_threshold(instructions_pct=...)``)."""
+        return parse_threshold_marker(self._item).instructions(self._session.options.count_instructions) is not None
+
     def counted(self, profile: Any) -> Any:
         """``profile`` with the instructions its arm executed under emulation, when this test counts them
         (``--sme2-count-instructions`` or ``sme2_threshold(instructions_pct=...)``) and the device can."""
         from dataclasses import replace
 
-        wanted = parse_threshold_marker(self._item).instructions(self._session.options.count_instructions)
-        if wanted is None or profile.measurement is None:
+        if not self.counts() or profile.measurement is None:
             return profile
         counts = call(lambda: self._session.instruction_counts(profile.measurement))
         return replace(profile, instructions=counts) if counts is not None else profile
@@ -279,7 +283,7 @@ class Sme2Runner:
         m = self.measurement(target, variant=variant, runs=runs)
         with self._session.third_party(test_id(self._item)):
             log = call(lambda: self._session.kernel_log(m))
-            ran = call(lambda: self._session.executed_kernels(m))
+            ran = call(lambda: self._session.executed_kernels(m, counted=self.counts()))
             result = call(lambda: measure(self.runner, m, kernel_log=log, rules=self._session.rules, executed=ran,
                                           progress=self._session.progress))
             result = self.counted(result)
@@ -301,8 +305,8 @@ class Sme2Runner:
         on_m = self.measurement(exported, variant=SME2_ON, runs=runs, blocks=blocks)
         with self._session.third_party(test_id(self._item)):
             logs = (call(lambda: self._session.kernel_log(off_m)), call(lambda: self._session.kernel_log(on_m)))
-            ran = (call(lambda: self._session.executed_kernels(off_m)),
-                   call(lambda: self._session.executed_kernels(on_m)))
+            ran = (call(lambda: self._session.executed_kernels(off_m, counted=self.counts())),
+                   call(lambda: self._session.executed_kernels(on_m, counted=self.counts())))
             pair: Pair = call(lambda: measure_on_off(self.runner, off_m, on_m, kernel_logs=logs,
                                                      rules=self._session.rules, what=f"{exported.name} SME2 off/on",
                                                      executed=ran, progress=self._session.progress))

@@ -94,23 +94,33 @@ class Sme2Session:
             self._kernel_logs[key] = record_kernel_log(runner, measurement)
         return self._kernel_logs[key]
 
-    def executed_kernels(self, measurement: Any) -> Any:
-        """On an emulated device, the kernels that executed for ``measurement``'s arm and program (one execution
-        under QEMU's in_asm log), once per session; None elsewhere."""
+    def executed_kernels(self, measurement: Any, *, counted: bool = False) -> Any:
+        """On an emulated device, the kernels that executed for ``measurement``'s arm and program, once per session;
+        None elsewhere. When the test also ``counted`` the arm's instructions, the counting process's blocks say it
+        (:meth:`counted_run`); otherwise one execution under QEMU's in_asm log."""
         from pytest_sme2.measure.profile import record_executed_kernels
 
         if not self.runner.records_executed:
             return None
+        if counted and self.runner.records_counts:
+            run = self.counted_run(measurement)
+            return run.executed if run is not None else None
         return self._once_per_arm("executed", measurement, "the kernels that run, from QEMU's in_asm log",
                                   record_executed_kernels)
 
     def instruction_counts(self, measurement: Any) -> Any:
         """On an emulated device that counts, the instructions one execution of ``measurement``'s arm and program
         executed under emulation, once per session (a count does not change between executions); None elsewhere."""
-        from pytest_sme2.measure.profile import record_instruction_counts
+        run = self.counted_run(measurement)
+        return run.counts if run is not None else None
+
+    def counted_run(self, measurement: Any) -> Any:
+        """The counting process of ``measurement``'s arm and program (its counts and the kernels it ran), once per
+        session; None on a device that cannot count."""
+        from pytest_sme2.measure.profile import record_counted_run
 
         return self._once_per_arm("counts", measurement, "instructions executed under emulation (QEMU)",
-                                  record_instruction_counts)
+                                  record_counted_run)
 
     def _once_per_arm(self, kind: str, measurement: Any, what: str, record: Any) -> Any:
         """``record(runner, measurement)`` once per session for what runs the arm and its program and inputs."""

@@ -95,6 +95,16 @@ class RunRequest:
 
 
 @dataclass(frozen=True)
+class CountedRun:
+    """What one counted process of an emulated device gives (:meth:`Runner.record_counted`): the instructions one
+    method execution executed, and the kernels the process ran (the blocks QEMU translated for it), so the kernel
+    evidence needs no process of its own when a test counts."""
+
+    counts: InstructionCounts
+    executed: ExecutedKernels
+
+
+@dataclass(frozen=True)
 class RunResult:
     """Per-execution end-to-end latencies from one run, plus the trace and build facts.
 
@@ -237,6 +247,12 @@ class Runner(ABC):
 
     def record_counts(self, request: RunRequest) -> InstructionCounts | None:
         """Instructions one method execution of ``request`` executes (when :attr:`records_counts`); None otherwise."""
+        counted = self.record_counted(request)
+        return counted.counts if counted is not None else None
+
+    def record_counted(self, request: RunRequest) -> CountedRun | None:
+        """:meth:`record_counts` with the kernels the counted process ran (when :attr:`records_counts`); None
+        otherwise."""
         return None
 
 

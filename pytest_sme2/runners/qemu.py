@@ -37,9 +37,9 @@ from pytest_sme2.errors import ConfigError, RunnerError
 from pytest_sme2.evidence.instructions import InstructionCounts
 from pytest_sme2.evidence.memory import PeakSource
 from pytest_sme2.evidence.qemu_counts import CODE_MAP_PREFIX, QEMU_LOG_ITEMS, BlockCounter, counts_of
-from pytest_sme2.evidence.qemu_log import ExecutedKernels, read_executed_kernels
+from pytest_sme2.evidence.qemu_log import ExecutedKernels, executed_kernels_of_lines, read_executed_kernels
 from pytest_sme2.program.export import load_pte_check
-from pytest_sme2.runners.base import MODE_TRACE, SME2_OFF, SME2_ON, RunRequest, inputs_argv
+from pytest_sme2.runners.base import MODE_TRACE, SME2_OFF, SME2_ON, CountedRun, RunRequest, inputs_argv
 from pytest_sme2.runners.host import HostRunner
 from pytest_sme2.runners.process import kill_group, wait_with_rusage
 from pytest_sme2.store.files import file_sha256
@@ -305,7 +305,12 @@ class QemuRunner(HostRunner):
         return read_executed_kernels(log, maps)
 
     def record_counts(self, request: RunRequest) -> InstructionCounts:
-        """Count the instructions one method execution of ``request`` executes under emulation (not start-up).
+        return self.record_counted(request).counts
+
+    def record_counted(self, request: RunRequest) -> CountedRun:
+        """Count the instructions one method execution of ``request`` executes under emulation (not start-up), and
+        say which kernels the process ran (the blocks QEMU translated, as :meth:`record_executed` does from its own
+        process: one emulated process per arm gives both).
 
         One process on one thread under ``-d in_asm,exec,nochain``, its log streamed through a pipe into
         :class:`~pytest_sme2.evidence.qemu_counts.BlockCounter`: ``request.warmup`` executions first (the first one
@@ -357,11 +362,20 @@ class QemuRunner(HostRunner):
                               f"({len(counter.executions)} counted of {request.executions}; totals {totals}): "
                               "something other than the program and its inputs decides what it executes",
                               command=cmd)
-        return replace(counted[0], executions=request.runs)
+        # the kernel evidence places code in the runtime's libraries and the runner, as the in_asm run's map lines do
+        # (the C library and the loader count as outside them: what they run depends on the process's environment)
+        runtime_maps = [m for m in maps if any(name in m for name in KERNEL_MAP_NAMES)]
+        executed = executed_kernels_of_lines(counter.blocks, runtime_maps,
+                                             source=f"{counter.source}: blocks translated")
+        return CountedRun(counts=replace(counted[0], executions=request.runs), executed=executed)
 
     def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
         return f"{super().build_of(variant, build, mode)} under QEMU {self.version} -cpu {self.cpu_for(variant)}"
 
+
+#: The mappings the kernel evidence names functions in: executorch's libraries and the runner (what
+#: ``sme2_runner.cpp``'s ``print_maps`` prints for :meth:`QemuRunner.record_executed`).
+KERNEL_MAP_NAMES = ("libexecutorch", "sme2_runner")
 
 #: The fixed names a counted run sees (:meth:`QemuRunner.record_counts`).
 STAGED_RUNNER = "sme2_runner"
