@@ -354,8 +354,7 @@ def _sources(runner: Runner, measurement: Measurement, analysis: Analysis, *, tr
     if kernel_log is not None:
         kernels = f"log build: {kernel_log.build or 'unknown build'}, log {kernel_log.source}"
     elif executed is not None:
-        kernels = (f"emulator: the exported functions QEMU executed in one execution ({executed.source}); "
-                   "what ran, not how long")
+        kernels = f"emulator: the exported functions QEMU executed ({executed.source}); what ran, not how long"
     else:
         if local:
             missing = ("the local runtime cannot record an XNNPACK log (the executorch wheel's XNNPACK is built "

@@ -302,7 +302,7 @@ class QemuRunner(HostRunner):
             raise RunnerError(f"{self.runner_for(request.variant)} printed no 'sme2_runner map:' lines, so the "
                               "addresses QEMU logged cannot be placed in a library: the kernels that ran are known "
                               "only for pytest-sme2's own runner", command=cmd, stderr_tail=text[-2000:])
-        return read_executed_kernels(log, maps)
+        return replace(read_executed_kernels(log, maps), source=f"QEMU's in_asm log of one execution, {log}")
 
     def record_counts(self, request: RunRequest) -> InstructionCounts:
         return self.record_counted(request).counts
@@ -366,7 +366,8 @@ class QemuRunner(HostRunner):
         # (the C library and the loader count as outside them: what they run depends on the process's environment)
         runtime_maps = [m for m in maps if any(name in m for name in KERNEL_MAP_NAMES)]
         executed = executed_kernels_of_lines(counter.blocks, runtime_maps,
-                                             source=f"{counter.source}: blocks translated")
+                                             source=f"{counter.source}, the counting process: {request.warmup} "
+                                                    f"warm-up + {request.runs} counted execution(s)")
         return CountedRun(counts=replace(counted[0], executions=request.runs), executed=executed)
 
     def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:

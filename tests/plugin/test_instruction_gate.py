@@ -288,3 +288,14 @@ def test_a_count_baseline_re_recorded_with_more_instructions_is_a_regression_of_
     before, after = counted.sessions["recorded"].counts("sme2_on")["total"], wider.counts("sme2_on")["total"]
     assert f"{before:,} -> {after:,}" in entry.describe()
     assert "executes more instructions under emulation than the merge-base's" in entry.describe()
+
+
+def test_a_test_that_counts_takes_its_kernel_evidence_from_the_counting_process(counted: Project) -> None:
+    """One emulated process per arm gives the counts and the kernels that ran: no second process under -d in_asm."""
+    s = counted.sessions["recorded"]
+    test = s.test()
+    on, off = test["profile"]["analysis"]["executed_kernels"], test["profile_off"]["analysis"]["executed_kernels"]
+    assert "the counting process: 1 warm-up + 1 counted execution" in on["source"]
+    assert "the counting process" in off["source"]
+    assert [f for f in on["functions"] if f["sme2"]] and not [f for f in off["functions"] if f["sme2"]]
+    assert not list((counted.root / "runs").rglob("*.in_asm"))
