@@ -121,6 +121,13 @@ class BlockCounter:
     """Feed it QEMU's ``-d in_asm,exec,nochain`` log line by line (bytes); it counts block executions between markers.
 
     Holds every translated block (raw instruction lines) and, per method execution, how often each block executed.
+
+    Nearly every line is a ``Trace`` line, so those take short paths: outside a counted execution, with no translation
+    waiting for its first execution, only a line naming the begin marker is looked at; inside one, a ``Trace`` line
+    already seen in this execution (the same line is the same thread, host pointer and block) only adds one to its
+    tally. A tally is moved onto its block (:meth:`_settle`) before that host pointer could mean another block (a
+    re-bind), before a ``Stopped execution`` line takes an execution back, at the end marker and at the end of each
+    :meth:`feed`: the counts are exactly those of resolving every line when it is read.
     """
 
     def __init__(self, source: str = "<qemu log>") -> None:
@@ -132,66 +139,97 @@ class BlockCounter:
         #: a block's translation and its first execution, and translations are serialised (QEMU's mmap lock)
         self._pending: dict[bytes, list[bytes]] = {}
         self._counting: _Execution | None = None
+        #: the last counted ``Trace`` line (its host pointer is what a ``Stopped execution`` line may take back)
         self._last: bytes = b""
+        #: ``Trace`` lines of the counted execution not yet settled onto their blocks -> times executed
+        self._tally: dict[bytes, int] = {}
+        #: the host pointer of every counted ``Trace`` line seen
+        self._pointer: dict[bytes, bytes] = {}
         self.executions: list[_Execution] = []
         self.block_executions = 0
         self.lines = 0
 
     def feed(self, lines: Iterable[bytes]) -> None:
+        lines = lines if isinstance(lines, list) else list(lines)
         bound, blocks = self._bound, self.blocks
         current, pending = self._current, self._pending
-        counting = self._counting
-        n = 0
-        for line in lines:
-            n += 1
-            if line.startswith(b"Trace "):
-                parts = line.split(None, 4)
-                ptr = parts[2]
-                if pending:
-                    m = _PC.search(parts[3])
-                    translated = pending.pop(m[1].lstrip(b"0"), None) if m is not None else None
-                    if translated is not None:
-                        bound[ptr] = len(blocks)
-                        blocks.append(translated)
-                symbol = parts[4].strip() if len(parts) > 4 else b""
-                if symbol == BEGIN_MARKER:
+        counting, tally, pointer, last = self._counting, self._tally, self._pointer, self._last
+        try:
+            for line in lines:
+                if line.startswith(b"Trace "):
+                    if not pending:
+                        if counting is None:
+                            if BEGIN_MARKER not in line:
+                                continue  # start-up or between executions: nothing to bind, nothing to count
+                        else:
+                            n = tally.get(line)
+                            if n is not None:
+                                tally[line] = n + 1
+                                last = line
+                                continue
+                    parts = line.split(None, 4)
+                    ptr = parts[2]
+                    if pending:
+                        m = _PC.search(parts[3])
+                        translated = pending.pop(m[1].lstrip(b"0"), None) if m is not None else None
+                        if translated is not None:
+                            if ptr in bound and counting is not None:
+                                self._settle(counting)  # counted so far under the pointer's old block
+                            bound[ptr] = len(blocks)
+                            blocks.append(translated)
+                    symbol = parts[4].strip() if len(parts) > 4 else b""
+                    if symbol == BEGIN_MARKER:
+                        if counting is not None:
+                            raise TraceError(f"{self.source}: {BEGIN_MARKER.decode()} ran twice without "
+                                             f"{END_MARKER.decode()} between: the markers are not the runner's")
+                        counting = self._counting = _Execution()
+                        self.executions.append(counting)
+                        continue
+                    if symbol == END_MARKER:
+                        if counting is not None:
+                            self._settle(counting)
+                        counting = self._counting = None
+                        continue
                     if counting is not None:
-                        raise TraceError(f"{self.source}: {BEGIN_MARKER.decode()} ran twice without "
-                                         f"{END_MARKER.decode()} between: the markers are not the runner's")
-                    counting = _Execution()
-                    self.executions.append(counting)
-                    continue
-                if symbol == END_MARKER:
-                    counting = None
-                    continue
-                if counting is not None:
-                    if parts[1] != b"0:":
-                        raise TraceError(f"{self.source}: a second guest thread ({parts[1].decode()[:-1]}) executed "
-                                         "code inside a counted method execution; count with one thread "
-                                         "(--cpu_threads 1): other threads' blocks interleave in the log")
-                    block = bound.get(ptr)
-                    if block is None:
-                        raise TraceError(f"{self.source}: QEMU executed translated code {ptr.decode()} whose "
-                                         "translation the log does not show; was it written with -d "
-                                         f"{QEMU_LOG_ITEMS} from the start of the process?")
-                    counting.blocks[block] = counting.blocks.get(block, 0) + 1
-                    self._last = ptr
-            elif line.startswith(b"0x"):
-                current.append(line)
-            elif line.startswith(b"IN:") or line.startswith(b"---"):
-                if current:
+                        if parts[1] != b"0:":
+                            raise TraceError(f"{self.source}: a second guest thread ({parts[1].decode()[:-1]}) "
+                                             "executed code inside a counted method execution; count with one "
+                                             "thread (--cpu_threads 1): other threads' blocks interleave in the log")
+                        if ptr not in bound:
+                            raise TraceError(f"{self.source}: QEMU executed translated code {ptr.decode()} whose "
+                                             "translation the log does not show; was it written with -d "
+                                             f"{QEMU_LOG_ITEMS} from the start of the process?")
+                        pointer[line] = ptr
+                        tally[line] = tally.get(line, 0) + 1
+                        last = line
+                elif line.startswith(b"0x"):
+                    current.append(line)
+                elif line.startswith(b"IN:") or line.startswith(b"---"):
+                    if current:
+                        pending[_start_pc(current[0])] = current
+                        current = self._current = []
+                elif line.startswith(_STOPPED) and counting is not None:
+                    self._settle(counting)
+                    ptr = line[len(_STOPPED):].split(None, 1)[0]
+                    if last and ptr == pointer[last] and counting.blocks.get(bound[ptr], 0) > 0:
+                        counting.blocks[bound[ptr]] -= 1  # logged, then not executed
+                        last = b""
+                elif current and not line.strip():
                     pending[_start_pc(current[0])] = current
                     current = self._current = []
-            elif line.startswith(_STOPPED) and counting is not None:
-                ptr = line[len(_STOPPED):].split(None, 1)[0]
-                if ptr == self._last and counting.blocks.get(bound[ptr], 0) > 0:
-                    counting.blocks[bound[ptr]] -= 1  # logged, then not executed
-                    self._last = b""
-            elif current and not line.strip():
-                pending[_start_pc(current[0])] = current
-                current = self._current = []
-        self._counting = counting
-        self.lines += n
+        finally:
+            self._last = last
+        if counting is not None:
+            self._settle(counting)
+        self.lines += len(lines)
+
+    def _settle(self, execution: _Execution) -> None:
+        """Move the tally of ``Trace`` lines onto the blocks their host pointers are bound to now."""
+        counts, bound, pointer = execution.blocks, self._bound, self._pointer
+        for line, n in self._tally.items():
+            block = bound[pointer[line]]
+            counts[block] = counts.get(block, 0) + n
+        self._tally.clear()
 
     def feed_stream(self, stream: BinaryIO, *, tick: Callable[[], None] | None = None) -> None:
         """Read ``stream`` to its end (a pipe from QEMU: its log as it is written); ``tick`` is called about every
