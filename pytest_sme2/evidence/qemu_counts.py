@@ -24,9 +24,12 @@ translated blocks and one integer per executed block, and attributes addresses o
 
 from __future__ import annotations
 
+import io
 import itertools
+import os
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -59,6 +62,12 @@ TICK_S = 1.0
 _INSN = re.compile(rb"^0x([0-9a-fA-F]+):\s+([0-9a-fA-F]{8})\s*(\S*)\s*(.*?)\s*$")
 _PC = re.compile(rb"\[[0-9a-fA-F]+/([0-9a-fA-F]+)/")
 _STOPPED = b"Stopped execution of TB chain before "
+#: A line that does not start with T (a Trace line does)
+_OTHER_LINE = re.compile(rb"\n[^T]")
+#: What both markers start with.
+_MARKERS = bytes(os.path.commonprefix([BEGIN_MARKER, END_MARKER]))
+#: Bytes :meth:`BlockCounter.feed_stream` reads at a time.
+CHUNK = 1 << 20
 
 _SME_OPERAND = re.compile(r"\bza|\bzt0\b")
 _SVE_OPERAND = re.compile(r"\b(?:z|p|pn)\d")
@@ -142,7 +151,7 @@ class BlockCounter:
         #: the last counted ``Trace`` line (its host pointer is what a ``Stopped execution`` line may take back)
         self._last: bytes = b""
         #: ``Trace`` lines of the counted execution not yet settled onto their blocks -> times executed
-        self._tally: dict[bytes, int] = {}
+        self._tally: Counter[bytes] = Counter()
         #: the host pointer of every counted ``Trace`` line seen
         self._pointer: dict[bytes, bytes] = {}
         self.executions: list[_Execution] = []
@@ -150,7 +159,14 @@ class BlockCounter:
         self.lines = 0
 
     def feed(self, lines: Iterable[bytes]) -> None:
+        """Count ``lines`` (each ending with its newline, as ``readline`` gives them)."""
         lines = lines if isinstance(lines, list) else list(lines)
+        self._feed_lines(lines)
+        self._settle()
+        self.lines += len(lines)
+
+    def _feed_lines(self, lines: list[bytes]) -> None:
+        """Every line's own path; what a line already seen in this execution executed may be left in the tally."""
         bound, blocks = self._bound, self.blocks
         current, pending = self._current, self._pending
         counting, tally, pointer, last = self._counting, self._tally, self._pointer, self._last
@@ -174,7 +190,7 @@ class BlockCounter:
                         translated = pending.pop(m[1].lstrip(b"0"), None) if m is not None else None
                         if translated is not None:
                             if ptr in bound and counting is not None:
-                                self._settle(counting)  # counted so far under the pointer's old block
+                                self._settle()  # counted so far under the pointer's old block
                             bound[ptr] = len(blocks)
                             blocks.append(translated)
                     symbol = parts[4].strip() if len(parts) > 4 else b""
@@ -187,7 +203,7 @@ class BlockCounter:
                         continue
                     if symbol == END_MARKER:
                         if counting is not None:
-                            self._settle(counting)
+                            self._settle()
                         counting = self._counting = None
                         continue
                     if counting is not None:
@@ -209,7 +225,7 @@ class BlockCounter:
                         pending[_start_pc(current[0])] = current
                         current = self._current = []
                 elif line.startswith(_STOPPED) and counting is not None:
-                    self._settle(counting)
+                    self._settle()
                     ptr = line[len(_STOPPED):].split(None, 1)[0]
                     if last and ptr == pointer[last] and counting.blocks.get(bound[ptr], 0) > 0:
                         counting.blocks[bound[ptr]] -= 1  # logged, then not executed
@@ -219,13 +235,13 @@ class BlockCounter:
                     current = self._current = []
         finally:
             self._last = last
-        if counting is not None:
-            self._settle(counting)
-        self.lines += len(lines)
 
-    def _settle(self, execution: _Execution) -> None:
+    def _settle(self) -> None:
         """Move the tally of ``Trace`` lines onto the blocks their host pointers are bound to now."""
-        counts, bound, pointer = execution.blocks, self._bound, self._pointer
+        if not self._tally:
+            return
+        assert self._counting is not None  # a tally is only kept inside a counted execution
+        counts, bound, pointer = self._counting.blocks, self._bound, self._pointer
         for line, n in self._tally.items():
             block = bound[pointer[line]]
             counts[block] = counts.get(block, 0) + n
@@ -233,17 +249,117 @@ class BlockCounter:
 
     def feed_stream(self, stream: BinaryIO, *, tick: Callable[[], None] | None = None) -> None:
         """Read ``stream`` to its end (a pipe from QEMU: its log as it is written); ``tick`` is called about every
-        :data:`TICK_S` seconds meanwhile, so a front end can show the elapsed time."""
-        lines = iter(stream.readline, b"")
+        :data:`TICK_S` seconds meanwhile, so a front end can show the elapsed time.
+
+        Reads up to :data:`CHUNK` bytes at a time and counts their whole lines (:meth:`_feed_data`); a line cut at a
+        chunk's end is completed by the next.
+        """
+        read = getattr(stream, "read1", stream.read)
         next_tick = time.monotonic() + TICK_S
+        carry = b""
         while True:
-            chunk = list(itertools.islice(lines, 1 << 16))
+            chunk = read(CHUNK)
             if not chunk:
-                return
-            self.feed(chunk)
+                break
+            first = chunk.find(b"\n") + 1
+            if first == 0:
+                carry += chunk
+                continue
+            if carry:
+                self._feed_data(carry + chunk[:first], 0, len(carry) + first)
+            else:
+                first = 0
+            last = chunk.rfind(b"\n") + 1
+            self._feed_data(chunk, first, last)
+            carry = chunk[last:]
             if tick is not None and time.monotonic() >= next_tick:
                 tick()
                 next_tick = time.monotonic() + TICK_S
+        if carry:  # a last line without its newline
+            self._feed_lines([carry])
+            self.lines += 1
+        self._settle()
+
+    def _feed_data(self, data: bytes, pos: int, size: int) -> None:
+        """Count the whole lines ``data[pos:size]``: runs of ``Trace`` lines in bulk, every other line (and a marker's)
+        on its own path (:meth:`_feed_lines`), with the lines up to and with the next ``Trace`` line (that line binds a
+        translation, mostly). Between executions, with nothing pending, a run is skipped (its lines change nothing);
+        inside one it is tallied whole (:meth:`_tally_lines`)."""
+        while pos < size:
+            if not self._pending and not self._current:
+                other = _next_other(data, pos, size)
+                end = size if other < 0 else other
+                marker = data.find(BEGIN_MARKER if self._counting is None else _MARKERS, pos, end)
+                if marker >= 0:
+                    end = data.rfind(b"\n", pos, marker) + 1
+                if self._counting is not None:
+                    self._tally_lines(data[pos:end])
+                else:
+                    self.lines += data.count(b"\n", pos, end)
+                pos = end
+                if pos == size:
+                    return
+            trace = _next_trace(data, pos, size)
+            end = size if trace < 0 else data.index(b"\n", trace) + 1
+            lines = _split_lines(data[pos:end])
+            self._feed_lines(lines)
+            self.lines += len(lines)
+            pos = end
+
+    def _tally_lines(self, data: bytes) -> None:
+        """Tally the whole lines ``data`` inside a counted execution, where none translates code, names a marker or is
+        a ``Stopped`` line (so only ``Trace`` lines count and nothing else changes); a line first seen is checked as
+        :meth:`_feed_lines` checks it, in the order of the log."""
+        if not data:
+            return
+        lines = _split_lines(data)
+        self.lines += len(lines)
+        tally, pointer, bound = self._tally, self._pointer, self._bound
+        before = len(tally)
+        tally.update(lines)
+        for line in list(itertools.islice(reversed(tally), len(tally) - before))[::-1]:
+            if line in pointer:
+                continue
+            if not line.startswith(b"Trace "):
+                del tally[line]  # a line outside a translation that is no Trace: nothing to count
+                continue
+            parts = line.split(None, 4)
+            ptr = parts[2]
+            if parts[1] != b"0:":
+                raise TraceError(f"{self.source}: a second guest thread ({parts[1].decode()[:-1]}) "
+                                 "executed code inside a counted method execution; count with one "
+                                 "thread (--cpu_threads 1): other threads' blocks interleave in the log")
+            if ptr not in bound:
+                raise TraceError(f"{self.source}: QEMU executed translated code {ptr.decode()} whose "
+                                 "translation the log does not show; was it written with -d "
+                                 f"{QEMU_LOG_ITEMS} from the start of the process?")
+            pointer[line] = ptr
+        for line in reversed(lines):
+            if line.startswith(b"Trace "):
+                self._last = line
+                break
+
+
+def _split_lines(data: bytes) -> list[bytes]:
+    """``data``'s lines with their ends, split at ``\\n`` only (as ``readline``)."""
+    return data.splitlines(keepends=True) if b"\r" not in data else io.BytesIO(data).readlines()
+
+
+def _next_other(data: bytes, pos: int, size: int) -> int:
+    """Where the first line in ``data[pos:size]`` (``pos``: a line's start) that does not start with ``T`` starts;
+    -1: none."""
+    if data[pos] != 0x54:
+        return pos
+    m = _OTHER_LINE.search(data, pos, size)
+    return -1 if m is None else m.start() + 1
+
+
+def _next_trace(data: bytes, pos: int, size: int) -> int:
+    """Where the first ``Trace`` line in ``data[pos:size]`` (``pos``: a line's start) starts; -1: none."""
+    if data.startswith(b"Trace ", pos, size):
+        return pos
+    at = data.find(b"\nTrace ", pos, size)
+    return -1 if at < 0 else at + 1
 
 
 def _start_pc(line: bytes) -> bytes:
