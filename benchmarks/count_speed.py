@@ -40,7 +40,6 @@ COUNTER_PATH = "pytest_sme2/evidence/qemu_counts.py"
 def record(model: str, logs: Path, cache_dir: Path) -> None:
     """Record QEMU's log of each arm of ``model`` (fp32/XNNPACK, 1 warm-up + 1 counted execution) into ``logs``."""
     import example_models.models  # noqa: F401 - registers the example models
-    from pytest_sme2.evidence import qemu_counts
     from pytest_sme2.program.export import export_model
     from pytest_sme2.runners import qemu
     from pytest_sme2.runners.base import SME2_OFF, SME2_ON, RunRequest
@@ -51,29 +50,36 @@ def record(model: str, logs: Path, cache_dir: Path) -> None:
     exported = export_model(model, dtype="fp32", backend="xnnpack", cache_dir=cache_dir, progress=None)
     logs.mkdir(parents=True, exist_ok=True)
     for arm in (SME2_ON, SME2_OFF):
+        request = RunRequest(pte=exported.pte_path, runs=1, warmup=1, out_dir=Path(tempfile.mkdtemp()),
+                             inputs=tuple(exported.input_files), variant=arm, label=model, timeout_s=1800)
         log_path = logs / f"{model}.{arm}.log"
+        total = record_arm(runner, request, log_path, log_path.with_suffix(".maps"))
+        print(f"recorded {log_path} ({log_path.stat().st_size / 1e6:,.0f} MB): {total:,} instructions")
 
-        class Recording(qemu_counts.BlockCounter):
-            def feed_stream(self, stream: BinaryIO, **_: Any) -> None:
-                with log_path.open("wb") as out:
-                    shutil.copyfileobj(stream, out, 1 << 20)
-                with log_path.open("rb") as again:
-                    super().feed_stream(again)
 
-        def keep_maps(counter: Any, maps_lines: Any, *args: Any, **kwargs: Any) -> Any:
-            maps = list(maps_lines)
-            (logs / f"{model}.{arm}.maps").write_text("".join(m + "\n" for m in maps))
-            return original_counts_of(counter, maps, *args, **kwargs)
+def record_arm(runner: Any, request: Any, log_path: Path, maps_path: Path) -> int:
+    """``runner.record_counts(request)``, copying the log QEMU streams to ``log_path`` (then counting it from there)
+    and the runner's code-map lines to ``maps_path``; the total counted."""
+    from pytest_sme2.evidence import qemu_counts
+    from pytest_sme2.runners import qemu
 
-        original_counts_of = qemu.counts_of
-        qemu.BlockCounter, qemu.counts_of = Recording, keep_maps  # type: ignore[misc, assignment]
-        try:
-            request = RunRequest(pte=exported.pte_path, runs=1, warmup=1, out_dir=Path(tempfile.mkdtemp()),
-                                 inputs=tuple(exported.input_files), variant=arm, label=model, timeout_s=1800)
-            counts = runner.record_counts(request)
-        finally:
-            qemu.BlockCounter, qemu.counts_of = qemu_counts.BlockCounter, original_counts_of  # type: ignore[misc]
-        print(f"recorded {log_path} ({log_path.stat().st_size / 1e6:,.0f} MB): {counts.total:,} instructions")
+    class Recording(qemu_counts.BlockCounter):
+        def feed_stream(self, stream: BinaryIO, **_: Any) -> None:
+            with log_path.open("wb") as out:
+                shutil.copyfileobj(stream, out, 1 << 20)
+            with log_path.open("rb") as again:
+                super().feed_stream(again)
+
+    def keep_maps(counter: Any, maps_lines: Any, *args: Any, **kwargs: Any) -> Any:
+        maps = list(maps_lines)
+        maps_path.write_text("".join(m + "\n" for m in maps))
+        return qemu_counts.counts_of(counter, maps, *args, **kwargs)
+
+    qemu.BlockCounter, qemu.counts_of = Recording, keep_maps  # type: ignore[misc, attr-defined]
+    try:
+        return int(runner.record_counts(request).total)
+    finally:
+        qemu.BlockCounter, qemu.counts_of = qemu_counts.BlockCounter, qemu_counts.counts_of  # type: ignore[misc, attr-defined]
 
 
 def reference_module(rev: str) -> ModuleType:
