@@ -303,7 +303,7 @@ class BlockCounter:
                 end = size if other < 0 else other
                 marker = data.find(BEGIN_MARKER if self._counting is None else _MARKERS, pos, end)
                 if marker >= 0:
-                    end = data.rfind(b"\n", pos, marker) + 1
+                    end = max(data.rfind(b"\n", pos, marker) + 1, pos)  # the line it is on
                 if self._counting is not None:
                     self._tally_lines(data[pos:end])
                 else:
