@@ -4,6 +4,7 @@ alternately, in one process (issue 30 item 2).
     python benchmarks/count_speed.py --record                 # record the logs once (tiny_transformer, both arms)
     python benchmarks/count_speed.py                          # feed them: 5 rounds, medians and the ratio
     python benchmarks/count_speed.py --reference 9069dd2 --rounds 3
+    python benchmarks/count_speed.py --live 2                 # real QEMU runs through the pipe, both counters
 
 ``--record`` runs :meth:`QemuRunner.record_counts` as the ``count`` command does and copies the log QEMU streams
 into the counter (``-d in_asm,exec,nochain``) to ``--logs`` (a few hundred MB to GB per arm), with the runner's
@@ -12,6 +13,11 @@ without QEMU) with the reference counter (``pytest_sme2/evidence/qemu_counts.py`
 loaded from git into a module of its own) and with this checkout's, alternating, ``--rounds`` times; it reports the
 median CPU seconds of each (process time: the machine is shared) and their ratio, and checks that both counters hold
 the same block executions per counted execution and give the same :class:`InstructionCounts` for every execution.
+
+``--live N`` measures what a user waits for: :meth:`QemuRunner.record_counts` of each arm, QEMU writing its log into
+the pipe the counter reads, with the reference counter and with this checkout's, alternating, ``N`` rounds; per arm
+the median wall seconds, the CPU seconds of this process (the counter, reading the pipe included, and the attribution
+at the end) and of QEMU, and whether both gave the same counts.
 """
 
 from __future__ import annotations
@@ -75,11 +81,54 @@ def record_arm(runner: Any, request: Any, log_path: Path, maps_path: Path) -> in
         maps_path.write_text("".join(m + "\n" for m in maps))
         return qemu_counts.counts_of(counter, maps, *args, **kwargs)
 
-    qemu.BlockCounter, qemu.counts_of = Recording, keep_maps  # type: ignore[misc, attr-defined]
+    vars(qemu).update(BlockCounter=Recording, counts_of=keep_maps)
     try:
         return int(runner.record_counts(request).total)
     finally:
-        qemu.BlockCounter, qemu.counts_of = qemu_counts.BlockCounter, qemu_counts.counts_of  # type: ignore[misc, attr-defined]
+        vars(qemu).update(BlockCounter=qemu_counts.BlockCounter, counts_of=qemu_counts.counts_of)
+
+
+def live(model: str, cache_dir: Path, rounds: int, old: ModuleType, new: ModuleType) -> bool:
+    """``--live``: real counted runs of each arm with either counter; True when they counted the same."""
+    import resource
+
+    import example_models.models  # noqa: F401 - registers the example models
+    from pytest_sme2.program.export import export_model
+    from pytest_sme2.runners import qemu
+    from pytest_sme2.runners.base import SME2_OFF, SME2_ON, RunRequest
+    from pytest_sme2.runners.build import TARGET_LINUX_AARCH64, build_runner
+
+    def cpu(who: int) -> float:
+        usage = resource.getrusage(who)
+        return usage.ru_utime + usage.ru_stime
+
+    build = build_runner(TARGET_LINUX_AARCH64, cache_dir=cache_dir / "runners")
+    runner = qemu.QemuRunner(build.path, qemu=qemu.find_qemu(), sysroot=build.sysroot, timeout_s=1800)
+    exported = export_model(model, dtype="fp32", backend="xnnpack", cache_dir=cache_dir, progress=None)
+    times: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    counts: dict[str, list[Any]] = {}
+    for _ in range(rounds):
+        for name, module in (("reference", old), ("new", new)):
+            for arm in (SME2_ON, SME2_OFF):
+                request = RunRequest(pte=exported.pte_path, runs=1, warmup=1, out_dir=Path(tempfile.mkdtemp()),
+                                     inputs=tuple(exported.input_files), variant=arm, label=model, timeout_s=1800)
+                vars(qemu).update(BlockCounter=module.BlockCounter)
+                try:
+                    mine, theirs, wall = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
+                    counts.setdefault(arm, []).append(runner.record_counts(request))
+                    times.setdefault((name, arm), []).append((time.perf_counter() - wall,
+                                                              cpu(resource.RUSAGE_SELF) - mine,
+                                                              cpu(resource.RUSAGE_CHILDREN) - theirs))
+                finally:
+                    vars(qemu).update(BlockCounter=new.BlockCounter)
+    print(f"{model}, QEMU's log through the pipe: medians of {rounds} rounds (emulated; seconds)")
+    print(f"{'counter':<10} {'arm':<9} {'wall':>6} {'python cpu':>11} {'qemu cpu':>9}")
+    for (name, arm), rows in times.items():
+        wall_s, python_s, qemu_s = (statistics.median(row[i] for row in rows) for i in range(3))
+        print(f"{name:<10} {arm:<9} {wall_s:>6.1f} {python_s:>11.1f} {qemu_s:>9.1f}")
+    same = all(c == arm_counts[0] for arm_counts in counts.values() for c in arm_counts)
+    print(f"the same counts from both counters in every round: {'yes' if same else 'NO'}")
+    return same
 
 
 def reference_module(rev: str) -> ModuleType:
@@ -129,12 +178,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", default=REFERENCE, help=f"git revision of the reference counter "
                         f"(default {REFERENCE[:9]}: before issue 30 item 2)")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per log (default 5)")
+    parser.add_argument("--live", type=int, metavar="N", help="instead: N rounds of real counted runs of --model")
     args = parser.parse_args(argv)
-    if args.record:
-        record(args.model, args.logs, args.cache_dir)
     from pytest_sme2.evidence import qemu_counts
 
     old, new = reference_module(args.reference), qemu_counts
+    if args.live:
+        return 0 if live(args.model, args.cache_dir, args.live, old, new) else 1
+    if args.record:
+        record(args.model, args.logs, args.cache_dir)
     logs = sorted(args.logs.glob("*.log"))
     if not logs:
         print(f"no logs in {args.logs}: record them with --record", file=sys.stderr)
@@ -149,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             for name, module in (("old", old), ("new", new)):
                 cpu, _wall, counters[name] = feed(module, log)
                 times[name].append(cpu)
-        same = executed(counters["old"]) == executed(counters["new"])
+        same = (executed(counters["old"]) == executed(counters["new"])
+                and counters["old"].lines == counters["new"].lines)
         maps_file = log.with_suffix(".maps")
         if same and maps_file.exists():
             maps = maps_file.read_text().splitlines()
