@@ -213,15 +213,7 @@ class BlockCounter:
                         counting = self._counting = None
                         continue
                     if counting is not None:
-                        if parts[1] != b"0:":
-                            raise TraceError(f"{self.source}: a second guest thread ({parts[1].decode()[:-1]}) "
-                                             "executed code inside a counted method execution; count with one "
-                                             "thread (--cpu_threads 1): other threads' blocks interleave in the log")
-                        if ptr not in bound:
-                            raise TraceError(f"{self.source}: QEMU executed translated code {ptr.decode()} whose "
-                                             "translation the log does not show; was it written with -d "
-                                             f"{QEMU_LOG_ITEMS} from the start of the process?")
-                        pointer[line] = ptr
+                        pointer[line] = self._counted_pointer(parts)
                         tally[line] = tally.get(line, 0) + 1
                         last = line
                 elif line.startswith(b"0x"):
@@ -241,6 +233,19 @@ class BlockCounter:
                     current = self._current = []
         finally:
             self._last = last
+
+    def _counted_pointer(self, parts: list[bytes]) -> bytes:
+        """The host pointer of a ``Trace`` line (split in 5) counted in an execution; refused when another thread
+        executed it or its translation is not in the log."""
+        if parts[1] != b"0:":
+            raise TraceError(f"{self.source}: a second guest thread ({parts[1].decode()[:-1]}) executed code inside "
+                             "a counted method execution; count with one thread (--cpu_threads 1): other threads' "
+                             "blocks interleave in the log")
+        if parts[2] not in self._bound:
+            raise TraceError(f"{self.source}: QEMU executed translated code {parts[2].decode()} whose translation the "
+                             f"log does not show; was it written with -d {QEMU_LOG_ITEMS} from the start of the "
+                             "process?")
+        return parts[2]
 
     def _settle(self) -> None:
         """Move the tally of ``Trace`` lines onto the blocks their host pointers are bound to now."""
@@ -326,7 +331,7 @@ class BlockCounter:
             return
         lines = _split_lines(data)
         self.lines += len(lines)
-        tally, pointer, bound = self._tally, self._pointer, self._bound
+        tally, pointer = self._tally, self._pointer
         before = len(tally)
         tally.update(lines)
         for line in list(itertools.islice(reversed(tally), len(tally) - before))[::-1]:
@@ -335,17 +340,7 @@ class BlockCounter:
             if not line.startswith(b"Trace "):
                 del tally[line]  # a line outside a translation that is no Trace: nothing to count
                 continue
-            parts = line.split(None, 4)
-            ptr = parts[2]
-            if parts[1] != b"0:":
-                raise TraceError(f"{self.source}: a second guest thread ({parts[1].decode()[:-1]}) "
-                                 "executed code inside a counted method execution; count with one "
-                                 "thread (--cpu_threads 1): other threads' blocks interleave in the log")
-            if ptr not in bound:
-                raise TraceError(f"{self.source}: QEMU executed translated code {ptr.decode()} whose "
-                                 "translation the log does not show; was it written with -d "
-                                 f"{QEMU_LOG_ITEMS} from the start of the process?")
-            pointer[line] = ptr
+            pointer[line] = self._counted_pointer(line.split(None, 4))
         for line in reversed(lines):
             if line.startswith(b"Trace "):
                 self._last = line
