@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,12 +47,32 @@ def _bench(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]
                           check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-@pytest.mark.slow
-def test_quick_benchmark_run_exits_0_and_prints_every_section() -> None:
-    """``python benchmarks/run.py --quick`` as the README gives it (~70 s here) runs every section to the end."""
+def _section(stdout: str, name: str) -> str:
+    """What ``run.py`` printed under ``[name]``: up to the next section, or to its summary table."""
+    text = stdout.split(f"\n[{name}]\n", 1)[1]
+    return min(text.split("\n[", 1)[0], text.split("\nsummary\n", 1)[0], key=len)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory,
+              sme2_shared_cache: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``python benchmarks/run.py --quick`` as the README gives it (~70 s here), run once, every detail saved
+    (``--save``): the tests of its every section, of its memory section and of ``runner_speed.py --quick`` (which is
+    run.py's runner section, run alone) read this one run. The gate section's models go to the tests' shared export
+    cache, as ``gate_power.py --quick``'s do below: whichever runs first exports them."""
+    saved = tmp_path_factory.mktemp("bench_quick") / "details.json"
     # The busy check is off for the plugin section (as for gate_sessions below): beside other tests on two cores the
     # default finds every block disturbed and writes no baseline, which is the gate's rule, not a broken benchmark.
-    proc = _bench(str(ROOT / "benchmarks" / "run.py"), "--quick", "--busy-limit", "100")
+    proc = _bench(str(ROOT / "benchmarks" / "run.py"), "--quick", "--busy-limit", "100",
+                  "--cache-dir", str(sme2_shared_cache), "--save", str(saved))
+    return proc, saved
+
+
+@pytest.mark.slow
+def test_quick_benchmark_run_exits_0_and_prints_every_section(
+        quick_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """``python benchmarks/run.py --quick`` as the README gives it runs every section to the end."""
+    proc, _ = quick_run
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     for section in ("analysis", "export", "timer", "plugin", "gate"):
         assert f"\n[{section}]\n" in proc.stdout, section
@@ -63,19 +84,21 @@ def test_quick_benchmark_run_exits_0_and_prints_every_section() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["gate_power.py", "tracing_overhead.py"])
-def test_quick_runs_of_the_gate_and_tracing_benchmarks_exit_0(script: str, tmp_path: Path) -> None:
+def test_quick_runs_of_the_gate_and_tracing_benchmarks_exit_0(script: str, tmp_path: Path,
+                                                            sme2_shared_cache: Path) -> None:
     """The benchmarks with a quick mode of their own run it to the end.
 
     ~20 s each here (gate_sessions.py --quick has its own test below). Their results go to a temp dir, never over
-    the committed ``benchmarks/results``.
+    the committed ``benchmarks/results``; their models come from the tests' shared export cache (exported there once:
+    run.py's gate section exports gate_power's too, and ``example_export`` toy_cnn fp32/xnnpack).
     """
     stem = script.removesuffix(".py")
-    extra = {"gate_power.py": ["--out", str(tmp_path / stem)],
+    extra = {"gate_power.py": ["--out", str(tmp_path / stem), "--cache-dir", str(sme2_shared_cache)],
              "tracing_overhead.py": ["--models", "toy_cnn", "--dtypes", "fp32", "--out", str(tmp_path),
-                                     "--cache-dir", str(tmp_path / "cache")]}[script]
+                                     "--cache-dir", str(sme2_shared_cache)]}[script]
     proc = _bench(str(ROOT / "benchmarks" / script), "--quick", *extra, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    written = sorted(p.name for p in tmp_path.iterdir() if p.name != "cache")
+    written = sorted(p.name for p in tmp_path.iterdir())
     assert written == [f"{stem}.json", f"{stem}.txt"]
     text = (tmp_path / written[1]).read_text()
     assert text.strip() and text.splitlines()[0] in proc.stdout  # the results file is what it printed
@@ -91,19 +114,19 @@ def test_unknown_section_is_a_usage_error() -> None:
 
 
 @pytest.mark.slow
-def test_our_decoding_equals_the_inspectors_on_a_recorded_trace(data_dir: Path) -> None:
-    """The identity check the benchmark prints, on a 30-run trace: every duration of every run agrees."""
-    sys.path.insert(0, str(ROOT))
-    try:
-        from benchmarks.analysis_speed import measure
-    finally:
-        sys.path.remove(str(ROOT))
-    result = measure(data_dir / "mobilenet_v3_small_like_fp32_xnnpack_simd-on_t1.etdump", repeats=1)
+def test_our_decoding_equals_the_inspectors_on_a_recorded_trace(
+        quick_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """The identity check the benchmark prints, as the quick run above made it on the recorded 1000-run MobileNetV3
+    trace (``benchmarks/analysis_speed.py``): every duration of every run agrees."""
+    proc, saved = quick_run
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    result = json.loads(saved.read_text())["sections"]["analysis"]
     check = result["identical"]
     assert check["identical"], check
-    assert check["runs"] == 30 and check["events"] > 100
-    assert check["values_compared"] == check["events"] * 30
+    assert check["runs"] == 1000 and check["events"] > 100
+    assert check["values_compared"] == check["events"] * 1000
     assert result["analysis_s"] > 0 and result["inspector_s"] > 0
+    assert "identical results: YES" in _section(proc.stdout, "analysis")
 
 
 def test_clopper_pearson_upper_bound() -> None:
@@ -150,6 +173,15 @@ def test_gate_variants_rejects_bad_repetition_counts() -> None:
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2
     assert "--reps takes three positive counts" in proc.stderr
+
+
+def _runner_speed() -> Any:
+    sys.path.insert(0, str(ROOT))
+    try:
+        import benchmarks.runner_speed as module
+    finally:
+        sys.path.remove(str(ROOT))
+    return module
 
 
 def _gate_sessions() -> Any:
@@ -254,16 +286,31 @@ def test_gate_sessions_quick_run_judges_each_mode_in_a_later_process(tmp_path: P
 
 
 @pytest.mark.slow
-def test_runner_speed_quick_measures_every_arm_side_by_side(tmp_path: Path) -> None:
+def test_runner_speed_quick_measures_every_arm_side_by_side(quick_run: tuple[subprocess.CompletedProcess[str], Path],
+                                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``runner_speed.py --quick`` end to end (20-60 s): our runner and the Python runtime in ABBA rounds, start-up,
-    and the emulated on/off command at the emulated device's defaults. Structure only: timings live in benchmarks/."""
-    import shutil
+    and the emulated on/off command at the emulated device's defaults. Structure only: timings live in benchmarks/.
 
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "runner_speed.py"), "--quick", "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    The measurement is run.py --quick's runner section (``runner_speed.measure_all(quick=True)``, what the script
+    runs), measured once above; the script's own ``main`` then writes its files in this process from that real
+    measurement (``measure_all`` replays it and what it printed), and the script starts as a script."""
+    proc, saved = quick_run
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    measured: dict[str, Any] = json.loads(saved.read_text())["sections"]["runner"]
+    printed = [line.removeprefix("  ") for line in _section(proc.stdout, "runner").splitlines()]
+    runner_speed = _runner_speed()
+
+    def replay(quick: bool, say: Any, **kwargs: Any) -> dict[str, Any]:
+        assert quick and not kwargs.get("emulated_models") and not kwargs.get("rounds")
+        for line in printed:
+            say(line)
+        return measured
+
+    monkeypatch.setattr(runner_speed, "measure_all", replay)
+    assert runner_speed.main(["--quick", "--out", str(tmp_path)]) == 0
+    script = _bench(str(ROOT / "benchmarks" / "runner_speed.py"), "--help", timeout=120)
+    assert script.returncode == 0 and "--quick" in script.stdout, script.stderr[-2000:]
+
     data = json.loads((tmp_path / "runner_speed.json").read_text())
     text = (tmp_path / "runner_speed.txt").read_text()
     [row] = data["runtimes"]
@@ -290,14 +337,17 @@ def test_runner_speed_quick_measures_every_arm_side_by_side(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_quick_memory_section_measures_peak_noise_and_its_cost() -> None:
-    """run.py's memory section (memory_noise.py --quick: toy_cnn, 2 sessions x 3 blocks) ends with its keys;
-    the runner-process noise is a fraction, the local runtime's VmHWM reset and reads a fraction of a millisecond."""
-    proc = _bench(str(ROOT / "benchmarks" / "run.py"), "--quick", "--only", "memory", timeout=900)
+def test_quick_memory_section_measures_peak_noise_and_its_cost(
+        quick_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """run.py's memory section (memory_noise.py --quick: toy_cnn, 2 sessions x 3 blocks), in the quick run above, ends
+    with its keys; the runner-process noise is a fraction, the local runtime's VmHWM reset and reads a fraction of a
+    millisecond."""
+    proc, _ = quick_run
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert 0 < summary["peak_delta_us"] < 50_000 and 0 < summary["memory_read_ms"] < 1_000
-    assert "host toy_cnn" in proc.stdout and "local toy_cnn" in proc.stdout  # the runner builds here (SDK installed)
+    memory = _section(proc.stdout, "memory")
+    assert "host toy_cnn" in memory and "local toy_cnn" in memory  # the runner builds here (SDK installed)
     assert 0 <= summary["peak_between_session_dev"] < 1 and 0 <= summary["peak_within_session_spread"] < 1
 
 
