@@ -6,6 +6,7 @@ analysis-vs-Inspector agreement check on a small recorded trace, in well under a
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -175,27 +176,18 @@ def test_gate_variants_rejects_bad_repetition_counts() -> None:
     assert "--reps takes three positive counts" in proc.stderr
 
 
-def _runner_speed() -> Any:
+def _benchmark(name: str) -> Any:
+    """The module ``benchmarks/<name>.py``, imported from the repository."""
     sys.path.insert(0, str(ROOT))
     try:
-        import benchmarks.runner_speed as module
+        return importlib.import_module(f"benchmarks.{name}")
     finally:
         sys.path.remove(str(ROOT))
-    return module
-
-
-def _gate_sessions() -> Any:
-    sys.path.insert(0, str(ROOT))
-    try:
-        import benchmarks.gate_sessions as module
-    finally:
-        sys.path.remove(str(ROOT))
-    return module
 
 
 def test_replay_runner_gives_back_a_judgements_runs_in_order_and_measures_what_it_lacks() -> None:
     """Judging one measurement at a second margin replays its runs; a run it never made is measured for real."""
-    gate_sessions = _gate_sessions()
+    gate_sessions = _benchmark("gate_sessions")
 
     class Counting:
         name = "counting"
@@ -242,7 +234,7 @@ def test_gate_sessions_quick_run_judges_each_mode_in_a_later_process(tmp_path: P
     The busy check is off (``--busy-limit 100``): beside other tests on two cores every measurement would be
     disturbed, nothing recorded and nothing judged — the gate's rule, which the benchmark's full run reports.
     """
-    gate_sessions = _gate_sessions()
+    gate_sessions = _benchmark("gate_sessions")
     stem = tmp_path / "gate_sessions"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "gate_sessions.py"), "--quick", "--busy-limit", "100",
@@ -298,7 +290,7 @@ def test_runner_speed_quick_measures_every_arm_side_by_side(quick_run: tuple[sub
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     measured: dict[str, Any] = json.loads(saved.read_text())["sections"]["runner"]
     printed = [line.removeprefix("  ") for line in _section(proc.stdout, "runner").splitlines()]
-    runner_speed = _runner_speed()
+    runner_speed = _benchmark("runner_speed")
 
     def replay(quick: bool, say: Any, **kwargs: Any) -> dict[str, Any]:
         assert quick and not kwargs.get("emulated_models") and not kwargs.get("rounds")
