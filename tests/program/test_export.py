@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -70,13 +71,31 @@ def export_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("sme2_export_cache")
 
 
+Built = Callable[[str], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]
+
+
+@pytest.fixture(scope="module")
+def built() -> Built:
+    """``built(name)`` -> the example model and its example inputs, built once in this module: the shapes and the eager
+    reference of each recipe's case (MobileNetV3's build calibrates its BatchNorm statistics: seconds each time).
+    export_model builds its own, as it must: the cold export and the cache hit are checked as they run."""
+    done: dict[str, tuple[torch.nn.Module, tuple[torch.Tensor, ...]]] = {}
+
+    def build(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+        if name not in done:
+            done[name] = get_model(name).build()
+        return done[name]
+
+    return build
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.mark.parametrize(("name", "dtype", "backend"), _cases())
 def test_recipe_exports_caches_and_computes_the_model(name: str, dtype: str, backend: str, export_cache: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                                     built: Built) -> None:
     lines: list[str] = []
     started = time.perf_counter()
     first = export_model(name, dtype=dtype, backend=backend, cache_dir=export_cache, progress=lines.append)
@@ -95,7 +114,7 @@ def test_recipe_exports_caches_and_computes_the_model(name: str, dtype: str, bac
     assert first.etrecord_path is not None and first.etrecord_path.stat().st_size > 0
     meta = json.loads((first.entry_dir / META_FILE).read_text())
     assert meta["cache_key"] == first.cache_key and meta["dtype"] == dtype and meta["backend"] == backend
-    _, example = get_model(name).build()
+    model, example = built(name)
     assert first.input_shapes == tuple(tuple(t.shape) for t in example)
     expected_dtype = "float16" if dtype == "fp16" else "float32"
     assert first.input_dtypes == (expected_dtype,) * len(example)
@@ -108,19 +127,19 @@ def test_recipe_exports_caches_and_computes_the_model(name: str, dtype: str, bac
     def no_export(*args: object, **kwargs: object) -> None:
         raise AssertionError("a cache hit only builds the model and hashes it; it must not export again")
 
-    monkeypatch.setattr("pytest_sme2.program.export._lower_and_save", no_export)
-    started = time.perf_counter()
-    again = export_model(name, dtype=dtype, backend=backend, cache_dir=export_cache, progress=lines.append)
-    cached_s = time.perf_counter() - started  # printed, not asserted: timings live in benchmarks/
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("pytest_sme2.program.export._lower_and_save", no_export)
+        started = time.perf_counter()
+        again = export_model(name, dtype=dtype, backend=backend, cache_dir=export_cache, progress=lines.append)
+        cached_s = time.perf_counter() - started  # printed, not asserted: timings live in benchmarks/
     print(f"\n{name} {dtype}/{backend}: cold export {cold_s:.2f} s, cached {cached_s:.3f} s")
     assert again.cached and len(lines) == progress_lines, "a cache hit must neither export nor report progress"
     assert again.pte_path == first.pte_path and again.cache_key == first.cache_key
     assert _sha256(again.pte_path) == pte_sha and again.pte_path.stat().st_mtime_ns == pte_mtime
 
     # The program computes the model: run it on the stored inputs and compare with eager fp32.
-    model, inputs = get_model(name).build()
     with torch.no_grad():
-        reference = model(*inputs)
+        reference = model(*example)
     output = LocalRunner().outputs(first.pte_path, first.load_inputs())[0].float()
     error = float((output - reference).abs().max()) / float(reference.abs().max())
     print(f"{name} {dtype}/{backend}: max relative error vs eager fp32 {error:.2e}")
