@@ -351,20 +351,21 @@ class BlockCounter:
 
 
 def _pipe_capacity(stream: BinaryIO) -> int:
-    """The capacity of the pipe ``stream`` reads, raised to :data:`PIPE_SIZE` where the system lets it; 0: no pipe."""
+    """The capacity of the pipe ``stream`` reads, raised to :data:`PIPE_SIZE`; 0: no pipe, or one the system would not
+    raise (a 64 KB pipe would fill while the reader waits: it reads as the log comes)."""
     try:
         fd = stream.fileno()
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):
             return 0
     except (OSError, ValueError, io.UnsupportedOperation):
         return 0
-    set_size, get_size = getattr(fcntl, "F_SETPIPE_SZ", None), getattr(fcntl, "F_GETPIPE_SZ", None)
-    if set_size is None or get_size is None:
-        return 0  # not Linux (nor QEMU's user mode): read as it comes
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is None:
+        return 0  # not Linux (nor QEMU's user mode)
     try:
         return fcntl.fcntl(fd, set_size, PIPE_SIZE)
-    except OSError:  # over the user's allowance of pipe memory: the size it has
-        return fcntl.fcntl(fd, get_size)
+    except OSError:  # over the user's allowance of pipe memory
+        return 0
 
 
 def _split_lines(data: bytes) -> list[bytes]:

@@ -262,6 +262,23 @@ def test_reading_a_pipe_raises_its_size_and_lets_it_fill_after_a_short_read(monk
     assert executed(counter, 0) == [(2, 1), (4, 3)] and executed(counter, 1) == [(4, 1)]
 
 
+def test_a_pipe_the_system_will_not_raise_is_read_as_the_log_comes(monkeypatch: pytest.MonkeyPatch) -> None:
+    waits: list[float] = []
+    monkeypatch.setattr(qemu_counts.time, "sleep", waits.append)
+    if hasattr(qemu_counts.fcntl, "F_SETPIPE_SZ"):
+        def refuse(fd: int, cmd: int, arg: int = 0) -> int:
+            raise PermissionError(1, "Operation not permitted")  # over /proc/sys/fs/pipe-user-pages-soft
+
+        monkeypatch.setattr(qemu_counts.fcntl, "fcntl", refuse)
+    read_end, write_end = os.pipe()
+    os.write(write_end, ONE.encode())
+    os.close(write_end)
+    counter = BlockCounter("test log")
+    with os.fdopen(read_end, "rb") as log:
+        counter.feed_stream(log)
+    assert waits == [] and executed(counter) == [(2, 1), (4, 3)]
+
+
 def test_reading_a_file_never_waits(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     waits: list[float] = []
     monkeypatch.setattr(qemu_counts.time, "sleep", waits.append)
