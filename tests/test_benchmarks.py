@@ -225,7 +225,7 @@ def test_replay_runner_gives_back_a_judgements_runs_in_order_and_measures_what_i
 
 
 @pytest.mark.slow
-def test_gate_sessions_quick_run_judges_each_mode_in_a_later_process(tmp_path: Path) -> None:
+def test_gate_sessions_quick_run_judges_each_mode_in_a_later_process(tmp_path: Path, sme2_shared_cache: Path) -> None:
     """``gate_sessions.py --quick`` end to end (3-5 min): real exports, sessions in fresh processes, burners.
 
     Rates of a smoke run mean nothing; what is checked is that each experiment measured what it says: the A/A
@@ -233,12 +233,14 @@ def test_gate_sessions_quick_run_judges_each_mode_in_a_later_process(tmp_path: P
     verdict used the comparison its experiment names, every setting judged the same runs, and burners ran.
     The busy check is off (``--busy-limit 100``): beside other tests on two cores every measurement would be
     disturbed, nothing recorded and nothing judged — the gate's rule, which the benchmark's full run reports.
+    Its toy_cnn programs come from the tests' shared export cache: the 32x32 one is ``example_export``'s, the 36 and 39
+    wide ones gate_power's slow10 and slow20 (run.py's gate section and gate_power.py export them above).
     """
     gate_sessions = _benchmark("gate_sessions")
     stem = tmp_path / "gate_sessions"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "gate_sessions.py"), "--quick", "--busy-limit", "100",
-         "--out", str(stem), "--work-dir", str(tmp_path / "work")],
+         "--out", str(stem), "--work-dir", str(tmp_path / "work"), "--cache-dir", str(sme2_shared_cache)],
         cwd=ROOT, capture_output=True, text=True, timeout=1500, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
