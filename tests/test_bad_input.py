@@ -4,6 +4,8 @@ Each class of bad input (docs/reliability.md, "Bad input"): outputs on one path 
 interrupted session, paths under regular files, missing, empty, truncated and wrong-schema files, stores that do not
 exist, and the exit code each gets. Every case asserts the message (path and fix), the exit code, no traceback, and
 that the user's files are byte-identical afterwards. Runs in the normal suite; ``-m bad_input`` runs only these.
+A pytest run refused at start-up or at collection runs in this process (``pytester.runpytest``: nothing is measured,
+and a new interpreter cost seconds each); the runs that measure or are interrupted have their own process.
 """
 
 from __future__ import annotations
@@ -123,7 +125,7 @@ def test_the_rule_compares_resolved_paths_and_files() -> None:
 def test_plugin_reports_on_one_path_are_refused_before_any_test(second: str, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_x="def test_x(): open('ran', 'w').close()")
     (pytester.path / "report.out").write_text("the previous report\n")
-    result = pytester.runpytest_subprocess("--sme2-json=report.out", f"{second}=./report.out")
+    result = pytester.runpytest("--sme2-json=report.out", f"{second}=./report.out")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     assert f"--sme2-json and {second} both name report.out" in err and "Traceback" not in err
@@ -143,7 +145,7 @@ def test_plugin_report_on_a_file_the_session_reads_is_refused(pytester: pytest.P
     files = [pytester.path / "pytest.ini", pytester.path / "test_x.py"]
     before = _snapshot(*files)
     args = [option, "test_x.py"] + (["--sme2-json=r.json"] if clobbered is None else [])
-    result = pytester.runpytest_subprocess(*args)
+    result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     assert (f"is also {clobbered}" if clobbered else "--sme2-json and --junitxml both name r.json") in err
@@ -211,7 +213,7 @@ def test_an_interrupted_session_with_nothing_measured_keeps_the_reports(pytester
     """A collection error interrupts the session too: the previous reports stay."""
     pytester.makepyfile(test_x="import not_a_module_anywhere\n")
     (pytester.path / "r.json").write_text("the previous results\n")
-    result = pytester.runpytest_subprocess("--sme2-json=r.json")
+    result = pytester.runpytest("--sme2-json=r.json")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert (pytester.path / "r.json").read_text() == "the previous results\n"
     assert "r.json were left as they were" in result.stdout.str()
@@ -394,7 +396,7 @@ def test_history_pr_step_summary_that_cannot_be_written_is_one_line(where: str, 
 def test_the_margin_message_says_what_is_allowed(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_x="def test_x(): pass")
     for value in ("0", "100", "nan"):
-        result = pytester.runpytest_subprocess(f"--sme2-margin={value}")
+        result = pytester.runpytest(f"--sme2-margin={value}")
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         assert f"'{value}' is out of range; allowed: above 0 and below 100 percent, e.g. 5" in result.stderr.str()
 
@@ -449,7 +451,7 @@ def test_the_step_summary_on_a_report_path_is_refused(pytester: pytest.Pytester,
     pytester.makepyfile(test_x="def test_x(): pass")
     (pytester.path / "r.json").write_text("the previous results\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "r.json"))
-    result = pytester.runpytest_subprocess("--sme2-json=r.json")
+    result = pytester.runpytest("--sme2-json=r.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--sme2-json and $GITHUB_STEP_SUMMARY both name" in result.stderr.str()
     assert (pytester.path / "r.json").read_text() == "the previous results\n"

@@ -28,8 +28,7 @@ pytestmark = pytest.mark.bad_input
 def _collect_only(pytester: pytest.Pytester, source: str) -> pytest.RunResult:
     pytester.makeini(f"[pytest]\nsme2_models = {EXAMPLE_MODELS}\n")
     pytester.makepyfile(test_m=source)
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--sme2-blocks=1",
-                                         "--sme2-runs=1")
+    return pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--sme2-blocks=1", "--sme2-runs=1")
 
 
 @pytest.mark.parametrize(("source", "expected"), [
@@ -89,7 +88,7 @@ def test_one_marker_per_test_still_collects(pytester: pytest.Pytester) -> None:
         def test_m(x, exported_model, sme2_runner, sme2_baseline):
             pass
     """)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert "2 tests collected" in result.stdout.str()
 
@@ -181,11 +180,11 @@ def test_cli_refuses_out_of_range_numbers_at_start_up(argv: list[str], expected:
 
 def test_plugin_refuses_out_of_range_numbers_at_start_up(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_x="def test_x(): pass")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--sme2-blocks=99999999999999999999")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--sme2-blocks=99999999999999999999")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "'99999999999999999999' is out of range; allowed: 1 to 1000 blocks" in result.stderr.str()
     pytester.makeini("[pytest]\nsme2_threads = 100000\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "ini sme2_threads = '100000': '100000' is out of range; allowed: 1 to 256 threads" in result.stderr.str()
 
