@@ -8,6 +8,7 @@ host, QEMU, runner and program they were taken: a CI host whose counts differ fa
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,16 @@ def toy_cnn(example_export: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def counted(emulated: QemuRunner, toy_cnn: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Each arm's counts, once per module (a counted toy_cnn process is ~2 s of CPU)."""
+def counted_runs(emulated: QemuRunner, toy_cnn: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Each arm's counting process (its counts and the kernels it ran), once per module (~2 s of CPU each)."""
     out = tmp_path_factory.mktemp("counts")
-    return {arm: emulated.record_counts(_request(toy_cnn, arm, out)) for arm in (SME2_ON, SME2_OFF)}
+    return {arm: emulated.record_counted(_request(toy_cnn, arm, out)) for arm in (SME2_ON, SME2_OFF)}
+
+
+@pytest.fixture(scope="module")
+def counted(counted_runs: dict[str, Any]) -> dict[str, Any]:
+    """Each arm's counts."""
+    return {arm: run.counts for arm, run in counted_runs.items()}
 
 
 def _request(exported: Any, arm: str, out: Path) -> RunRequest:
@@ -162,3 +169,29 @@ def test_a_runner_without_the_markers_is_refused_with_the_fix(aarch64_runner_bui
     old = QemuRunner(build.path, qemu=emulated.qemu, sysroot=build.sysroot)
     with pytest.raises(TraceError, match=r"no block of sme2_runner_count_begin executed.*build-runner"):
         old.record_counts(_request(toy_cnn, SME2_ON, tmp_path))
+
+
+@pytest.mark.parametrize("arm", [SME2_ON, SME2_OFF])
+def test_the_counting_process_names_the_kernels_an_in_asm_process_names(arm: str, emulated: QemuRunner, toy_cnn: Any,
+                                                                         counted_runs: dict[str, Any],
+                                                                         tmp_path: Path) -> None:
+    """One emulated process per arm when a test counts: its blocks say which kernels ran, as a separate ``-d in_asm``
+    process does (the same exported functions, the same SME2 kernels), so no second process runs (issue 30)."""
+    counted = counted_runs[arm]
+    in_asm = emulated.record_executed(replace(_request(toy_cnn, arm, tmp_path), warmup=0))
+
+    def names(functions: Any) -> set[str]:
+        return {f"{Path(f.library).name}!{f.name}" for f in functions}
+
+    # the same exported functions ran (by file name: the counting process runs a staged link of the runner), in
+    # the same libraries: the runtime's and the runner (the C library's depend on the environment and outputs)
+    assert names(counted.executed.functions) == names(in_asm.functions)
+    assert {Path(r.library).name for r in counted.executed.unmapped} == {Path(r.library).name for r in in_asm.unmapped}
+    assert names(counted.executed.sme2_functions) == names(in_asm.sme2_functions)
+    if arm == SME2_ON:
+        assert counted.executed.sme2_functions, "the SME2-on arm ran no SME2 kernel"
+        # and they hold the instructions counted as SME2 kernels'
+        assert {s.split("!", 1)[1] for s in counted.counts.sme2_symbols} <= {
+            f.name for f in counted.executed.sme2_functions}
+    else:
+        assert not counted.executed.sme2_functions and not counted.counts.sme2_symbols
