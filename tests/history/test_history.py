@@ -225,27 +225,11 @@ def _git(root: Path, *args: str) -> str:
 def _session(root: Path, name: str, *extra: str) -> dict[str, object]:
     out = root.parent / f"{name}.json"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--sme2-busy-limit=100",
-                           "--sme2-blocks=5", "--sme2-runs=5", f"--sme2-json={out}", f"--sme2-cache-dir={_cache(root)}",
-                           *extra], cwd=root, env=_env(), capture_output=True, text=True, timeout=900, check=False)
+                           "--sme2-blocks=5", "--sme2-runs=5", f"--sme2-json={out}", *extra], cwd=root, env=_env(),
+                          capture_output=True, text=True, timeout=900, check=False)
     assert out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "sme2 history: run " in proc.stdout, proc.stdout[-2000:]
-    assert "sme2 exports: 0 exported in " in proc.stdout, proc.stdout[-2000:]  # exported ahead (_export_ahead)
     return json.loads(out.read_text())
-
-
-def _cache(root: Path) -> Path:
-    return root.parent / "cache"
-
-
-def _export_ahead(root: Path, size: int) -> None:
-    """The project's model at input ``size`` (MODELS), exported into the sessions' cache by this process, which has
-    imported torch and executorch already: a session exporting it first imported them (~20 s of a loaded session).
-    The sessions find it in the cache by its content (checked: they export nothing), as after a restored CI cache."""
-    import example_models.models as example
-    from pytest_sme2.program.export import export_model
-
-    export_model(example._seeded(example.ToyCNN).eval(), inputs=(example._example_input(1, 3, size, size),),
-                 name="toy", cache_dir=_cache(root), progress=None)
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -268,7 +252,6 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, d
     _git(root, "init", "-q", "-b", "main")
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "c1: the model")
-    _export_ahead(root, 32)
     results = {"c1": _session(root, "c1")}
     for name in ("c2", "c3"):
         (root / "README.md").write_text(f"a model project, documented ({name})\n")
@@ -277,7 +260,6 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, d
     _git(root, "checkout", "-qb", "feature")
     (root / "models.py").write_text(textwrap.dedent(MODELS.format(size=96)))
     _git(root, "commit", "-qam", "c4: larger input")
-    _export_ahead(root, 96)
     results["c4"] = _session(root, "c4")
     for name in ("c5", "c6"):
         (root / "README.md").write_text(f"a model project, documented again ({name})\n")
