@@ -8,7 +8,9 @@ passes. A rebuild that does not hash-match falls back to ``stored`` and says why
 so; with the artifact store restored from a CI cache nothing is rebuilt.
 
 Each scenario is a real pytest session in a subprocess (this checkout on ``PYTHONPATH``), real exports and real
-measurements on the local runtime, as a user's CI runs them.
+measurements on the local runtime, as a user's CI runs them. The heavier model's export is made once
+(:func:`heavier_export`) and each clone that changes to it starts with that entry in its export cache: the change's
+export is not what these tests check, and it holds nothing of the baseline's program, which is rebuilt for real.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ INI = "[pytest]\nsme2_models = my_models.py\n"
 GITIGNORE = ".sme2_cache/\n.sme2_artifacts/\n.sme2_history/\nsme2_out/\n*.json.tmp\nr.json\n__pycache__/\n"
 FAST = ["--sme2-runs", "4", "--sme2-warmup", "1", "--sme2-blocks", "8", "--sme2-busy-limit=100",
         "-p", "no:cacheprovider", "-p", "no:randomly", "--sme2-history=none"]
+#: For a scenario that checks which comparison was made and what its notes say, not the verdict's status: the gate's
+#: fewest blocks and no confirming measurement.
+NO_STATUS = ["--sme2-blocks", "4", "--sme2-no-confirm"]
+#: The model made 20 % heavier, as the scenarios that fail or fall back change it.
+HEAVIER = {"LAYERS": 6}
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -75,10 +82,15 @@ def _edit(project: Path, **values: int) -> None:
     path.write_text(text)
 
 
-def _changed(project: Path, **values: int) -> tuple[int, dict[str, object], str]:
-    """The model edited as ``values`` say, then a CI session: its exit status, the verdict and the verdict's notes."""
+def _changed(project: Path, *args: str, export_cache: Path | None = None,
+             **values: int) -> tuple[int, dict[str, object], str]:
+    """The model edited as ``values`` say, then a CI session (its export cache started from ``export_cache`` when
+    given): its exit status, the verdict and the verdict's notes."""
     _edit(project, **values)
-    done, result = _pytest(project)
+    if export_cache is not None:
+        assert not (project / ".sme2_cache").exists()
+        shutil.copytree(export_cache, project / ".sme2_cache")
+    done, result = _pytest(project, *args)
     verdict = result["verdict"]
     assert isinstance(verdict, dict)
     notes = "\n".join(str(n) for n in verdict["notes"])
@@ -117,6 +129,25 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
             "pte": data["artifact"]["pte_sha256"]}
 
 
+@pytest.fixture(scope="module")
+def heavier_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An export cache holding only the heavier model's export (the scenarios' change), made once by the library's
+    export in its own process, as the plugin's export workers make it."""
+    project = tmp_path_factory.mktemp("heavier")
+    (project / "my_models.py").write_text(textwrap.dedent(MODELS))
+    _edit(project, **HEAVIER)
+    script = ("from pytest_sme2.models import load_model_sources\n"
+              "from pytest_sme2.program.export import export_model\n"
+              "load_model_sources(['my_models.py'])\n"
+              "assert not export_model('net', cache_dir='.sme2_cache').cached\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=project, env=_env(), capture_output=True, text=True,
+                          timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (entry,) = (project / ".sme2_cache" / "net").iterdir()
+    assert (entry / "model.pte").is_file()
+    return project / ".sme2_cache"
+
+
 def _clone(recorded: dict[str, object], tmp_path: Path, commit: str) -> Path:
     clone = tmp_path / "clone"
     _git(tmp_path, "clone", "-q", str(recorded["root"]), str(clone))
@@ -126,9 +157,10 @@ def _clone(recorded: dict[str, object], tmp_path: Path, commit: str) -> Path:
 
 
 def test_a_fresh_clone_gets_the_rebuilt_reference_and_a_heavier_model_fails(recorded: dict[str, object],
+                                                                             heavier_export: Path,
                                                                              tmp_path: Path) -> None:
     clone = _clone(recorded, tmp_path, str(recorded["c2"]))
-    code, verdict, notes = _changed(clone, LAYERS=6)
+    code, verdict, notes = _changed(clone, export_cache=heavier_export, **HEAVIER)
     assert verdict["comparison"] == "session", notes
     assert f"rebuilt net fp32/xnnpack from commit {str(recorded['c1'])[:10]} (the commit the baseline was recorded " \
            "at)" in notes
@@ -150,6 +182,7 @@ def test_an_old_baseline_is_rebuilt_from_the_commit_that_last_touched_it_and_an_
 
 
 def test_a_rebuild_that_does_not_hash_match_falls_back_to_stored_and_says_why(recorded: dict[str, object],
+                                                                              heavier_export: Path,
                                                                               tmp_path: Path) -> None:
     """The baseline recorded from uncommitted code (a re-seeded model), only the baseline committed: the recorded
     commit is skipped (its models file was dirty), the commit that last touched the baseline holds other weights."""
@@ -163,7 +196,7 @@ def test_a_rebuild_that_does_not_hash_match_falls_back_to_stored_and_says_why(re
     assert json.loads(baseline.read_text())["rebuild"]["dirty"] is True
     clone = tmp_path / "clone"
     _git(tmp_path, "clone", "-q", str(work), str(clone))
-    _, verdict, notes = _changed(clone, LAYERS=6)
+    _, verdict, notes = _changed(clone, *NO_STATUS, export_cache=heavier_export, **HEAVIER)
     assert verdict["comparison"] == "stored", notes
     touched = _git(clone, "rev-parse", "HEAD")[:10]
     assert f"did not reproduce it: at {touched} (the commit that last touched {baseline.name}) the .pte hashes to " \
@@ -171,22 +204,22 @@ def test_a_rebuild_that_does_not_hash_match_falls_back_to_stored_and_says_why(re
     assert "compared with the stored samples instead" in notes
 
 
-def test_outside_git_the_verdict_says_so(recorded: dict[str, object], tmp_path: Path) -> None:
+def test_outside_git_the_verdict_says_so(recorded: dict[str, object], heavier_export: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(Path(str(recorded["root"])), copy,
                     ignore=shutil.ignore_patterns(".git", ".sme2_artifacts", ".sme2_cache"))
-    _, verdict, notes = _changed(copy, LAYERS=6)
+    _, verdict, notes = _changed(copy, *NO_STATUS, export_cache=heavier_export, **HEAVIER)
     assert verdict["comparison"] == "stored", notes
     assert "is not in a git checkout" in notes
 
 
 def test_the_fast_path_a_restored_artifact_cache_needs_no_rebuild(recorded: dict[str, object],
-                                                                  tmp_path: Path) -> None:
+                                                                  heavier_export: Path, tmp_path: Path) -> None:
     """CI restores ``.sme2_artifacts/`` from a cache keyed on the baselines' content (README, "Gating CI"): the
     reference is there, nothing is rebuilt."""
     clone = _clone(recorded, tmp_path, str(recorded["c2"]))
     shutil.copytree(Path(str(recorded["root"])) / ".sme2_artifacts", clone / ".sme2_artifacts")
-    code, verdict, notes = _changed(clone, LAYERS=6)
+    code, verdict, notes = _changed(clone, export_cache=heavier_export, **HEAVIER)
     assert verdict["comparison"] == "session", notes
     assert "rebuilt" not in notes
     assert not (clone / ".sme2_cache" / "rebuild").exists()

@@ -8,6 +8,8 @@ and exits 0. These runs set ``CI`` themselves (``tests/conftest.py`` removes it 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from gated_project import EXAMPLE_MODELS, FAST, GATED_TEST
 
@@ -20,9 +22,16 @@ from pytest_sme2.plugin.reports import nothing_gated
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(scope="module")
+def export_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One export cache for this file's sessions, module-scoped so that under ``-n`` its tests run on one worker
+    (tests/conftest.py's scheduler) and toy_cnn int8 is exported once, not once per worker. Not the workers'
+    shared cache: its measuring lock would make these sessions take turns with the other worker's measurements."""
+    return tmp_path_factory.mktemp("fail_closed_cache")
+
+
 @pytest.fixture
-def run(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
-    cache = tmp_path_factory.getbasetemp() / "fail_closed_cache"
+def run(pytester: pytest.Pytester, export_cache: Path, monkeypatch: pytest.MonkeyPatch):
     pytester.makeini(f"[pytest]\nsme2_models = {EXAMPLE_MODELS}\n")
 
     def _run(*args: str, ci: bool) -> pytest.RunResult:
@@ -30,7 +39,7 @@ def run(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, mon
             monkeypatch.setenv("CI", "true")
         else:
             monkeypatch.delenv("CI", raising=False)
-        return pytester.runpytest_subprocess(f"--sme2-cache-dir={cache}", *FAST, *args, timeout=600)
+        return pytester.runpytest_subprocess(f"--sme2-cache-dir={export_cache}", *FAST, *args, timeout=600)
 
     return _run
 
