@@ -86,7 +86,7 @@ def test_in_ci_a_session_that_gated_nothing_is_not_green(pytester, run) -> None:
     assert run(ci=False).ret == 0  # the same session on a developer's machine
 
 
-def test_fail_on_values_and_the_ci_default(pytester, run) -> None:
+def test_fail_on_values_and_the_ci_default(pytester) -> None:
     assert fail_on_list("missing, inconclusive") == ("missing", "inconclusive")
     assert fail_on_list("none") == ()
     for bad in ("bogus", "", "missing,bogus"):
@@ -95,7 +95,7 @@ def test_fail_on_values_and_the_ci_default(pytester, run) -> None:
     assert ci_environment({"CI": "true"}) and ci_environment({"CI": "1"})
     assert not ci_environment({}) and not ci_environment({"CI": "false"}) and not ci_environment({"CI": "0"})
     pytester.makepyfile(test_model=GATED_TEST)
-    result = run("--sme2-fail-on=bogus", ci=False)
+    result = pytester.runpytest("--sme2-fail-on=bogus")  # refused at start-up: in this process, no new interpreter
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "allowed are a comma list of missing, invalid, inconclusive, drift, or none" in result.stderr.str()
 
