@@ -367,7 +367,8 @@ class QemuRunner(HostRunner):
         runtime_maps = [m for m in maps if any(name in m for name in KERNEL_MAP_NAMES)]
         executed = executed_kernels_of_lines(counter.blocks, runtime_maps,
                                              source=f"{counter.source}, the counting process: {request.warmup} "
-                                                    f"warm-up + {request.runs} counted execution(s)")
+                                                    f"warm-up + {request.runs} counted "
+                                                    f"execution{'s' if request.runs != 1 else ''}")
         return CountedRun(counts=replace(counted[0], executions=request.runs), executed=executed)
 
     def build_of(self, variant: str | None, build: Path | None = None, mode: str = MODE_TRACE) -> str:
