@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -285,15 +286,22 @@ def test_profile_waits_for_another_measurement_on_this_host(tmp_path: Path,
             "--warmup", "1", "--cache-dir", str(cache), "--out", str(tmp_path / "out")]
     capsys.readouterr()
     cli = threading.Thread(target=lambda: codes.append(main(argv)))
+    err = ""
     try:
         cli.start()
-        cli.join(timeout=3)
+        # until it says it waits (a loaded or slower machine takes seconds to import and reach the lock), then a
+        # moment more: it must still be waiting, nothing measured
+        deadline = time.monotonic() + 120
+        while "waiting for another measurement" not in err and cli.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+            err += capsys.readouterr().err
+        cli.join(timeout=1)
         assert cli.is_alive() and not list((tmp_path / "out").glob("*/analysis_summary.json")), "it did not wait"
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
     cli.join(timeout=120)
-    _, err = capsys.readouterr()
+    err += capsys.readouterr().err
     assert codes == [0], err
     assert f"waiting for another measurement on this host (pid 1: a pytest run, since 00:00:00 UTC; lock {lock})" in err
     assert list((tmp_path / "out").glob("*/analysis_summary.json"))
