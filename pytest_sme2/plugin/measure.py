@@ -305,8 +305,9 @@ class Sme2Runner:
         on_m = self.measurement(exported, variant=SME2_ON, runs=runs, blocks=blocks)
         with self._session.third_party(test_id(self._item)):
             logs = (call(lambda: self._session.kernel_log(off_m)), call(lambda: self._session.kernel_log(on_m)))
-            ran = (call(lambda: self._session.executed_kernels(off_m, counted=self.counts())),
-                   call(lambda: self._session.executed_kernels(on_m, counted=self.counts())))
+            counted = self.counts()
+            ran = (call(lambda: self._session.executed_kernels(off_m, counted=counted)),
+                   call(lambda: self._session.executed_kernels(on_m, counted=counted)))
             pair: Pair = call(lambda: measure_on_off(self.runner, off_m, on_m, kernel_logs=logs,
                                                      rules=self._session.rules, what=f"{exported.name} SME2 off/on",
                                                      executed=ran, progress=self._session.progress))

@@ -34,10 +34,15 @@ from typing import TYPE_CHECKING, Any
 from pytest_sme2.device.facts import cpuinfo_features, linux_identity
 from pytest_sme2.device.identity import DeviceIdentity
 from pytest_sme2.errors import ConfigError, RunnerError
-from pytest_sme2.evidence.instructions import InstructionCounts
 from pytest_sme2.evidence.memory import PeakSource
 from pytest_sme2.evidence.qemu_counts import CODE_MAP_PREFIX, QEMU_LOG_ITEMS, BlockCounter, counts_of
-from pytest_sme2.evidence.qemu_log import ExecutedKernels, executed_kernels_of_lines, read_executed_kernels
+from pytest_sme2.evidence.qemu_log import (
+    ExecutedKernels,
+    executed_kernels_of_lines,
+    parse_maps,
+    read_executed_kernels,
+    read_mapped_libraries,
+)
 from pytest_sme2.program.export import load_pte_check
 from pytest_sme2.runners.base import MODE_TRACE, SME2_OFF, SME2_ON, CountedRun, RunRequest, inputs_argv
 from pytest_sme2.runners.host import HostRunner
@@ -304,9 +309,6 @@ class QemuRunner(HostRunner):
                               "only for pytest-sme2's own runner", command=cmd, stderr_tail=text[-2000:])
         return replace(read_executed_kernels(log, maps), source=f"QEMU's in_asm log of one execution, {log}")
 
-    def record_counts(self, request: RunRequest) -> InstructionCounts:
-        return self.record_counted(request).counts
-
     def record_counted(self, request: RunRequest) -> CountedRun:
         """Count the instructions one method execution of ``request`` executes under emulation (not start-up), and
         say which kernels the process ran (the blocks QEMU translated, as :meth:`record_executed` does from its own
@@ -354,7 +356,8 @@ class QemuRunner(HostRunner):
                               f"output is {stderr}", command=cmd, returncode=returncode, stderr_tail=text[-2000:])
         maps = [line.split(CODE_MAP_PREFIX, 1)[1] for line in text.splitlines() if CODE_MAP_PREFIX in line]
         cpu = self.cpu_for(request.variant)
-        counted = [counts_of(counter, maps, cpu=cpu, qemu_version=self.version, execution=i)
+        libraries = read_mapped_libraries(parse_maps(maps))  # read once: every count and the kernels place code with it
+        counted = [counts_of(counter, maps, libraries, cpu=cpu, qemu_version=self.version, execution=i)
                    for i in range(request.warmup, request.warmup + request.runs)]
         if len(counter.executions) != request.executions or any(c != counted[0] for c in counted):
             totals = [c.total for c in counted]
@@ -365,7 +368,7 @@ class QemuRunner(HostRunner):
         # the kernel evidence places code in the runtime's libraries and the runner, as the in_asm run's map lines do
         # (the C library and the loader count as outside them: what they run depends on the process's environment)
         runtime_maps = [m for m in maps if any(name in m for name in KERNEL_MAP_NAMES)]
-        executed = executed_kernels_of_lines(counter.blocks, runtime_maps,
+        executed = executed_kernels_of_lines(counter.blocks, runtime_maps, libraries,
                                              source=f"{counter.source}, the counting process: {request.warmup} "
                                                     f"warm-up + {request.runs} counted "
                                                     f"execution{'s' if request.runs != 1 else ''}")
