@@ -626,7 +626,7 @@ def uptime() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 sessions of 2 baselines, lag 1, one "
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 sessions of 1 baseline, lag 1, one "
                         "burner session per count (counts, not rates)")
     parser.add_argument("--sessions", type=int, default=12, help="normal sessions (default 12)")
     parser.add_argument("--slots", type=int, default=4, help="baselines recorded per session (default 4)")
@@ -651,7 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.session_plan is not None:
         return run_session(args.session_plan, int(args.session_index))
     if args.quick:
-        args.sessions, args.slots, args.lag, args.burner_rounds, args.rounds = 2, 2, 1, 1, 6
+        args.sessions, args.slots, args.lag, args.burner_rounds, args.rounds = 2, 1, 1, 1, 6
     if args.sessions <= args.lag or min(args.slots, args.lag, args.burner_rounds, args.rounds) < 1:
         parser.error("--sessions must exceed --lag, and --slots, --lag, --burner-rounds and --rounds must be >= 1")
     with contextlib.ExitStack() as stack:

@@ -41,13 +41,15 @@ EXECUTIONS = 33  # warm-up 3 + runs 30
 Arms = dict[str, list[np.ndarray]]
 
 
-def collect(reps: dict[str, int], progress: Callable[[str], None] = print) -> dict[str, list[Arms]]:
-    """``reps[name]`` repetitions of arms A/B/C per experiment (aa, slow10, slow5), real measurements."""
+def collect(reps: dict[str, int], progress: Callable[[str], None] = print,
+            cache_dir: Path | None = None) -> dict[str, list[Arms]]:
+    """``reps[name]`` repetitions of arms A/B/C per experiment (aa, slow10, slow5), real measurements; the programs
+    come from the export cache ``cache_dir`` (default: a temporary one)."""
     from pytest_sme2.runners.local import LocalRunner
 
     runner = LocalRunner()
     with tempfile.TemporaryDirectory() as tmp:
-        exported = gate_power.export_variants(Path(tmp) / "cache")
+        exported = gate_power.export_variants(cache_dir or Path(tmp) / "cache")
         out: dict[str, list[Arms]] = {}
         for name, n in reps.items():
             candidate = exported["base" if name == "aa" else name]
@@ -112,13 +114,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", default="300,150,100", help="repetitions for aa,slow10,slow5 (default 300,150,100)")
     parser.add_argument("--margin", type=float, default=5.0, help="margin in percent (default 5)")
+    parser.add_argument("--cache-dir", type=Path, help="export cache (default: a temporary one); gate_power.py "
+                        "exports the same programs")
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.reps.split(",")]
     if len(counts) != 3 or min(counts) < 1:
         parser.error("--reps takes three positive counts: aa,slow10,slow5")
     reps = dict(zip(("aa", "slow10", "slow5"), counts, strict=True))
     print(f"collecting {reps} repetitions x 3 arms x {BLOCKS} blocks of {EXECUTIONS} executions (toy_cnn, LocalRunner)")
-    data = collect(reps)
+    data = collect(reps, cache_dir=args.cache_dir)
     print(f"\nshare of comparisons called a regression (margin {args.margin:g} %)")
     print(f"{'variant':16s}" + "".join(f"{name:>18s}" for name in reps))
     for variant in VARIANTS:

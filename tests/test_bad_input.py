@@ -174,8 +174,10 @@ def test_ctrl_c_mid_measurement_never_replaces_the_reports_with_less(pytester: p
     dashboard = bmf.read_bytes()
     # pytest as a terminal starts it: Ctrl-C raises KeyboardInterrupt (a shell's background job would ignore SIGINT,
     # and a child inherits that).
-    cmd = [sys.executable, "-c", "import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler);"
-           " sys.exit(pytest.main(sys.argv[1:]))", *args, *reports, "-q"]
+    # (faulthandler on SIGUSR1: a run that does not end after Ctrl-C shows where it is.)
+    cmd = [sys.executable, "-c", "import faulthandler, signal, sys, pytest; "
+           "signal.signal(signal.SIGINT, signal.default_int_handler); faulthandler.register(signal.SIGUSR1); "
+           "sys.exit(pytest.main(sys.argv[1:]))", *args, *reports, "-q"]
     outcomes = []
     for wanted in (1, 3):
         log.unlink()
@@ -190,7 +192,17 @@ def test_ctrl_c_mid_measurement_never_replaces_the_reports_with_less(pytester: p
             time.sleep(0.01)
         assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before it could be interrupted"
         os.killpg(proc.pid, signal.SIGINT)
-        output, _ = proc.communicate(timeout=60)
+        try:
+            output, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            group = subprocess.run(["ps", "-o", "pid,stat,wchan:20,args", "-s", str(proc.pid)], capture_output=True,
+                                   text=True, check=False).stdout
+            os.kill(proc.pid, signal.SIGUSR1)
+            time.sleep(2)
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            pytest.fail(f"the run did not end within 60 s of Ctrl-C (interrupted at baseline {wanted}); its "
+                        f"processes:\n{group}\nits output and stacks:\n{output}")
         assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
         assert "Traceback" not in output.split("KeyboardInterrupt")[-1]
         outcomes.append(output)

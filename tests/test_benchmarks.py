@@ -159,10 +159,12 @@ def test_gate_variants_trims_only_blocks_far_above_the_arm() -> None:
 
 
 @pytest.mark.slow
-def test_gate_variants_runs_to_the_end_on_real_measurements() -> None:
+def test_gate_variants_runs_to_the_end_on_real_measurements(sme2_shared_cache: Path) -> None:
     """benchmarks/gate_variants.py calls the library's gate as it is now (it once imported a function the gate no
-    longer had, and nothing noticed): one A/A and one repetition per slowdown, every variant judged."""
-    proc = _bench(str(ROOT / "benchmarks" / "gate_variants.py"), "--reps", "1,1,1", timeout=600)
+    longer had, and nothing noticed): one A/A and one repetition per slowdown, every variant judged. Its programs are
+    gate_power's, from the workers' export cache (whichever benchmark runs first exports them)."""
+    proc = _bench(str(ROOT / "benchmarks" / "gate_variants.py"), "--reps", "1,1,1", "--cache-dir",
+                  str(sme2_shared_cache), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line.split()[0] for line in proc.stdout.splitlines() if line.split()[:1] and line.split()[0] in
             ("default", "trim", "pooled-confirm", "10")]
