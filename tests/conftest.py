@@ -178,6 +178,16 @@ def _fast_tests_neither_export_nor_build(request: pytest.FixtureRequest, monkeyp
 
 
 @pytest.fixture(autouse=True)
+def _compiler_before_in_process_runs(request: pytest.FixtureRequest) -> None:
+    """executorch's compiler imported before a test's in-process pytest runs (``pytester``): each run drops the
+    modules first imported during it, and the compiler registers torch operators, which a second import cannot. (The
+    plugin imports the runtime without the compiler, ``runners/local.import_runtime``: a run may be the first to need
+    it.)"""
+    if "pytester" in request.fixturenames:
+        import executorch.exir  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
 def _without_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test runs as on a developer's machine: ``CI`` (which makes the plugin fail closed) is removed from the
     environment of the test and of the pytest runs it starts; ``ci.IN_CI`` keeps what the session saw."""

@@ -35,7 +35,9 @@ import hashlib
 import importlib.util
 import os
 import statistics
+import sys
 import time
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -162,6 +164,44 @@ def _describe_runtime_error(exc: BaseException) -> str:
     return text
 
 
+def import_runtime() -> None:
+    """Import executorch's Python runtime (``executorch.runtime``, its pybindings and the quantized kernels) without
+    its compiler, once per process.
+
+    executorch 1.5's ``portable_lib`` imports ``executorch.exir._warnings`` (two decorators) for one annotation, and
+    Python imports the package ``executorch.exir`` first: the whole compiler, torch._dynamo, torch._inductor and
+    torchao, ~3-4 s of a process that only loads and runs programs (``benchmarks/runtime_import.py``). While the runtime
+    is imported, ``executorch.exir`` is a bare package that finds its submodules (``_warnings`` is a leaf); then it is
+    taken away, so a later ``import executorch.exir`` (an export) imports the real package. Where that cannot work (a
+    runtime that needs more of ``exir`` to import), the runtime is imported as it always was.
+    """
+    if "executorch.runtime" in sys.modules:
+        return
+    import executorch.kernels.quantized  # int8 programs on the portable backend need its kernels
+    if "executorch.exir" in sys.modules:  # the compiler is here already: nothing to spare
+        import executorch.runtime
+        return
+    import executorch
+
+    spec = importlib.util.find_spec("executorch.exir")
+    bare = types.ModuleType("executorch.exir")
+    bare.__path__ = list(spec.submodule_search_locations or ()) if spec is not None else []
+    sys.modules["executorch.exir"] = bare
+    try:
+        import executorch.runtime
+    except ImportError:
+        pass
+    finally:
+        if sys.modules.get("executorch.exir") is bare:
+            del sys.modules["executorch.exir"]
+        if getattr(executorch, "exir", None) is bare:
+            del executorch.exir
+        for name in [m for m in sys.modules if m.startswith("executorch.exir.")]:
+            del sys.modules[name]  # imported again, as submodules of the real package, when it is imported
+    if "executorch.runtime" not in sys.modules:
+        import executorch.runtime  # as it always was: with the compiler
+
+
 class LocalRunner(Runner):
     """Run ``.pte`` files in this process with the executorch pybindings runtime, traced or untraced.
 
@@ -246,8 +286,7 @@ class LocalRunner(Runner):
         traced = request.mode == MODE_TRACE
         # The runtime's modules first (a no-op after the first run): their first import maps the runtime's libraries,
         # which are no part of a program's footprint.
-        import executorch.kernels.quantized  # noqa: F401
-        from executorch.runtime import Runtime  # noqa: F401
+        import_runtime()
 
         peak = PeakDelta()
         peak.start()  # the high-water mark of this process from here: load + runs (PeakSource.DELTA says what)
@@ -353,9 +392,9 @@ class LocalRunner(Runner):
         import of the runtime. Runtime failures become :class:`RunnerError`.
         """
         load_pte_check(pte)
-        # Registers the quantized kernels (quantize/dequantize out-variants) with the runtime, so
-        # int8 programs on the portable backend load; without it they fail with OperatorMissing.
-        import executorch.kernels.quantized  # noqa: F401
+        # With the quantized kernels (quantize/dequantize out-variants) registered, so int8 programs on the portable
+        # backend load; without them they fail with OperatorMissing.
+        import_runtime()
         from executorch.extension.pybindings import portable_lib
         from executorch.runtime import Runtime, Verification
 
@@ -427,6 +466,7 @@ def check_input_files(pte: Path, files: Sequence[Path], method: str = "forward")
     says so only after its launch, as a failed run). The local runtime reads the program's metadata without loading
     a delegate; a program it cannot read is left to the runner to judge."""
     try:
+        import_runtime()
         from executorch.runtime import Runtime, Verification
 
         meta = Runtime.get().load_program(str(pte), verification=Verification.Minimal).metadata(method)
