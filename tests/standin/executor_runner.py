@@ -365,12 +365,12 @@ def run_measure(flags: dict[str, str]) -> None:
         abort(f"FileDataLoader::from() failed: 0x22 (model file {model} not found)", 470)
     log("stand-in executor_runner: measuring with the executorch Python runtime; the trace holds only "
         "Program::load_method and Method::execute (no per-operator events)", 100)
-    import executorch.kernels.quantized  # noqa: F401 - kernels of int8 programs on the portable backend
+    from pytest_sme2.errors import RunnerError
+    from pytest_sme2.runners.local import import_runtime, read_input_files
+
+    import_runtime()  # with the kernels of int8 programs on the portable backend, without the compiler
     from executorch.extension.pybindings import portable_lib
     from executorch.runtime import Runtime, Verification
-
-    from pytest_sme2.errors import RunnerError
-    from pytest_sme2.runners.local import read_input_files
 
     threads = int_flag(flags, "cpu_threads")
     if threads > 0:
