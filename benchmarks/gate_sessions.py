@@ -1,7 +1,7 @@
 """The gate across sessions: A/A false alarms, detection of real slowdowns, and verdicts under CPU burners.
 
     python benchmarks/gate_sessions.py            # the full run (12-40 min, by load); results/gate_sessions.{txt,json}
-    python benchmarks/gate_sessions.py --quick    # a smoke run (2-4 min): counts, not rates
+    python benchmarks/gate_sessions.py --quick    # a smoke run (1.5-2 min): counts, not rates
     python benchmarks/gate_sessions.py --sessions 26 --slots 5    # more baselines, ~2x the time
 
 Everything here is the real gate as the plugin runs it: :func:`pytest_sme2.judge.judge` with the real

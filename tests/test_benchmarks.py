@@ -228,7 +228,7 @@ def test_replay_runner_gives_back_a_judgements_runs_in_order_and_measures_what_i
 
 @pytest.mark.slow
 def test_gate_sessions_quick_run_judges_each_mode_in_a_later_process(tmp_path: Path, sme2_shared_cache: Path) -> None:
-    """``gate_sessions.py --quick`` end to end (3-5 min): real exports, sessions in fresh processes, burners.
+    """``gate_sessions.py --quick`` end to end (1.5-2 min): real exports, sessions in fresh processes, burners.
 
     Rates of a smoke run mean nothing; what is checked is that each experiment measured what it says: the A/A
     candidate is the same program on other inputs, a baseline is judged only by a later process, every judged
