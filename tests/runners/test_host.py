@@ -360,3 +360,20 @@ def test_a_runner_log_without_its_success_line_is_an_error(tmp_path: Path, edit:
         check_what_ran("executor_runner x", request, 30, edit(log), cmd=["x"], log_path=RECORDED_LOG, log_tail="")
     # A build with logging off prints nothing: then the trace's count is all there is to check.
     check_what_ran("executor_runner x", request, 30, "", cmd=["x"], log_path=RECORDED_LOG, log_tail="")
+
+
+def test_a_stand_in_maps_the_same_libraries_whether_its_recording_was_cached_or_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runner's shared libraries are part of its identity (a baseline whose runner loaded others cannot be re-run):
+    the stand-in's first replay of a recording (its reader's numpy and pandas, in a child process) and a cached one
+    map the same. (Before, the first mapped 99 objects and a cached one 19: one build, two identities by test order.)"""
+    from pytest_sme2.device.codepaths import mapped_at_exit, mapped_paths
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the stand-in's cache of recordings: empty
+    runner = make_standin(tmp_path / "bin", trace=DATA / "mobilenet_v3_small_like_fp32_xnnpack_simd-off_t1.etdump")
+    cmd = [str(runner), "--model_path", str(DATA / "toy_cnn_fp32_xnnpack.pte"), "--num_executions", "1"]
+    cold = mapped_at_exit(cmd, cwd=tmp_path / "cold", timeout_s=120)
+    assert list((tmp_path / "sme2-standin-recordings").glob("*.json")), "the first replay fills the cache"
+    warm = mapped_at_exit(cmd, cwd=tmp_path / "warm", timeout_s=120)
+    assert cold is not None and warm is not None
+    assert sorted(mapped_paths(cold)) == sorted(mapped_paths(warm))

@@ -29,12 +29,12 @@ message. Log lines go to stderr in the runtime's format
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import re
 import shutil
 import struct
+import subprocess  # here, not where a cache miss needs it: the same shared libraries mapped either way
 import sys
 import time
 import warnings
@@ -228,12 +228,26 @@ def _recording(trace: Path) -> dict[str, object]:
         return json.loads(cached.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
     except (OSError, ValueError):
         pass
-    recording = _read_recording(trace)
-    from pytest_sme2.store.files import replace_atomically
+    # Read (and cached) by a child process: this process maps the same shared libraries whether the cache held the
+    # recording or not (the reader's numpy and pandas would be in its maps only on a miss, and a runner's libraries
+    # are part of its identity: two sessions of one stand-in would differ by the cache's state).
+    done = subprocess.run([sys.executable, "-c", _READ_IN_A_CHILD, __file__, str(trace), str(cached)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        abort(f"stand-in: could not read the recording {trace}: {done.stderr.strip()[-2000:]}", 200)
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
 
-    with contextlib.suppress(OSError):  # whole or absent: another replay may read it at any time
-        replace_atomically(cached, lambda fh: fh.write(json.dumps(recording).encode("utf-8")))
-    return recording
+
+_READ_IN_A_CHILD = """
+import contextlib, json, runpy, sys
+from pathlib import Path
+standin = runpy.run_path(sys.argv[1])
+recording = standin["_read_recording"](Path(sys.argv[2]))
+from pytest_sme2.store.files import replace_atomically
+with contextlib.suppress(OSError):  # whole or absent: another replay may read it at any time
+    replace_atomically(Path(sys.argv[3]), lambda fh: fh.write(json.dumps(recording).encode("utf-8")))
+print(json.dumps(recording))
+"""
 
 
 def run_replay(trace: Path, flags: dict[str, str], *, ignore_count: bool = False) -> None:
