@@ -175,9 +175,9 @@ def import_runtime() -> None:
     taken away, so a later ``import executorch.exir`` (an export) imports the real package. Where that cannot work (a
     runtime that needs more of ``exir`` to import), the runtime is imported as it always was.
     """
+    import executorch.kernels.quantized  # int8 programs on the portable backend need its kernels
     if "executorch.runtime" in sys.modules:
         return
-    import executorch.kernels.quantized  # int8 programs on the portable backend need its kernels
     if "executorch.exir" in sys.modules:  # the compiler is here already: nothing to spare
         import executorch.runtime
         return
