@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
               f"executorch.exir imported: {'yes' if compiler == {True} else 'no' if compiler == {False} else 'mixed'}")
     print(f"  ratio import_runtime / plain: import {medians['light'][0] / medians['plain'][0]:.2f}, "
           f"process {medians['light'][1] / medians['plain'][1]:.2f}")
-    print(f"  load average at the end: {', '.join(f'{x:.2f}' for x in __import__('os').getloadavg())}")
+    print(f"  load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

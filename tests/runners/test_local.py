@@ -195,4 +195,3 @@ def test_local_fingerprint_is_stable_and_excludes_threads() -> None:
     assert first == second
     assert not any("thread" in key for key in first)
     assert first["executorch_version"] == version("executorch") and first["arch"] and first["cores"] == os.cpu_count()
-
