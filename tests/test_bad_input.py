@@ -10,6 +10,7 @@ and a new interpreter cost seconds each); the runs that measure or are interrupt
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -195,14 +196,23 @@ def test_ctrl_c_mid_measurement_never_replaces_the_reports_with_less(pytester: p
         try:
             output, _ = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
+            # pytest itself may have ended with a process of another session still holding its output pipe open
+            ended = proc.poll()
             group = subprocess.run(["ps", "-o", "pid,stat,wchan:20,args", "-s", str(proc.pid)], capture_output=True,
                                    text=True, check=False).stdout
-            os.kill(proc.pid, signal.SIGUSR1)
+            holders = _holders_of_pipe(proc.stdout.fileno()) if proc.stdout is not None else []
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGUSR1)
             time.sleep(2)
-            os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            for pid in holders:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             output, _ = proc.communicate()
-            pytest.fail(f"the run did not end within 60 s of Ctrl-C (interrupted at baseline {wanted}); its "
-                        f"processes:\n{group}\nits output and stacks:\n{output}")
+            pytest.fail(f"the run did not end within 60 s of Ctrl-C (interrupted at baseline {wanted}); pytest "
+                        f"{'exited ' + str(ended) if ended is not None else 'still running'}; its processes:\n"
+                        f"{group}\nprocesses holding its output pipe: {holders}\nits output and stacks:\n{output}")
         assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
         assert "Traceback" not in output.split("KeyboardInterrupt")[-1]
         outcomes.append(output)
@@ -219,6 +229,19 @@ def test_ctrl_c_mid_measurement_never_replaces_the_reports_with_less(pytester: p
                                  "performance test(s)"
     assert len(doc["tests"]) == 2
     assert "**Interrupted:** the session was interrupted" in res_md.read_text()
+
+
+def _holders_of_pipe(fd: int) -> list[int]:
+    """The processes (but this one) with the pipe ``fd`` reads open: whoever keeps a child's output from ending."""
+    pipe = f"pipe:[{os.fstat(fd).st_ino}]"
+    holders = []
+    for proc_dir in Path("/proc").iterdir():
+        if not proc_dir.name.isdigit() or int(proc_dir.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if any(str(link.readlink()) == pipe for link in (proc_dir / "fd").iterdir()):
+                holders.append(int(proc_dir.name))
+    return holders
 
 
 def test_an_interrupted_session_with_nothing_measured_keeps_the_reports(pytester: pytest.Pytester) -> None:

@@ -73,10 +73,10 @@ def measuring(lock_file: Path | None, *, what: str = "a measurement",
                 progress(f"{what}: waiting for {whose} on this host ({holder}; lock {lock_file})")
 
         waited = _take(fd, fcntl.LOCK_EX, waiting)
-        _write_holder(fd, what)
-        with _GUARD:
-            _HELD.add(key)
         try:
+            _write_holder(fd, what)
+            with _GUARD:
+                _HELD.add(key)
             yield waited
         finally:
             with _GUARD:
@@ -118,12 +118,14 @@ def heavy_work(lock_file: Path | None, *, what: str = "heavy work",
                          "export, build or analysis beside it would disturb it")
 
         waited = _take(fd, fcntl.LOCK_SH, waiting)
-    except BaseException:
+        _write_holder(fd, what, heavy=True)
+        with _GUARD:
+            _SHARED[key] = [fd, 1]
+    except BaseException:  # Ctrl-C while taking it: a descriptor left open would hold the lock until exit
+        with _GUARD:
+            _SHARED.pop(key, None)
         os.close(fd)
         raise
-    _write_holder(fd, what, heavy=True)
-    with _GUARD:
-        _SHARED[key] = [fd, 1]
     try:
         yield waited
     finally:
@@ -139,8 +141,10 @@ def _release_shared(key: str) -> None:
         if hold[1] > 0:
             return
         del _SHARED[key]
-    fcntl.flock(hold[0], fcntl.LOCK_UN)
-    os.close(hold[0])
+    try:
+        fcntl.flock(hold[0], fcntl.LOCK_UN)
+    finally:
+        os.close(hold[0])
 
 
 def _key(lock_file: Path | None) -> str | None:

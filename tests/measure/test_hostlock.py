@@ -231,6 +231,47 @@ def test_heavy_work_and_a_measurement_in_one_process_never_wait_for_themselves(t
     assert holder.wait(timeout=60) == 0
 
 
+@linux_only
+@pytest.mark.parametrize("where", ["heavy work", "a measurement", "a measurement inside heavy work"])
+def test_ctrl_c_while_taking_the_lock_leaves_it_free(where: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt between taking the lock and holding it (while the holder's line is written) leaves no
+    descriptor holding it: the session's end, or the next session of this process, would wait for it forever."""
+    import fcntl
+    import os
+
+    from pytest_sme2.measure import hostlock
+    from pytest_sme2.measure.hostlock import heavy_work, measuring
+
+    lock = tmp_path / "measuring.lock"
+    real_write = hostlock._write_holder
+
+    def interrupted(fd: int, what: str, *, heavy: bool = False) -> None:
+        if what == "interrupted":
+            raise KeyboardInterrupt
+        real_write(fd, what, heavy=heavy)
+
+    monkeypatch.setattr(hostlock, "_write_holder", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        if where == "heavy work":
+            with heavy_work(lock, what="interrupted"):
+                pass
+        elif where == "a measurement":
+            with measuring(lock, what="interrupted"):
+                pass
+        else:
+            with heavy_work(lock, what="export"), measuring(lock, what="interrupted"):
+                pass
+    assert not hostlock._SHARED and not hostlock._HELD
+    other = os.open(lock, os.O_RDWR)  # another open file: conflicts with any hold left in this process
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError if a hold was left
+    finally:
+        os.close(other)
+    with measuring(lock, what="next") as waited:  # and the process measures again
+        assert waited == 0.0
+
+
 def test_analysis_and_the_log_run_hold_the_lock_shared_after_the_measurement(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Wiring: a measurement's trace analysis and the unmeasured XNNPACK-log run are heavy work (they wait for a
