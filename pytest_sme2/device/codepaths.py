@@ -66,14 +66,13 @@ def code_path_environment(env: Mapping[str, str] | None = None) -> dict[str, str
 
 def mapped_paths(maps_lines: Iterable[str]) -> list[str]:
     """The shared objects (file names with ``.so``) mapped in ``/proc/<pid>/maps`` lines, each once, sorted."""
-    out = set()
+    paths = set()
     for line in maps_lines:
         fields = line.split(maxsplit=5)
         if len(fields) == 6 and fields[5].startswith("/"):
-            path = fields[5].strip()
-            if ".so" in Path(path.removesuffix(" (deleted)")).name:
-                out.add(path)
-    return sorted(out)
+            paths.add(fields[5].strip())
+    # a library has several mappings: its name is looked at once (a torch process maps thousands of lines)
+    return sorted(p for p in paths if ".so" in p.removesuffix(" (deleted)").rpartition("/")[2])
 
 
 def hashed(paths: Iterable[str]) -> dict[str, str]:

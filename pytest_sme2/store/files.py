@@ -243,14 +243,16 @@ def files_matching(directory: Path, pattern: str) -> Sequence[Path]:
     return sorted(directory.glob(pattern)) if directory.is_dir() else []
 
 
-_HASHES: dict[tuple[str, int, int], str] = {}
+_HASHES: dict[tuple[int, int, int, int], str] = {}
 
 
 def file_sha256(path: str | Path) -> str:
-    """sha256 of a file, remembered per (path, size, mtime): a 10 MB ``.pte`` is hashed once per process."""
+    """sha256 of a file, remembered per file (device, inode) as it is (size, mtime): a 10 MB ``.pte`` or a runtime
+    library is hashed once per process, and a file replaced or rewritten is hashed again. One ``stat``: the runtime's
+    libraries are looked up before every block."""
     p = Path(path)
     st = p.stat()
-    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     digest = _HASHES.get(key)
     if digest is None:
         h = hashlib.sha256()
