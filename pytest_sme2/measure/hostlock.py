@@ -123,7 +123,8 @@ def heavy_work(lock_file: Path | None, *, what: str = "heavy work",
             _SHARED[key] = [fd, 1]
     except BaseException:  # Ctrl-C while taking it: a descriptor left open would hold the lock until exit
         with _GUARD:
-            _SHARED.pop(key, None)
+            if _SHARED.get(key, [None])[0] == fd:  # ours, not another thread's hold
+                del _SHARED[key]
         os.close(fd)
         raise
     try:
